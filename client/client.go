@@ -1,0 +1,352 @@
+// Package client reads the deployment service's JSON API: the root, the
+// project and location lists, and location detail views. It owns everything
+// HTTP: the base URL and its path prefix, headers and the key, pagination,
+// size limits, the redirect policy, rate limiting and the classification of
+// failures. It knows nothing of Prometheus metric names.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/version"
+	"golang.org/x/time/rate"
+)
+
+// Defaults for the limits of Config, used where a field is left at zero.
+const (
+	DefaultConcurrency      = 4
+	DefaultMaxPages         = 1000
+	DefaultMaxResponseBytes = 64 << 20
+)
+
+// Observer is told about every request the client makes. The collector
+// implements it with the long-lived request metrics.
+type Observer interface {
+	// ObserveRequest is called once per HTTP request sent; status is 0 when
+	// no response came.
+	ObserveRequest(endpoint Endpoint, status int, d time.Duration)
+	// ObserveError is called once per failed request, sent or not.
+	ObserveError(endpoint Endpoint, reason Reason)
+}
+
+// Config is everything a Client needs. BaseURL and HTTPClientConfig are
+// required; zero limits take the defaults above.
+type Config struct {
+	// BaseURL is the service's base URL, possibly with a path prefix.
+	BaseURL *url.URL
+	// HTTPClientConfig carries TLS, proxy and the authorization (type Token,
+	// with the key inline or in a file that is re-read on every request).
+	HTTPClientConfig config.HTTPClientConfig
+	// UserAgent defaults to deployment_service_exporter/<version>.
+	UserAgent string
+	// Concurrency is the most requests in flight at once.
+	Concurrency int
+	// MaxPages is the most pages read for one list.
+	MaxPages int
+	// MaxResponseBytes is the largest body read.
+	MaxResponseBytes int64
+	// RateLimit is the most requests per second, 0 for no limit.
+	RateLimit float64
+	// Observer, when set, is told about every request.
+	Observer Observer
+}
+
+// Client reads the API of one service. It is safe for concurrent use.
+type Client struct {
+	base      *url.URL
+	origin    origin
+	http      *http.Client
+	userAgent string
+	sem       chan struct{}
+	limiter   *rate.Limiter
+	maxPages  int
+	maxBytes  int64
+	observer  Observer
+
+	holdMu     sync.Mutex
+	holdUntil  time.Time
+	holdStatus int
+}
+
+// New validates cfg and builds a Client.
+func New(cfg Config) (*Client, error) {
+	if err := ValidateBaseURL(cfg.BaseURL); err != nil {
+		return nil, err
+	}
+	if err := cfg.HTTPClientConfig.Validate(); err != nil {
+		return nil, fmt.Errorf("http client config: %w", err)
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "deployment_service_exporter/" + version.Version
+	}
+	rt, err := config.NewRoundTripperFromConfig(cfg.HTTPClientConfig, "deployment_service", config.WithUserAgent(cfg.UserAgent))
+	if err != nil {
+		return nil, fmt.Errorf("http client: %w", err)
+	}
+	c := &Client{
+		base:      cfg.BaseURL,
+		origin:    originOf(cfg.BaseURL),
+		userAgent: cfg.UserAgent,
+		sem:       make(chan struct{}, orDefault(cfg.Concurrency, DefaultConcurrency)),
+		maxPages:  orDefault(cfg.MaxPages, DefaultMaxPages),
+		maxBytes:  orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes),
+		observer:  cfg.Observer,
+	}
+	c.http = &http.Client{
+		Transport:     &originGuard{allowed: c.origin, next: rt},
+		CheckRedirect: redirectPolicy(c.origin),
+	}
+	if cfg.RateLimit > 0 {
+		// A burst of one spaces requests evenly, which is what a service
+		// that publishes a rate limit expects.
+		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
+	}
+	if c.observer == nil {
+		c.observer = nopObserver{}
+	}
+	return c, nil
+}
+
+// ValidateBaseURL checks that u can serve as a base URL: absolute http or
+// https, a host, and no credentials, query or fragment.
+func ValidateBaseURL(u *url.URL) error {
+	switch {
+	case u == nil:
+		return errors.New("no base URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("URL scheme must be http or https, not %q", u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return errors.New("URL has no host")
+	case u.User != nil:
+		return errors.New("URL must not carry credentials; give the key through the key file or environment")
+	case u.RawQuery != "" || u.ForceQuery:
+		return errors.New("URL must not have a query")
+	case u.Fragment != "":
+		return errors.New("URL must not have a fragment")
+	}
+	return nil
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// HoldOff reports until when the client refuses to send requests because
+// the service answered 429 or 503 with Retry-After, and that status.
+func (c *Client) HoldOff() (until time.Time, status int) {
+	c.holdMu.Lock()
+	defer c.holdMu.Unlock()
+	return c.holdUntil, c.holdStatus
+}
+
+func (c *Client) heldOff(now time.Time) (int, bool) {
+	c.holdMu.Lock()
+	defer c.holdMu.Unlock()
+	return c.holdStatus, now.Before(c.holdUntil)
+}
+
+func (c *Client) holdOff(d time.Duration, status int) {
+	c.holdMu.Lock()
+	defer c.holdMu.Unlock()
+	if until := time.Now().Add(d); until.After(c.holdUntil) {
+		c.holdUntil, c.holdStatus = until, status
+	}
+}
+
+// Result is what every call reports, whatever happened.
+type Result struct {
+	// Status is the HTTP status of the last response, 0 when none came.
+	Status int
+	// Duration is the wall time of the call, all pages together.
+	Duration time.Duration
+	// Err is nil on success, else usually an *Error.
+	Err error
+}
+
+// DetailResult is the outcome of LocationDetail.
+type DetailResult struct {
+	Result
+	// Fields holds the requested top-level scalar fields that were present.
+	Fields map[string]string
+}
+
+// Root reads the API root and checks that it is a JSON object.
+func (c *Client) Root(ctx context.Context) Result {
+	start := time.Now()
+	status, err := c.get(ctx, EndpointRoot, c.endpointURL("api/"), func(body io.Reader) error {
+		_, err := decodeObject(body, nil)
+		return err
+	})
+	return Result{Status: status, Duration: time.Since(start), Err: err}
+}
+
+// LocationDetail reads the detail view of one location and returns the
+// requested top-level scalar fields.
+func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) DetailResult {
+	start := time.Now()
+	var res DetailResult
+	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
+	res.Status, res.Err = c.get(ctx, EndpointLocationDetail, u, func(body io.Reader) error {
+		var err error
+		res.Fields, err = decodeObject(body, fields)
+		return err
+	})
+	res.Duration = time.Since(start)
+	return res
+}
+
+// endpointURL joins a path below the base URL, keeping its prefix.
+func (c *Client) endpointURL(rel string) *url.URL {
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + "/" + rel
+	u.RawPath = ""
+	return &u
+}
+
+// get sends one GET request and hands the body, bounded by the size limit,
+// to decode. It returns the status of the response (0 when none came) and
+// an *Error on any failure, having reported the request to the observer.
+func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, decode func(io.Reader) error) (int, error) {
+	if status, held := c.heldOff(time.Now()); held {
+		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
+	}
+	release, err := c.acquire(ctx)
+	if err != nil {
+		c.observer.ObserveError(ep, ReasonTimeout)
+		return 0, &Error{Endpoint: ep, Reason: ReasonTimeout, Err: err}
+	}
+	defer release()
+	// A hold-off may have begun while this request waited for its turn.
+	if status, held := c.heldOff(time.Now()); held {
+		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
+	}
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		c.observer.ObserveError(ep, ReasonNetwork)
+		return 0, &Error{Endpoint: ep, Reason: ReasonNetwork, Err: fmt.Errorf("build request: %w", err)}
+	}
+	req.Header.Set("Accept", "application/json")
+
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.observer.ObserveRequest(ep, 0, time.Since(start))
+		return 0, c.fail(ep, classifyTransport(ctx, err), 0, scrubURLError(err))
+	}
+	status, err := c.readResponse(ctx, ep, resp, decode)
+	c.observer.ObserveRequest(ep, status, time.Since(start))
+	return status, err
+}
+
+// readResponse checks the status and size of resp and decodes its body.
+func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, decode func(io.Reader) error) (int, error) {
+	defer func() {
+		// Draining a little lets the connection be reused; a body with more
+		// left than that is not worth the wait.
+		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+		_ = resp.Body.Close()
+	}()
+	status := resp.StatusCode
+	if status < 200 || status > 299 {
+		e := &Error{Endpoint: ep, Reason: ReasonHTTPStatus, Status: status, Err: fmt.Errorf("unexpected status %s", http.StatusText(status))}
+		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+			if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
+				e.RetryAfter = d
+				c.holdOff(d, status)
+			}
+		}
+		c.observer.ObserveError(ep, e.Reason)
+		return status, e
+	}
+	if resp.ContentLength > c.maxBytes {
+		return status, c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
+	}
+	if err := decode(&limitedReader{r: resp.Body, n: c.maxBytes}); err != nil {
+		reason := ReasonInvalidBody
+		if !errors.Is(err, errInvalidBody) {
+			reason = classifyTransport(ctx, err)
+		}
+		return status, c.fail(ep, reason, status, err)
+	}
+	return status, nil
+}
+
+func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error {
+	c.observer.ObserveError(ep, reason)
+	return &Error{Endpoint: ep, Reason: reason, Status: status, Err: err}
+}
+
+// acquire waits for a free request slot and for the rate limiter, both
+// within ctx, so a request that cannot start before the deadline fails as
+// a timeout instead of blocking the scrape.
+func (c *Client) acquire(ctx context.Context) (func(), error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a request slot: %w", context.Cause(ctx))
+	}
+	release := func() { <-c.sem }
+	if c.limiter != nil {
+		if err := c.limiter.Wait(ctx); err != nil {
+			release()
+			return nil, fmt.Errorf("waiting for the rate limit: %w", err)
+		}
+	}
+	return release, nil
+}
+
+// scrubURLError drops the URL from a *url.Error: URLs are logged by
+// endpoint label, and a proxy URL could carry credentials.
+func scrubURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", strings.ToLower(ue.Op), ue.Err)
+	}
+	return err
+}
+
+// limitedReader reads at most n bytes and fails with errTooLarge when the
+// body holds more, so an oversized answer is an error, never a truncation.
+type limitedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		var probe [1]byte
+		n, err := l.r.Read(probe[:])
+		if n > 0 {
+			return 0, errTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveRequest(Endpoint, int, time.Duration) {}
+func (nopObserver) ObserveError(Endpoint, Reason)               {}
+
+func orDefault[T int | int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

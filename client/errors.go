@@ -1,0 +1,134 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Reason classifies why a request failed. The values are the contract's
+// `reason` label values, so they must never change.
+type Reason string
+
+// The failure reasons of the contract.
+const (
+	ReasonTimeout     Reason = "timeout"
+	ReasonNetwork     Reason = "network"
+	ReasonHTTPStatus  Reason = "http_status"
+	ReasonInvalidBody Reason = "invalid_body"
+	ReasonTooLarge    Reason = "too_large"
+	ReasonPagination  Reason = "pagination"
+)
+
+// Reasons lists every failure reason, so that counters can be exported at
+// zero before the first failure.
+var Reasons = []Reason{
+	ReasonTimeout, ReasonNetwork, ReasonHTTPStatus,
+	ReasonInvalidBody, ReasonTooLarge, ReasonPagination,
+}
+
+// Endpoint names one of the API views the client reads. The values are the
+// contract's `endpoint` label values.
+type Endpoint string
+
+// The endpoints of the contract.
+const (
+	EndpointRoot           Endpoint = "root"
+	EndpointProjects       Endpoint = "projects"
+	EndpointLocations      Endpoint = "locations"
+	EndpointLocationDetail Endpoint = "location_detail"
+)
+
+// Endpoints lists every endpoint in a stable order.
+var Endpoints = []Endpoint{EndpointRoot, EndpointProjects, EndpointLocations, EndpointLocationDetail}
+
+// ErrHeldOff is wrapped by errors of requests that were not sent because
+// the service asked the exporter to back off (429 or 503 with Retry-After).
+var ErrHeldOff = errors.New("holding off after the service asked to retry later")
+
+// errTooLarge is returned by the body reader once the body passes the limit.
+var errTooLarge = errors.New("response body exceeds the size limit")
+
+// Error describes a failed request. It never carries the key, headers or
+// the body: only the endpoint, a classification and the HTTP status.
+type Error struct {
+	Endpoint Endpoint
+	Reason   Reason
+	// Status is the HTTP status of the response, 0 when none came.
+	Status int
+	// RetryAfter is how long the service asked the exporter to wait, taken
+	// from the Retry-After header of a 429 or 503; 0 when it asked nothing.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("%s: %s (HTTP %d): %v", e.Endpoint, e.Reason, e.Status, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.Endpoint, e.Reason, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonOf returns the failure reason of err, or "" when err is nil or not
+// a request failure (such as a hold-off).
+func ReasonOf(err error) Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
+}
+
+// classifyTransport turns an error of http.Client.Do or of reading a body
+// into a reason. Deadlines and cancellations are timeouts: the poll ran out
+// of time, whether its own or Prometheus'.
+func classifyTransport(ctx context.Context, err error) Reason {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return ReasonTooLarge
+	case errors.Is(err, errForeignOrigin):
+		return ReasonPagination
+	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return ReasonTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return ReasonTimeout
+	}
+	return ReasonNetwork
+}
+
+// maxRetryAfter bounds a hold-off, so a wrong header cannot silence the
+// exporter for days.
+const maxRetryAfter = 10 * time.Minute
+
+// parseRetryAfter reads a Retry-After header in either of its forms:
+// delay-seconds or an HTTP date. It returns 0 for an absent or broken header.
+func parseRetryAfter(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseInt(h, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		if secs > int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		d = time.Duration(secs) * time.Second
+	} else if t, err := http.ParseTime(h); err == nil {
+		d = t.Sub(now)
+	}
+	if d <= 0 {
+		return 0
+	}
+	return min(d, maxRetryAfter)
+}

@@ -1,0 +1,103 @@
+package collector
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+)
+
+// TestSnapshotExposition checks the pure mapping from a snapshot to
+// samples, durations included, without any HTTP.
+func TestSnapshotExposition(t *testing.T) {
+	start := time.Unix(1700000000, 500_000_000)
+	fail := &client.Error{Endpoint: client.EndpointLocations, Reason: client.ReasonHTTPStatus, Status: 500, Err: errors.New("x")}
+	s := &Snapshot{
+		Start:    start,
+		Duration: 1500 * time.Millisecond,
+		Endpoints: map[client.Endpoint]EndpointState{
+			client.EndpointRoot:           {Status: 200, Duration: 100 * time.Millisecond},
+			client.EndpointProjects:       {Status: 200, Duration: 250 * time.Millisecond},
+			client.EndpointLocations:      {Status: 500, Duration: time.Second, Err: fail},
+			client.EndpointLocationDetail: {Status: 404, Duration: 500 * time.Millisecond, Err: fail},
+		},
+		Projects: Count{Value: 0, Known: true},
+		Details: []LocationState{
+			{ID: 3, Status: 200, Duration: 200 * time.Millisecond, Fields: map[string]string{"name": "eu-west", "region": "eu\xff"}},
+			{ID: 7, Status: 404, Duration: 300 * time.Millisecond, Err: fail},
+		},
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewMetrics([]string{"name", "region", "tier"}).Collector(s))
+	want := `
+# HELP deployment_service_endpoint_duration_seconds Wall time spent on the endpoint in this scrape, all pages together.
+# TYPE deployment_service_endpoint_duration_seconds gauge
+deployment_service_endpoint_duration_seconds{endpoint="location_detail"} 0.5
+deployment_service_endpoint_duration_seconds{endpoint="locations"} 1
+deployment_service_endpoint_duration_seconds{endpoint="projects"} 0.25
+deployment_service_endpoint_duration_seconds{endpoint="root"} 0.1
+# HELP deployment_service_endpoint_status_code HTTP status of the endpoint's last response in this scrape, 0 when none came.
+# TYPE deployment_service_endpoint_status_code gauge
+deployment_service_endpoint_status_code{endpoint="location_detail"} 404
+deployment_service_endpoint_status_code{endpoint="locations"} 500
+deployment_service_endpoint_status_code{endpoint="projects"} 200
+deployment_service_endpoint_status_code{endpoint="root"} 200
+# HELP deployment_service_endpoint_up Whether the endpoint answered well in this scrape: 2xx and valid JSON of the expected shape on every page read.
+# TYPE deployment_service_endpoint_up gauge
+deployment_service_endpoint_up{endpoint="location_detail"} 0
+deployment_service_endpoint_up{endpoint="locations"} 0
+deployment_service_endpoint_up{endpoint="projects"} 1
+deployment_service_endpoint_up{endpoint="root"} 1
+# HELP deployment_service_location_detail_duration_seconds Time taken by the location's detail request in this scrape.
+# TYPE deployment_service_location_detail_duration_seconds gauge
+deployment_service_location_detail_duration_seconds{location_id="3"} 0.2
+deployment_service_location_detail_duration_seconds{location_id="7"} 0.3
+# HELP deployment_service_location_info Selected fields of the location's detail view, as labels; always 1.
+# TYPE deployment_service_location_info gauge
+deployment_service_location_info{location_id="3",name="eu-west",region="eu\ufffd",tier=""} 1
+# HELP deployment_service_location_up Whether the location's detail view answered well in this scrape.
+# TYPE deployment_service_location_up gauge
+deployment_service_location_up{location_id="3"} 1
+deployment_service_location_up{location_id="7"} 0
+# HELP deployment_service_poll_timestamp_seconds Unix time at which the poll behind this answer started.
+# TYPE deployment_service_poll_timestamp_seconds gauge
+deployment_service_poll_timestamp_seconds 1.7000000005e+09
+# HELP deployment_service_projects Projects the key can access; absent when the list could not be read.
+# TYPE deployment_service_projects gauge
+deployment_service_projects 0
+# HELP deployment_service_scrape_duration_seconds Wall time of the whole poll of the API.
+# TYPE deployment_service_scrape_duration_seconds gauge
+deployment_service_scrape_duration_seconds 1.5
+# HELP deployment_service_up Whether the API root, project list and location list all answered well in this scrape (1) or not (0).
+# TYPE deployment_service_up gauge
+deployment_service_up 0
+`
+	want = strings.ReplaceAll(want, `eu\ufffd`, "eu\uFFFD")
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+func TestUpNeedsAllThreeLists(t *testing.T) {
+	ok := EndpointState{Status: 200}
+	bad := EndpointState{Status: 500, Err: errors.New("x")}
+	for name, eps := range map[string]map[client.Endpoint]EndpointState{
+		"all well":       {client.EndpointRoot: ok, client.EndpointProjects: ok, client.EndpointLocations: ok},
+		"root missing":   {client.EndpointProjects: ok, client.EndpointLocations: ok},
+		"projects fails": {client.EndpointRoot: ok, client.EndpointProjects: bad, client.EndpointLocations: ok},
+		"details fail":   {client.EndpointRoot: ok, client.EndpointProjects: ok, client.EndpointLocations: ok, client.EndpointLocationDetail: bad},
+	} {
+		want := name == "all well" || name == "details fail"
+		if got := (&Snapshot{Endpoints: eps}).Up(); got != want {
+			t.Errorf("%s: Up() = %v, want %v", name, got, want)
+		}
+	}
+}

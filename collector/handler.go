@@ -1,0 +1,74 @@
+package collector
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// scrapeTimeoutHeader is where Prometheus tells how long it will wait.
+const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
+
+// Handler serves one scrape: it polls through its Poller within the
+// scrape's budget and serves the snapshot on a registry of its own, next to
+// the long-lived gatherer (nil for /probe, which serves only the poll).
+type Handler struct {
+	poller   *Poller
+	metrics  *Metrics
+	gatherer prometheus.Gatherer
+	timeout  time.Duration
+	logger   *slog.Logger
+}
+
+// NewHandler returns a handler for p. timeout is --api.timeout, the upper
+// bound of a poll whatever Prometheus allows.
+func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) *Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{poller: p, metrics: m, gatherer: longLived, timeout: timeout, logger: logger}
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), ScrapeBudget(r, h.timeout))
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h.metrics.Collector(h.poller.Poll(ctx)))
+	var g prometheus.Gatherer = reg
+	if h.gatherer != nil {
+		g = prometheus.Gatherers{h.gatherer, reg}
+	}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(h.logger.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+	}).ServeHTTP(w, r)
+}
+
+// ScrapeBudget is the time a poll may take for request r: the scrape
+// timeout Prometheus sends, less a margin to encode the answer, and never
+// more than limit.
+func ScrapeBudget(r *http.Request, limit time.Duration) time.Duration {
+	v := r.Header.Get(scrapeTimeoutHeader)
+	if v == "" {
+		return limit
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || secs <= 0 || secs > 1e6 {
+		return limit
+	}
+	t := time.Duration(secs * float64(time.Second))
+	// A tenth of the timeout, between 50ms and 500ms, is room enough to
+	// encode the answer and cross the network back.
+	margin := min(max(t/10, 50*time.Millisecond), 500*time.Millisecond)
+	budget := t - margin
+	if budget < t/2 {
+		budget = t / 2
+	}
+	return min(budget, limit)
+}

@@ -1,0 +1,136 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+)
+
+// errTooLate stands for endpoints whose results did not arrive before the
+// scrape had to answer.
+var errTooLate = errors.New("poll did not finish before the scrape deadline")
+
+// PollerOptions tunes a Poller.
+type PollerOptions struct {
+	// Timeout bounds a poll when the caller's context has no deadline.
+	Timeout time.Duration
+	// MinInterval is the least time between the starts of two polls; a
+	// scrape inside it is answered from the last poll. 0 polls every scrape.
+	MinInterval time.Duration
+	Logger      *slog.Logger
+}
+
+// Poller owns time for one target: it shares a poll in flight between
+// concurrent scrapes, answers from the last poll inside the minimum
+// interval, and sends nothing while the service asked it to hold off.
+type Poller struct {
+	target *Target
+	opts   PollerOptions
+
+	mu       sync.Mutex
+	inflight *pollCall
+	last     *Snapshot
+}
+
+// pollCall is one poll in flight and the scrapes waiting for it.
+type pollCall struct {
+	done    chan struct{}
+	snap    *Snapshot
+	waiters int
+	cancel  context.CancelFunc
+}
+
+// NewPoller returns a Poller for t.
+func NewPoller(t *Target, opts PollerOptions) *Poller {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	return &Poller{target: t, opts: opts}
+}
+
+// Target returns the target the poller watches.
+func (p *Poller) Target() *Target { return p.target }
+
+// Poll returns a snapshot for one scrape, by the time ctx is done at the
+// latest. It joins the poll in flight if there is one; a scrape that gives
+// up leaves the poll running for the others, and the last one to give up
+// cancels it.
+func (p *Poller) Poll(ctx context.Context) *Snapshot {
+	now := time.Now()
+	if until, status := p.target.Client.HoldOff(); now.Before(until) {
+		p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
+		return failedSnapshot(now, p.target, status, client.ErrHeldOff)
+	}
+
+	p.mu.Lock()
+	if p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval {
+		last := p.last
+		p.mu.Unlock()
+		return last
+	}
+	c := p.inflight
+	if c == nil {
+		c = p.start(ctx)
+	}
+	c.waiters++
+	p.mu.Unlock()
+
+	select {
+	case <-c.done:
+		return c.snap
+	case <-ctx.Done():
+		p.leave(c)
+		return failedSnapshot(now, p.target, 0, errTooLate)
+	}
+}
+
+// start begins a poll; p.mu is held. The poll does not inherit the
+// scrape's cancellation, only its deadline made a little earlier, so its
+// results reach the scrape before the scrape has to answer.
+func (p *Poller) start(ctx context.Context) *pollCall {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(p.opts.Timeout)
+	}
+	deadline = deadline.Add(-handoffMargin(time.Until(deadline)))
+	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	c := &pollCall{done: make(chan struct{}), cancel: cancel}
+	p.inflight = c
+	go func() {
+		defer cancel()
+		snap := poll(pctx, p.target, p.opts.Logger)
+		p.mu.Lock()
+		p.inflight = nil
+		// A poll cancelled because every scrape left is not worth keeping.
+		if !errors.Is(context.Cause(pctx), context.Canceled) {
+			p.last = snap
+		}
+		c.snap = snap
+		p.mu.Unlock()
+		close(c.done)
+	}()
+	return c
+}
+
+// leave drops one waiter from c and cancels the poll once nobody waits.
+func (p *Poller) leave(c *pollCall) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.waiters--
+	if c.waiters == 0 {
+		c.cancel()
+	}
+}
+
+// handoffMargin is how much earlier than the scrape's deadline a poll
+// ends: enough to assemble the snapshot and hand it over.
+func handoffMargin(budget time.Duration) time.Duration {
+	return min(max(budget/20, 5*time.Millisecond), 50*time.Millisecond)
+}

@@ -1,0 +1,531 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/promslog"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+	"github.com/deployment-service/deployment_service_exporter/sampleservice"
+)
+
+// rig is one exporter pipeline (client, poller, handler) watching one
+// sample service on loopback.
+type rig struct {
+	svc      *sampleservice.Service
+	srv      *httptest.Server
+	target   *Target
+	poller   *Poller
+	metrics  *Metrics
+	handler  *Handler
+	longLive *prometheus.Registry
+	requests *RequestMetrics
+	logs     *syncBuffer
+}
+
+type rigOptions struct {
+	service     sampleservice.Options
+	client      func(*client.Config)
+	detailIDs   []int64
+	detailLimit int
+	infoFields  []string
+	timeout     time.Duration
+	minInterval time.Duration
+}
+
+func newRig(t *testing.T, o rigOptions) *rig {
+	t.Helper()
+	if o.service.Key == "" {
+		o.service.Key = "rig-key-0f1e2d3c"
+	}
+	r := &rig{svc: sampleservice.New(o.service), logs: &syncBuffer{}}
+	r.srv = httptest.NewServer(r.svc)
+	t.Cleanup(r.srv.Close)
+	u, _ := url.Parse(r.srv.URL + r.svc.Prefix())
+	r.longLive = prometheus.NewPedanticRegistry()
+	r.requests = NewRequestMetrics(r.longLive)
+	cfg := client.Config{
+		BaseURL:          u,
+		HTTPClientConfig: config.HTTPClientConfig{Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(o.service.Key)}},
+		Observer:         r.requests,
+	}
+	if o.client != nil {
+		o.client(&cfg)
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if o.timeout == 0 {
+		o.timeout = 5 * time.Second
+	}
+	level := promslog.NewLevel()
+	_ = level.Set("debug")
+	logger := promslog.New(&promslog.Config{Level: level, Writer: r.logs})
+	r.target = &Target{Client: c, DetailIDs: o.detailIDs, DetailLimit: o.detailLimit, InfoFields: o.infoFields}
+	r.poller = NewPoller(r.target, PollerOptions{Timeout: o.timeout, MinInterval: o.minInterval, Logger: logger})
+	r.metrics = NewMetrics(o.infoFields)
+	r.handler = NewHandler(r.poller, r.metrics, r.longLive, o.timeout, logger)
+	return r
+}
+
+// gather polls once and returns a pedantic registry holding the result.
+func (r *rig) gather(t *testing.T) *prometheus.Registry {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(r.metrics.Collector(r.poller.Poll(ctx)))
+	return reg
+}
+
+// scrape serves one /metrics request through the handler.
+func (r *rig) scrape(t *testing.T, timeoutHeader string) string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	if timeoutHeader != "" {
+		req.Header.Set(scrapeTimeoutHeader, timeoutHeader)
+	}
+	rec := httptest.NewRecorder()
+	r.handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape answered %d", rec.Code)
+	}
+	return rec.Body.String()
+}
+
+func compare(t *testing.T, g prometheus.Gatherer, want string, names ...string) {
+	t.Helper()
+	if err := testutil.GatherAndCompare(g, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+}
+
+const (
+	upHelp = `# HELP deployment_service_up Whether the API root, project list and location list all answered well in this scrape (1) or not (0).
+# TYPE deployment_service_up gauge
+`
+	endpointUpHelp = `# HELP deployment_service_endpoint_up Whether the endpoint answered well in this scrape: 2xx and valid JSON of the expected shape on every page read.
+# TYPE deployment_service_endpoint_up gauge
+`
+	statusHelp = `# HELP deployment_service_endpoint_status_code HTTP status of the endpoint's last response in this scrape, 0 when none came.
+# TYPE deployment_service_endpoint_status_code gauge
+`
+	projectsHelp = `# HELP deployment_service_projects Projects the key can access; absent when the list could not be read.
+# TYPE deployment_service_projects gauge
+`
+	locationsHelp = `# HELP deployment_service_locations Locations listed; absent when the list could not be read.
+# TYPE deployment_service_locations gauge
+`
+	locationUpHelp = `# HELP deployment_service_location_up Whether the location's detail view answered well in this scrape.
+# TYPE deployment_service_location_up gauge
+`
+)
+
+func TestScrapeHealthyService(t *testing.T) {
+	r := newRig(t, rigOptions{
+		service:    sampleservice.Options{Projects: 4, Locations: 30, PageSize: 10},
+		detailIDs:  []int64{3, 25},
+		infoFields: []string{"id"},
+	})
+	reg := r.gather(t)
+	compare(t, reg, upHelp+"deployment_service_up 1\n"+
+		endpointUpHelp+`deployment_service_endpoint_up{endpoint="location_detail"} 1
+deployment_service_endpoint_up{endpoint="locations"} 1
+deployment_service_endpoint_up{endpoint="projects"} 1
+deployment_service_endpoint_up{endpoint="root"} 1
+`+statusHelp+`deployment_service_endpoint_status_code{endpoint="location_detail"} 200
+deployment_service_endpoint_status_code{endpoint="locations"} 200
+deployment_service_endpoint_status_code{endpoint="projects"} 200
+deployment_service_endpoint_status_code{endpoint="root"} 200
+`+projectsHelp+"deployment_service_projects 4\n"+locationsHelp+"deployment_service_locations 30\n"+
+		locationUpHelp+`deployment_service_location_up{location_id="25"} 1
+deployment_service_location_up{location_id="3"} 1
+# HELP deployment_service_location_info Selected fields of the location's detail view, as labels; always 1.
+# TYPE deployment_service_location_info gauge
+deployment_service_location_info{id="25",location_id="25"} 1
+deployment_service_location_info{id="3",location_id="3"} 1
+`,
+		"deployment_service_up", "deployment_service_endpoint_up", "deployment_service_endpoint_status_code",
+		"deployment_service_projects", "deployment_service_locations", "deployment_service_location_up",
+		"deployment_service_location_info")
+	for name, want := range map[string]int{
+		"deployment_service_endpoint_duration_seconds":        4,
+		"deployment_service_location_detail_duration_seconds": 2,
+		"deployment_service_scrape_duration_seconds":          1,
+		"deployment_service_poll_timestamp_seconds":           1,
+	} {
+		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
+			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
+		}
+	}
+	// With counts in the envelopes and explicit ids, one page of each list
+	// is enough.
+	if n := r.svc.Requests(sampleservice.EndpointLocations); n != 1 {
+		t.Errorf("locations requested %d times, want 1", n)
+	}
+	if problems, err := testutil.GatherAndLint(prometheus.Gatherers{reg, r.longLive}); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+func TestDetailSubsetFromTheList(t *testing.T) {
+	r := newRig(t, rigOptions{
+		service:     sampleservice.Options{Locations: 30, PageSize: 3},
+		detailLimit: 4,
+	})
+	compare(t, r.gather(t), locationUpHelp+`deployment_service_location_up{location_id="1"} 1
+deployment_service_location_up{location_id="2"} 1
+deployment_service_location_up{location_id="3"} 1
+deployment_service_location_up{location_id="4"} 1
+`+locationsHelp+"deployment_service_locations 30\n", "deployment_service_location_up", "deployment_service_locations")
+	// The count comes from the envelope: two pages hold the four ids.
+	if n := r.svc.Requests(sampleservice.EndpointLocations); n != 2 {
+		t.Errorf("locations requested %d times, want 2", n)
+	}
+	if n := r.svc.Requests(sampleservice.EndpointLocationDetail); n != 4 {
+		t.Errorf("details requested %d times, want 4", n)
+	}
+}
+
+func TestPlainListsAreCounted(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Projects: 7, Locations: 123}})
+	compare(t, r.gather(t), projectsHelp+"deployment_service_projects 7\n"+locationsHelp+"deployment_service_locations 123\n",
+		"deployment_service_projects", "deployment_service_locations")
+}
+
+func TestPartialFailure(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Projects: 3, Locations: 9, PageSize: 5}})
+	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Status: 500})
+	reg := r.gather(t)
+	compare(t, reg, upHelp+"deployment_service_up 0\n"+endpointUpHelp+`deployment_service_endpoint_up{endpoint="locations"} 0
+deployment_service_endpoint_up{endpoint="projects"} 1
+deployment_service_endpoint_up{endpoint="root"} 1
+`+statusHelp+`deployment_service_endpoint_status_code{endpoint="locations"} 500
+deployment_service_endpoint_status_code{endpoint="projects"} 200
+deployment_service_endpoint_status_code{endpoint="root"} 200
+`+projectsHelp+"deployment_service_projects 3\n",
+		"deployment_service_up", "deployment_service_endpoint_up", "deployment_service_endpoint_status_code",
+		"deployment_service_projects", "deployment_service_locations")
+	compare(t, r.longLive, `# HELP deployment_service_requests_total Requests sent to the deployment service API, by HTTP status code (none when no response came).
+# TYPE deployment_service_requests_total counter
+deployment_service_requests_total{code="200",endpoint="projects"} 1
+deployment_service_requests_total{code="200",endpoint="root"} 1
+deployment_service_requests_total{code="500",endpoint="locations"} 1
+`, "deployment_service_requests_total")
+}
+
+// TestFailedListIsNeverZero runs every kind of broken list: its count must
+// be absent and its endpoint down, never a count of zero.
+func TestFailedListIsNeverZero(t *testing.T) {
+	foreign := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			t.Errorf("the foreign origin got an Authorization header")
+		}
+		_, _ = w.Write([]byte(`[]`))
+	}))
+	defer foreign.Close()
+	tests := []struct {
+		name   string
+		fault  sampleservice.Fault
+		status string
+		reason client.Reason
+	}{
+		{"server error", sampleservice.Fault{Status: 502}, "502", client.ReasonHTTPStatus},
+		{"key refused", sampleservice.Fault{Status: 403}, "403", client.ReasonHTTPStatus},
+		{"malformed JSON", sampleservice.Fault{Body: `{"results": [{"id": 1}`}, "200", client.ReasonInvalidBody},
+		{"HTML error page", sampleservice.Fault{Body: `<html>oops</html>`}, "200", client.ReasonInvalidBody},
+		{"wrong shape", sampleservice.Fault{Body: `{"count": 3}`}, "200", client.ReasonInvalidBody},
+		{"truncated body", sampleservice.Fault{Truncate: true}, "200", client.ReasonNetwork},
+		{"oversized body", sampleservice.Fault{OversizeBytes: 200 << 10}, "200", client.ReasonTooLarge},
+		{"foreign next link", sampleservice.Fault{NextURL: foreign.URL + "/api/projects/locations/?page=2"}, "200", client.ReasonPagination},
+		{"pagination loop", sampleservice.Fault{LoopNext: true}, "200", client.ReasonPagination},
+		{"redirect to another port", sampleservice.Fault{RedirectTo: foreign.URL + "/api/projects/locations/"}, "302", client.ReasonHTTPStatus},
+		{"second page fails", sampleservice.Fault{Status: 500, OnPage: 2}, "500", client.ReasonHTTPStatus},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, rigOptions{
+				service: sampleservice.Options{Locations: 20, PageSize: 5, OmitCount: true},
+				client:  func(c *client.Config) { c.MaxResponseBytes = 100 << 10 },
+			})
+			r.svc.SetFault(sampleservice.EndpointLocations, tt.fault)
+			reg := r.gather(t)
+			compare(t, reg, endpointUpHelp+`deployment_service_endpoint_up{endpoint="locations"} 0
+deployment_service_endpoint_up{endpoint="projects"} 1
+deployment_service_endpoint_up{endpoint="root"} 1
+`+statusHelp+`deployment_service_endpoint_status_code{endpoint="locations"} `+tt.status+`
+deployment_service_endpoint_status_code{endpoint="projects"} 200
+deployment_service_endpoint_status_code{endpoint="root"} 200
+`, "deployment_service_endpoint_up", "deployment_service_endpoint_status_code", "deployment_service_locations")
+			if n := testutil.ToFloat64(r.requests.errors.WithLabelValues("locations", string(tt.reason))); n != 1 {
+				t.Errorf("request_errors_total{reason=%q} = %v, want 1", tt.reason, n)
+			}
+		})
+	}
+}
+
+func TestHoldOffAfterRetryAfter(t *testing.T) {
+	r := newRig(t, rigOptions{
+		service:   sampleservice.Options{Locations: 10, PageSize: 5},
+		detailIDs: []int64{2},
+	})
+	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "1"})
+	first := r.gather(t)
+	compare(t, first, statusHelp+`deployment_service_endpoint_status_code{endpoint="location_detail"} 200
+deployment_service_endpoint_status_code{endpoint="locations"} 200
+deployment_service_endpoint_status_code{endpoint="projects"} 429
+deployment_service_endpoint_status_code{endpoint="root"} 200
+`, "deployment_service_endpoint_status_code")
+
+	// Inside the hold-off nothing is sent and everything is down with 429.
+	sent := r.svc.TotalRequests()
+	held := r.gather(t)
+	if n := r.svc.TotalRequests(); n != sent {
+		t.Errorf("%d requests sent during the hold-off", n-sent)
+	}
+	compare(t, held, upHelp+"deployment_service_up 0\n"+endpointUpHelp+`deployment_service_endpoint_up{endpoint="location_detail"} 0
+deployment_service_endpoint_up{endpoint="locations"} 0
+deployment_service_endpoint_up{endpoint="projects"} 0
+deployment_service_endpoint_up{endpoint="root"} 0
+`+statusHelp+`deployment_service_endpoint_status_code{endpoint="location_detail"} 429
+deployment_service_endpoint_status_code{endpoint="locations"} 429
+deployment_service_endpoint_status_code{endpoint="projects"} 429
+deployment_service_endpoint_status_code{endpoint="root"} 429
+`+locationUpHelp+`deployment_service_location_up{location_id="2"} 0
+`, "deployment_service_up", "deployment_service_endpoint_up", "deployment_service_endpoint_status_code",
+		"deployment_service_location_up", "deployment_service_projects", "deployment_service_locations")
+
+	// Once the time given has passed, polling resumes.
+	r.svc.ClearFaults()
+	until, _ := r.target.Client.HoldOff()
+	time.Sleep(time.Until(until) + 10*time.Millisecond)
+	compare(t, r.gather(t), upHelp+"deployment_service_up 1\n", "deployment_service_up")
+	if r.svc.TotalRequests() == sent {
+		t.Error("no requests sent after the hold-off ended")
+	}
+}
+
+func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
+	r := newRig(t, rigOptions{
+		service: sampleservice.Options{Locations: 10},
+		timeout: 30 * time.Second,
+	})
+	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Delay: 20 * time.Second})
+	start := time.Now()
+	body := r.scrape(t, "0.5")
+	if elapsed := time.Since(start); elapsed >= 500*time.Millisecond {
+		t.Errorf("scrape took %v with a 0.5s scrape timeout", elapsed)
+	}
+	for _, want := range []string{
+		`deployment_service_endpoint_up{endpoint="locations"} 0`,
+		`deployment_service_endpoint_up{endpoint="root"} 1`,
+		`deployment_service_endpoint_status_code{endpoint="locations"} 0`,
+		`deployment_service_request_errors_total{endpoint="locations",reason="timeout"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "deployment_service_locations ") {
+		t.Error("a timed-out list reported a count")
+	}
+}
+
+func TestConcurrentScrapesShareOnePoll(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, Latency: 100 * time.Millisecond}})
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() { r.scrape(t, "5") })
+	}
+	wg.Wait()
+	if n := r.svc.TotalRequests(); n != 3 {
+		t.Errorf("20 concurrent scrapes sent %d requests, want 3 (one poll)", n)
+	}
+}
+
+func TestMinIntervalAnswersFromTheLastPoll(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, minInterval: time.Hour})
+	a, b := r.gather(t), r.gather(t)
+	if n := r.svc.TotalRequests(); n != 3 {
+		t.Errorf("two scrapes inside the interval sent %d requests, want 3", n)
+	}
+	ta, _ := testutil.GatherAndCount(a, "deployment_service_poll_timestamp_seconds")
+	if ta != 1 {
+		t.Fatal("no poll timestamp")
+	}
+	if fa, fb := pollTimestamp(t, a), pollTimestamp(t, b); fa != fb {
+		t.Errorf("poll timestamps differ: %v, %v", fa, fb)
+	}
+}
+
+func TestRateLimitBoundsRequests(t *testing.T) {
+	r := newRig(t, rigOptions{
+		service:   sampleservice.Options{Locations: 50},
+		client:    func(c *client.Config) { c.RateLimit = 5 },
+		detailIDs: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+		timeout:   time.Second,
+	})
+	body := r.scrape(t, "")
+	// A burst of one plus five a second: at most six requests in a second.
+	if n := r.svc.TotalRequests(); n > 6 || n == 0 {
+		t.Errorf("%d requests in a one-second poll at 5 per second", n)
+	}
+	if !strings.Contains(body, `deployment_service_location_up{location_id="12"} 0`) && !strings.Contains(body, `deployment_service_location_up{location_id="1"} 0`) {
+		t.Error("no detail view reported down although the rate limit left no time for all")
+	}
+}
+
+func TestConcurrencyIsBounded(t *testing.T) {
+	r := newRig(t, rigOptions{
+		service:   sampleservice.Options{Locations: 50, Latency: 20 * time.Millisecond},
+		client:    func(c *client.Config) { c.Concurrency = 2 },
+		detailIDs: []int64{1, 2, 3, 4, 5, 6, 7, 8},
+	})
+	compare(t, r.gather(t), upHelp+"deployment_service_up 1\n", "deployment_service_up")
+	if m := r.svc.MaxInFlight(); m > 2 {
+		t.Errorf("%d requests in flight at once with --api.concurrency=2", m)
+	}
+}
+
+func TestAbandonedScrapeCancelsItsPoll(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, timeout: time.Minute})
+	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Delay: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil).WithContext(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.handler.ServeHTTP(httptest.NewRecorder(), req)
+	}()
+	waitFor(t, func() bool { return r.svc.InFlight() > 0 })
+	cancel() // Prometheus gave up on the scrape
+	<-done
+	waitFor(t, func() bool { return r.svc.InFlight() == 0 })
+}
+
+func TestNoGoroutineOutlivesItsScrape(t *testing.T) {
+	before := runtime.NumGoroutine()
+	r := newRig(t, rigOptions{
+		service:   sampleservice.Options{Locations: 40, PageSize: 5, OmitCount: true},
+		detailIDs: []int64{1, 2, 3},
+	})
+	faults := []sampleservice.Fault{
+		{Delay: time.Minute}, {Status: 500}, {Body: "{"}, {Truncate: true}, {LoopNext: true}, {Status: 503, RetryAfter: "0"},
+	}
+	for i := range 60 {
+		r.svc.SetFault(sampleservice.EndpointLocations, faults[i%len(faults)])
+		r.svc.SetFault(sampleservice.EndpointLocationDetail, faults[(i+1)%len(faults)])
+		r.scrape(t, "0.2")
+	}
+	r.srv.CloseClientConnections()
+	r.target.Client.Close()
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before+4 })
+}
+
+func TestKeyNeverLeaks(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, detailIDs: []int64{1}})
+	key := r.svc.Key()
+	r.svc.SetKey("another-key") // every request is now refused with 401
+	body := r.scrape(t, "")
+	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Body: key + " is not JSON"})
+	body += r.scrape(t, "")
+	if !strings.Contains(body, `deployment_service_endpoint_status_code{endpoint="projects"} 401`) {
+		t.Error("the refused key is not reported as 401")
+	}
+	logs := r.logs.String()
+	if !strings.Contains(logs, "Endpoint failed") {
+		t.Error("failures were not logged")
+	}
+	for where, text := range map[string]string{"metrics": body, "logs": logs} {
+		if strings.Contains(text, key) {
+			t.Errorf("the key appears in the %s", where)
+		}
+	}
+}
+
+func TestScrapeBudget(t *testing.T) {
+	tests := []struct {
+		header string
+		limit  time.Duration
+		want   time.Duration
+	}{
+		{"", 10 * time.Second, 10 * time.Second},
+		{"junk", 10 * time.Second, 10 * time.Second},
+		{"-1", 10 * time.Second, 10 * time.Second},
+		{"10", 30 * time.Second, 9500 * time.Millisecond},
+		{"10", 5 * time.Second, 5 * time.Second},
+		{"2", time.Minute, 1800 * time.Millisecond},
+		{"0.3", time.Minute, 250 * time.Millisecond},
+		{"0.05", time.Minute, 25 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if tt.header != "" {
+			req.Header.Set(scrapeTimeoutHeader, tt.header)
+		}
+		if got := ScrapeBudget(req, tt.limit); got != tt.want {
+			t.Errorf("header %q limit %v: budget %v, want %v", tt.header, tt.limit, got, tt.want)
+		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a log sink safe for the poll's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
+
+func pollTimestamp(t *testing.T, g prometheus.Gatherer) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "deployment_service_poll_timestamp_seconds" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no poll timestamp")
+	return 0
+}

@@ -1,0 +1,79 @@
+package collector
+
+import (
+	"time"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+)
+
+// Snapshot is what one poll of the API found, as plain values. Turning it
+// into metrics is a pure function of it, so "absent, never zero" is decided
+// here and only here.
+type Snapshot struct {
+	// Start is when the poll began; Duration its wall time.
+	Start    time.Time
+	Duration time.Duration
+	// Endpoints holds root, projects and locations, plus location_detail
+	// when any detail view was requested.
+	Endpoints map[client.Endpoint]EndpointState
+	// Projects and Locations are the list counts, when the lists were read.
+	Projects, Locations Count
+	// Details holds the detail subset, sorted by id.
+	Details []LocationState
+}
+
+// EndpointState is how one endpoint answered during a poll.
+type EndpointState struct {
+	// Status is the HTTP status of the last response, 0 when none came.
+	Status   int
+	Duration time.Duration
+	// Err is nil when the endpoint answered well.
+	Err error
+}
+
+// OK tells whether the endpoint answered well.
+func (e EndpointState) OK() bool { return e.Err == nil }
+
+// Count is a list count that may be unknown: a list that could not be read
+// has no count, which is not the same as a count of zero.
+type Count struct {
+	Value int64
+	Known bool
+}
+
+// LocationState is the outcome of one location's detail view.
+type LocationState struct {
+	ID       int64
+	Status   int
+	Duration time.Duration
+	Err      error
+	// Fields holds the requested info fields found in the detail view.
+	Fields map[string]string
+}
+
+// Up tells whether all three lists and the root answered well.
+func (s *Snapshot) Up() bool {
+	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
+		if st, ok := s.Endpoints[ep]; !ok || !st.OK() {
+			return false
+		}
+	}
+	return true
+}
+
+// failedSnapshot stands for a poll that sent nothing, or whose results came
+// too late: every endpoint is down with the given status and error, and
+// the explicit detail ids, whose series must not vanish, are down too.
+func failedSnapshot(start time.Time, t *Target, status int, err error) *Snapshot {
+	s := &Snapshot{Start: start, Endpoints: make(map[client.Endpoint]EndpointState, 4)}
+	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
+		s.Endpoints[ep] = EndpointState{Status: status, Err: err}
+	}
+	if t.wantsDetails() {
+		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: status, Err: err}
+	}
+	for _, id := range t.DetailIDs {
+		s.Details = append(s.Details, LocationState{ID: id, Status: status, Err: err})
+	}
+	return s
+}

@@ -1,0 +1,159 @@
+// Command deployment_service_exporter exposes the health, latency and
+// inventory counts of a deployment service's JSON API as Prometheus metrics.
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+	"github.com/deployment-service/deployment_service_exporter/collector"
+	"github.com/deployment-service/deployment_service_exporter/sampleservice"
+)
+
+const exporterName = "deployment_service_exporter"
+
+// defaultListenAddress lies outside the 9100–9999 range that Prometheus
+// allocates to exporters, so it cannot collide with a registered one.
+const defaultListenAddress = ":10044"
+
+func main() {
+	if version.Version == "" {
+		// Built without the release ldflags (go run, go build): say so in
+		// the User-Agent and build info instead of leaving them blank.
+		version.Version = "devel"
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+// run parses args, validates them and serves until the server fails. It
+// returns the process exit code.
+func run(args []string) int {
+	app := kingpin.New(exporterName, "Prometheus exporter for a deployment service's HTTP JSON API.")
+	var f flagValues
+	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
+	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)
+	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default("10s").DurationVar(&f.timeout)
+	app.Flag("api.concurrency", "Most requests in flight to the API at once during one poll.").Default("4").IntVar(&f.concurrency)
+	app.Flag("api.max-pages", "Most pages followed for one list.").Default("1000").IntVar(&f.maxPages)
+	app.Flag("api.max-response-bytes", "Largest response body read, in bytes or with a unit (64MiB); a larger body is a too_large error.").Default("64MiB").SetValue(&f.maxResponseBytes)
+	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").Float64Var(&f.rateLimit)
+	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").DurationVar(&f.minInterval)
+	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").Int64ListVar(&f.detailIDs)
+	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").Default("0").IntVar(&f.detailLimit)
+	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").StringsVar(&f.infoFields)
+	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
+	app.Flag("demo", "Start an embedded sample deployment service on loopback and watch it; no URL or key needed.").BoolVar(&f.demo)
+	metricsPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+	toolkitFlags := kingpinflag.AddFlags(app, defaultListenAddress)
+	logConfig := &promslog.Config{}
+	flag.AddFlags(app, logConfig)
+	app.Version(version.Print(exporterName))
+	app.HelpFlag.Short('h')
+	if _, err := app.Parse(args); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: error: %v\n", exporterName, err)
+		return 2
+	}
+	logger := promslog.New(logConfig)
+	f.key = os.Getenv(keyEnv)
+
+	s, err := validate(f)
+	if err != nil {
+		logger.Error("Invalid configuration", "err", err)
+		return 1
+	}
+	logger.Info("Starting "+exporterName, "version", version.Info())
+	logger.Info("Build context", "build_context", version.BuildContext())
+
+	if f.demo {
+		demo, err := sampleservice.Start(sampleservice.DefaultOptions())
+		if err != nil {
+			logger.Error("Cannot start the sample service", "err", err)
+			return 1
+		}
+		defer demo.Close()
+		s.base, _ = parseBaseURL(demo.URL())
+		s.auth = &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())}
+		logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector(exporterName),
+	)
+	requestMetrics := collector.NewRequestMetrics(reg)
+
+	mux := http.NewServeMux()
+	var metricsHandler http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if s.base != nil {
+		h, err := singleTargetHandler(s, requestMetrics, reg, logger)
+		if err != nil {
+			logger.Error("Invalid configuration", "err", err)
+			return 1
+		}
+		metricsHandler = h
+	}
+	mux.Handle(*metricsPath, promhttp.InstrumentMetricHandler(reg, metricsHandler))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, "Ready")
+	})
+	if *metricsPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "Deployment Service Exporter",
+			Description: "Prometheus exporter for a deployment service's HTTP JSON API",
+			Version:     version.Info(),
+			Links: []web.LandingLinks{
+				{Address: *metricsPath, Text: "Metrics"},
+				{Address: "/-/healthy", Text: "Health"},
+			},
+		})
+		if err != nil {
+			logger.Error("Cannot build the landing page", "err", err)
+			return 1
+		}
+		mux.Handle("/", landing)
+	}
+
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if err := web.ListenAndServe(srv, toolkitFlags, logger); err != nil {
+		logger.Error("Server stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// singleTargetHandler builds the client, poller and handler of the service
+// behind /metrics.
+func singleTargetHandler(s *settings, obs client.Observer, reg *prometheus.Registry, logger *slog.Logger) (http.Handler, error) {
+	cfg := s.clientCfg
+	cfg.BaseURL = s.base
+	cfg.HTTPClientConfig = config.HTTPClientConfig{Authorization: s.auth, FollowRedirects: true}
+	cfg.Observer = obs
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	target := &collector.Target{Client: c, DetailIDs: s.detailIDs, DetailLimit: s.detailLimit, InfoFields: s.infoFields}
+	poller := collector.NewPoller(target, collector.PollerOptions{Timeout: s.timeout, MinInterval: s.minInterval, Logger: logger})
+	return collector.NewHandler(poller, collector.NewMetrics(s.infoFields), reg, s.timeout, logger), nil
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/units"
+	"github.com/prometheus/common/config"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+)
+
+// keyEnv holds the API key itself. There is deliberately no flag for it,
+// so the key never shows in a process list.
+const keyEnv = "DEPLOYMENT_SERVICE_API_KEY"
+
+// flagValues are the raw command-line settings, before validation.
+type flagValues struct {
+	apiURL           string
+	keyFile          string
+	key              string // from the environment only
+	timeout          time.Duration
+	concurrency      int
+	maxPages         int
+	maxResponseBytes byteSize
+	detailIDs        []int64
+	detailLimit      int
+	infoFields       []string
+	rateLimit        float64
+	minInterval      time.Duration
+	demo             bool
+	configFile       string
+}
+
+// settings is the validated configuration of the single target behind
+// /metrics. base is nil when no single target is configured.
+type settings struct {
+	base        *url.URL
+	auth        *config.Authorization
+	timeout     time.Duration
+	clientCfg   client.Config
+	detailIDs   []int64
+	detailLimit int
+	infoFields  []string
+	minInterval time.Duration
+}
+
+// validate checks the flags and returns one error naming what to fix.
+// In demo mode the URL and key come from the sample service later.
+func validate(f flagValues) (*settings, error) {
+	s := &settings{
+		timeout:     f.timeout,
+		detailLimit: f.detailLimit,
+		minInterval: f.minInterval,
+	}
+	switch {
+	case f.timeout <= 0:
+		return nil, errors.New("--api.timeout must be positive, such as 10s")
+	case f.concurrency < 1:
+		return nil, errors.New("--api.concurrency must be at least 1")
+	case f.maxPages < 1:
+		return nil, errors.New("--api.max-pages must be at least 1")
+	case f.maxResponseBytes < 1:
+		return nil, errors.New("--api.max-response-bytes must be positive, such as 64MiB")
+	case f.detailLimit < 0:
+		return nil, errors.New("--locations.detail-limit must be 0 (none) or more")
+	case f.rateLimit < 0:
+		return nil, errors.New("--api.rate-limit must be 0 (no limit) or more requests per second")
+	case f.minInterval < 0:
+		return nil, errors.New("--api.min-interval must be 0 (poll on every scrape) or more")
+	case len(f.detailIDs) > 0 && f.detailLimit > 0:
+		return nil, errors.New("--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both")
+	}
+	ids, err := uniqueIDs(f.detailIDs)
+	if err != nil {
+		return nil, err
+	}
+	s.detailIDs = ids
+	if s.infoFields, err = validateInfoFields(f.infoFields); err != nil {
+		return nil, err
+	}
+	s.clientCfg = client.Config{
+		Concurrency:      f.concurrency,
+		MaxPages:         f.maxPages,
+		MaxResponseBytes: int64(f.maxResponseBytes),
+		RateLimit:        f.rateLimit,
+	}
+	if f.demo {
+		if f.apiURL != "" {
+			return nil, errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
+		}
+		return s, nil
+	}
+	if f.apiURL == "" {
+		if f.configFile != "" {
+			// Only /probe targets from the configuration file.
+			return s, nil
+		}
+		return nil, errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
+	}
+	if s.base, err = parseBaseURL(f.apiURL); err != nil {
+		return nil, err
+	}
+	if s.auth, err = keyAuthorization(f.key, f.keyFile); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func parseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse quotes the input, which could hold credentials.
+		return nil, errors.New("--api.url is not a valid URL: give one such as https://deploy.example.com")
+	}
+	if err := client.ValidateBaseURL(u); err != nil {
+		return nil, fmt.Errorf("--api.url: %w", err)
+	}
+	return u, nil
+}
+
+// keyAuthorization turns the key source into a Token authorization. A key
+// file is read once here to fail early, then re-read on every request, so a
+// rotated key (even one swapped in by a rename) needs no restart.
+func keyAuthorization(key, keyFile string) (*config.Authorization, error) {
+	key = strings.TrimSpace(key)
+	switch {
+	case key != "" && keyFile != "":
+		return nil, fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
+	case keyFile != "":
+		b, err := os.ReadFile(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--api.key-file: cannot read the key file %s: %w", keyFile, errors.Unwrap(err))
+		}
+		if strings.TrimSpace(string(b)) == "" {
+			return nil, fmt.Errorf("--api.key-file: the key file %s is empty", keyFile)
+		}
+		return &config.Authorization{Type: "Token", CredentialsFile: keyFile}, nil
+	case key != "":
+		return &config.Authorization{Type: "Token", Credentials: config.Secret(key)}, nil
+	}
+	return nil, fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
+}
+
+func uniqueIDs(ids []int64) ([]int64, error) {
+	seen := make(map[int64]bool, len(ids))
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if id < 0 {
+			return nil, fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", id)
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+var labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// validateInfoFields refuses field names that cannot be label names or
+// would clash with the labels Prometheus or the exporter set.
+func validateInfoFields(fields []string) ([]string, error) {
+	seen := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		switch {
+		case !labelNameRE.MatchString(f):
+			return nil, fmt.Errorf("--locations.info-field %q is not a valid label name (letters, digits and underscores, not starting with a digit)", f)
+		case strings.HasPrefix(f, "__"):
+			return nil, fmt.Errorf("--locations.info-field %q: names starting with __ are reserved by Prometheus", f)
+		case f == "location_id" || f == "job" || f == "instance":
+			return nil, fmt.Errorf("--locations.info-field %q clashes with a label the exporter or Prometheus sets", f)
+		case seen[f]:
+			return nil, fmt.Errorf("--locations.info-field %q is given twice", f)
+		}
+		seen[f] = true
+	}
+	return fields, nil
+}
+
+// byteSize is a kingpin value that takes a plain number of bytes or one
+// with a unit (64MiB, 10MB, 512KiB).
+type byteSize int64
+
+func (b *byteSize) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*b = byteSize(n)
+		return nil
+	}
+	n, err := units.ParseStrictBytes(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a size in bytes, such as 67108864 or 64MiB", s)
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
