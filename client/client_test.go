@@ -205,8 +205,10 @@ func TestListShapes(t *testing.T) {
 			wantIDs: 2, count: 250, ids: []int64{1, 2}, pages: 3,
 		},
 		{
-			name:  "envelope without next",
-			setup: func(f *fakeAPI) { f.json("/api/projects/locations/", `{"count": 3, "results": [{"id": 4}, {"id": 5}, {"id": 6}]}`) },
+			name: "envelope without next",
+			setup: func(f *fakeAPI) {
+				f.json("/api/projects/locations/", `{"count": 3, "results": [{"id": 4}, {"id": 5}, {"id": 6}]}`)
+			},
 			wantIDs: 2, count: 3, ids: []int64{4, 5}, pages: 1,
 		},
 	}
@@ -337,7 +339,9 @@ func TestErrorReasons(t *testing.T) {
 				case <-time.After(5 * time.Second):
 				}
 			},
-			ctx:    func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 100*time.Millisecond) },
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 100*time.Millisecond)
+			},
 			reason: ReasonTimeout, status: 0,
 		},
 		{
