@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
+	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
@@ -88,7 +91,9 @@ func run(args []string) int {
 		}
 		defer demo.Close()
 		s.base, _ = parseBaseURL(demo.URL())
-		s.auth = &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())}
+		s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
+			Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
+		}
 		logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
 	}
 
@@ -98,41 +103,19 @@ func run(args []string) int {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		versioncollector.NewCollector(exporterName),
 	)
-	requestMetrics := collector.NewRequestMetrics(reg)
-
-	mux := http.NewServeMux()
-	var metricsHandler http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	if s.base != nil {
-		h, err := singleTargetHandler(s, requestMetrics, reg, logger)
-		if err != nil {
-			logger.Error("Invalid configuration", "err", err)
-			return 1
-		}
-		metricsHandler = h
+	s.target.Client.Observer = collector.NewRequestMetrics(reg)
+	store := moduleconfig.NewStore(f.configFile, reg, logger)
+	if err := store.Reload(); err != nil {
+		logger.Error("Invalid configuration", "err", err)
+		return 1
 	}
-	mux.Handle(*metricsPath, promhttp.InstrumentMetricHandler(reg, metricsHandler))
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = fmt.Fprintln(w, "Healthy")
-	})
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = fmt.Fprintln(w, "Ready")
-	})
-	if *metricsPath != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        "Deployment Service Exporter",
-			Description: "Prometheus exporter for a deployment service's HTTP JSON API",
-			Version:     version.Info(),
-			Links: []web.LandingLinks{
-				{Address: *metricsPath, Text: "Metrics"},
-				{Address: "/-/healthy", Text: "Health"},
-			},
-		})
-		if err != nil {
-			logger.Error("Cannot build the landing page", "err", err)
-			return 1
-		}
-		mux.Handle("/", landing)
+	recent := collector.NewPollLog(collector.DefaultRecentPolls)
+	mux, err := routes(s, *metricsPath, reg, store, recent, logger)
+	if err != nil {
+		logger.Error("Invalid configuration", "err", err)
+		return 1
 	}
+	go reloadOnSIGHUP(store, logger)
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if err := web.ListenAndServe(srv, toolkitFlags, logger); err != nil {
@@ -142,18 +125,62 @@ func run(args []string) int {
 	return 0
 }
 
-// singleTargetHandler builds the client, poller and handler of the service
-// behind /metrics.
-func singleTargetHandler(s *settings, obs client.Observer, reg *prometheus.Registry, logger *slog.Logger) (http.Handler, error) {
-	cfg := s.clientCfg
-	cfg.BaseURL = s.base
-	cfg.HTTPClientConfig = config.HTTPClientConfig{Authorization: s.auth, FollowRedirects: true}
-	cfg.Observer = obs
-	c, err := client.New(cfg)
-	if err != nil {
-		return nil, err
+// routes wires every HTTP endpoint of the exporter.
+func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (*http.ServeMux, error) {
+	mux := http.NewServeMux()
+	var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	single := ""
+	if s.base != nil {
+		single = client.RedactURL(s.base)
+		p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
+			Logger: logger, Recent: recent, Name: single,
+		})
+		if err != nil {
+			return nil, err
+		}
+		metrics = collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger)
 	}
-	target := &collector.Target{Client: c, DetailIDs: s.detailIDs, DetailLimit: s.detailLimit, InfoFields: s.infoFields}
-	poller := collector.NewPoller(target, collector.PollerOptions{Timeout: s.timeout, MinInterval: s.minInterval, Logger: logger})
-	return collector.NewHandler(poller, collector.NewMetrics(s.infoFields), reg, s.timeout, logger), nil
+	mux.Handle(metricsPath, promhttp.InstrumentMetricHandler(reg, metrics))
+	mux.Handle("/probe", collector.NewProbeHandler(store.Lookup, recent, logger.With("handler", "probe")))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !store.Ready() {
+			http.Error(w, "Not ready: no configuration loaded", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "Ready")
+	})
+	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost && r.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "Use POST to reload the configuration", http.StatusMethodNotAllowed)
+			return
+		}
+		if err := store.Reload(); err != nil {
+			logger.Error("Configuration refused; the previous one stays in use", "err", err)
+			http.Error(w, "Configuration refused, the previous one stays in use: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "Configuration reloaded")
+	})
+	ui := &pages{metricsPath: metricsPath, singleTarget: single, modules: store.ModuleNames, recent: recent, logger: logger}
+	mux.HandleFunc("GET /polls/{id}", ui.poll)
+	if metricsPath != "/" {
+		mux.HandleFunc("GET /{$}", ui.landing)
+	}
+	return mux, nil
+}
+
+// reloadOnSIGHUP reloads the configuration file on every SIGHUP, for the
+// life of the process.
+func reloadOnSIGHUP(store *moduleconfig.Store, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	for range hup {
+		if err := store.Reload(); err != nil {
+			logger.Error("Configuration refused; the previous one stays in use", "err", err)
+		}
+	}
 }

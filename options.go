@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/common/config"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
+	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
 // keyEnv holds the API key itself. There is deliberately no flag for it,
@@ -41,24 +41,14 @@ type flagValues struct {
 // settings is the validated configuration of the single target behind
 // /metrics. base is nil when no single target is configured.
 type settings struct {
-	base        *url.URL
-	auth        *config.Authorization
-	timeout     time.Duration
-	clientCfg   client.Config
-	detailIDs   []int64
-	detailLimit int
-	infoFields  []string
-	minInterval time.Duration
+	base   *url.URL
+	target collector.TargetSettings
 }
 
 // validate checks the flags and returns one error naming what to fix.
 // In demo mode the URL and key come from the sample service later.
 func validate(f flagValues) (*settings, error) {
-	s := &settings{
-		timeout:     f.timeout,
-		detailLimit: f.detailLimit,
-		minInterval: f.minInterval,
-	}
+	s := &settings{}
 	switch {
 	case f.timeout <= 0:
 		return nil, errors.New("--api.timeout must be positive, such as 10s")
@@ -81,15 +71,21 @@ func validate(f flagValues) (*settings, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.detailIDs = ids
-	if s.infoFields, err = validateInfoFields(f.infoFields); err != nil {
-		return nil, err
+	if err := collector.ValidateInfoFields(f.infoFields); err != nil {
+		return nil, fmt.Errorf("--locations.info-field %w", err)
 	}
-	s.clientCfg = client.Config{
-		Concurrency:      f.concurrency,
-		MaxPages:         f.maxPages,
-		MaxResponseBytes: int64(f.maxResponseBytes),
-		RateLimit:        f.rateLimit,
+	s.target = collector.TargetSettings{
+		Client: client.Config{
+			Concurrency:      f.concurrency,
+			MaxPages:         f.maxPages,
+			MaxResponseBytes: int64(f.maxResponseBytes),
+			RateLimit:        f.rateLimit,
+		},
+		DetailIDs:   ids,
+		DetailLimit: f.detailLimit,
+		InfoFields:  f.infoFields,
+		Timeout:     f.timeout,
+		MinInterval: f.minInterval,
 	}
 	if f.demo {
 		if f.apiURL != "" {
@@ -107,9 +103,11 @@ func validate(f flagValues) (*settings, error) {
 	if s.base, err = parseBaseURL(f.apiURL); err != nil {
 		return nil, err
 	}
-	if s.auth, err = keyAuthorization(f.key, f.keyFile); err != nil {
+	auth, err := keyAuthorization(f.key, f.keyFile)
+	if err != nil {
 		return nil, err
 	}
+	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{Authorization: auth}
 	return s, nil
 }
 
@@ -161,28 +159,6 @@ func uniqueIDs(ids []int64) ([]int64, error) {
 		}
 	}
 	return out, nil
-}
-
-var labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-
-// validateInfoFields refuses field names that cannot be label names or
-// would clash with the labels Prometheus or the exporter set.
-func validateInfoFields(fields []string) ([]string, error) {
-	seen := make(map[string]bool, len(fields))
-	for _, f := range fields {
-		switch {
-		case !labelNameRE.MatchString(f):
-			return nil, fmt.Errorf("--locations.info-field %q is not a valid label name (letters, digits and underscores, not starting with a digit)", f)
-		case strings.HasPrefix(f, "__"):
-			return nil, fmt.Errorf("--locations.info-field %q: names starting with __ are reserved by Prometheus", f)
-		case f == "location_id" || f == "job" || f == "instance":
-			return nil, fmt.Errorf("--locations.info-field %q clashes with a label the exporter or Prometheus sets", f)
-		case seen[f]:
-			return nil, fmt.Errorf("--locations.info-field %q is given twice", f)
-		}
-		seen[f] = true
-	}
-	return fields, nil
 }
 
 // byteSize is a kingpin value that takes a plain number of bytes or one

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +73,7 @@ type Client struct {
 	maxPages  int
 	maxBytes  int64
 	observer  Observer
+	redact    redactor
 
 	holdMu     sync.Mutex
 	holdUntil  time.Time
@@ -101,6 +103,7 @@ func New(cfg Config) (*Client, error) {
 		maxPages:  orDefault(cfg.MaxPages, DefaultMaxPages),
 		maxBytes:  orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes),
 		observer:  cfg.Observer,
+		redact:    keyLookup(cfg.HTTPClientConfig.Authorization),
 	}
 	c.http = &http.Client{
 		Transport:     &originGuard{allowed: c.origin, next: rt},
@@ -182,7 +185,7 @@ type DetailResult struct {
 // Root reads the API root and checks that it is a JSON object.
 func (c *Client) Root(ctx context.Context) Result {
 	start := time.Now()
-	status, err := c.get(ctx, EndpointRoot, c.endpointURL("api/"), func(body io.Reader) error {
+	status, err := c.get(ctx, EndpointRoot, c.endpointURL("api/"), 0, func(body io.Reader) error {
 		_, err := decodeObject(body, nil)
 		return err
 	})
@@ -195,7 +198,7 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	start := time.Now()
 	var res DetailResult
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
-	res.Status, res.Err = c.get(ctx, EndpointLocationDetail, u, func(body io.Reader) error {
+	res.Status, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, func(body io.Reader) error {
 		var err error
 		res.Fields, err = decodeObject(body, fields)
 		return err
@@ -214,8 +217,28 @@ func (c *Client) endpointURL(rel string) *url.URL {
 
 // get sends one GET request and hands the body, bounded by the size limit,
 // to decode. It returns the status of the response (0 when none came) and
-// an *Error on any failure, having reported the request to the observer.
-func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, decode func(io.Reader) error) (int, error) {
+// an *Error on any failure, having reported the request to the observer
+// and to the poll's trace.
+func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, decode func(io.Reader) error) (int, error) {
+	rec := TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
+	body := &limitedReader{n: c.maxBytes}
+	status, err := c.send(ctx, ep, u, body, decode)
+	if tr := traceFrom(ctx); tr != nil {
+		rec.URL = c.redact.clean(RedactURL(u))
+		rec.Status, rec.Bytes, rec.Duration = status, body.read, time.Since(rec.Start)
+		if err != nil {
+			rec.Reason, rec.Error = ReasonOf(err), err.Error()
+			var e *Error
+			if errors.As(err, &e) {
+				rec.Error = e.Err.Error()
+			}
+		}
+		tr.add(rec)
+	}
+	return status, err
+}
+
+func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, body *limitedReader, decode func(io.Reader) error) (int, error) {
 	if status, held := c.heldOff(time.Now()); held {
 		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
 	}
@@ -232,8 +255,7 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, decode func(i
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		c.observer.ObserveError(ep, ReasonNetwork)
-		return 0, &Error{Endpoint: ep, Reason: ReasonNetwork, Err: fmt.Errorf("build request: %w", err)}
+		return 0, c.fail(ep, ReasonNetwork, 0, errors.New("cannot build the request"))
 	}
 	req.Header.Set("Accept", "application/json")
 
@@ -243,13 +265,14 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, decode func(i
 		c.observer.ObserveRequest(ep, 0, time.Since(start))
 		return 0, c.fail(ep, classifyTransport(ctx, err), 0, scrubURLError(err))
 	}
-	status, err := c.readResponse(ctx, ep, resp, decode)
+	body.r = resp.Body
+	status, err := c.readResponse(ctx, ep, resp, body, decode)
 	c.observer.ObserveRequest(ep, status, time.Since(start))
 	return status, err
 }
 
 // readResponse checks the status and size of resp and decodes its body.
-func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, decode func(io.Reader) error) (int, error) {
+func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, body *limitedReader, decode func(io.Reader) error) (int, error) {
 	defer func() {
 		// Draining a little lets the connection be reused; a body with more
 		// left than that is not worth the wait.
@@ -271,7 +294,7 @@ func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Respo
 	if resp.ContentLength > c.maxBytes {
 		return status, c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
 	}
-	if err := decode(&limitedReader{r: resp.Body, n: c.maxBytes}); err != nil {
+	if err := decode(body); err != nil {
 		reason := ReasonInvalidBody
 		if !errors.Is(err, errInvalidBody) {
 			reason = classifyTransport(ctx, err)
@@ -281,9 +304,34 @@ func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Respo
 	return status, nil
 }
 
+// fail reports a failed request and builds its error, with the key cut out
+// of the message in case the service echoed it somewhere.
 func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error {
 	c.observer.ObserveError(ep, reason)
+	if msg := c.redact.clean(err.Error()); msg != err.Error() {
+		err = &redactedError{msg: msg, err: err}
+	}
 	return &Error{Endpoint: ep, Reason: reason, Status: status, Err: err}
+}
+
+// keyLookup returns how to find the current key, for redaction: inline, or
+// read from the file that the transport reads too.
+func keyLookup(a *config.Authorization) redactor {
+	switch {
+	case a == nil:
+		return nil
+	case a.CredentialsFile != "":
+		file := a.CredentialsFile
+		return func() string {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return ""
+			}
+			return strings.TrimSpace(string(b))
+		}
+	}
+	key := string(a.Credentials)
+	return func() string { return key }
 }
 
 // acquire waits for a free request slot and for the rate limiter, both
@@ -318,8 +366,9 @@ func scrubURLError(err error) error {
 // limitedReader reads at most n bytes and fails with errTooLarge when the
 // body holds more, so an oversized answer is an error, never a truncation.
 type limitedReader struct {
-	r io.Reader
-	n int64
+	r    io.Reader
+	n    int64
+	read int64
 }
 
 func (l *limitedReader) Read(p []byte) (int, error) {
@@ -336,6 +385,7 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	}
 	n, err := l.r.Read(p)
 	l.n -= int64(n)
+	l.read += int64(n)
 	return n, err
 }
 

@@ -49,7 +49,7 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	for {
 		var page listPage
 		res.Pages++
-		res.Status, res.Err = c.get(ctx, ep, u, func(body io.Reader) error {
+		res.Status, res.Err = c.get(ctx, ep, u, res.Pages, func(body io.Reader) error {
 			var err error
 			page, err = decodeListPage(body, wantIDs-len(res.IDs))
 			if err != nil {
@@ -78,13 +78,16 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 			if !hasCount {
 				res.Count = entries
 			}
+			c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; walk done, count %d", page.Entries, res.Count))
 			return res
 		}
 		next, err := c.nextPage(u, page.Next, seen, res.Pages)
 		if err != nil {
 			res.Err = c.fail(ep, ReasonPagination, res.Status, err)
+			c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err))
 			return res
 		}
+		c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; following next to %s", page.Entries, c.redact.clean(RedactURL(next))))
 		u = next
 	}
 }
@@ -115,4 +118,11 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[string]bool, pages
 	}
 	seen[key] = true
 	return u, nil
+}
+
+// note records a pagination decision in the poll's trace, if any.
+func (c *Client) note(ctx context.Context, ep Endpoint, page int, msg string) {
+	if tr := traceFrom(ctx); tr != nil {
+		tr.add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg})
+	}
 }

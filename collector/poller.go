@@ -22,6 +22,11 @@ type PollerOptions struct {
 	// scrape inside it is answered from the last poll. 0 polls every scrape.
 	MinInterval time.Duration
 	Logger      *slog.Logger
+	// Recent, when set, keeps a record of every poll, under Name (the
+	// redacted base URL) and Module.
+	Recent *PollLog
+	Name   string
+	Module string
 }
 
 // Poller owns time for one target: it shares a poll in flight between
@@ -66,7 +71,9 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()
 	if until, status := p.target.Client.HoldOff(); now.Before(until) {
 		p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
-		return failedSnapshot(now, p.target, status, client.ErrHeldOff)
+		s := failedSnapshot(now, p.target, status, client.ErrHeldOff)
+		p.record(s)
+		return s
 	}
 
 	p.mu.Lock()
@@ -101,11 +108,16 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 	}
 	deadline = deadline.Add(-handoffMargin(time.Until(deadline)))
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	// Every poll is traced, so that the debug views can show any of them.
+	trace := &client.Trace{}
+	pctx = client.WithTrace(pctx, trace)
 	c := &pollCall{done: make(chan struct{}), cancel: cancel}
 	p.inflight = c
 	go func() {
 		defer cancel()
 		snap := poll(pctx, p.target, p.opts.Logger)
+		snap.trace = trace
+		p.record(snap)
 		p.mu.Lock()
 		p.inflight = nil
 		// A poll cancelled because every scrape left is not worth keeping.
@@ -117,6 +129,13 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 		close(c.done)
 	}()
 	return c
+}
+
+// record keeps s in the recent-polls log, if there is one.
+func (p *Poller) record(s *Snapshot) {
+	if p.opts.Recent != nil {
+		p.opts.Recent.add(newPollRecord(p.opts.Name, p.opts.Module, s))
+	}
 }
 
 // leave drops one waiter from c and cancels the poll once nobody waits.

@@ -20,6 +20,8 @@ type Snapshot struct {
 	Projects, Locations Count
 	// Details holds the detail subset, sorted by id.
 	Details []LocationState
+
+	trace *client.Trace
 }
 
 // EndpointState is how one endpoint answered during a poll.

@@ -1,0 +1,119 @@
+package client
+
+import (
+	"context"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxTraceRequests bounds a trace, so a poll with a large detail subset
+// cannot hold on to unbounded memory through the recent-polls page.
+const maxTraceRequests = 500
+
+// Trace records what the requests of one poll did, for the debug views.
+// Everything in it has passed through redaction: no key, no Authorization
+// value, no credentials in URLs.
+type Trace struct {
+	mu       sync.Mutex
+	requests []TraceRequest
+	dropped  int
+}
+
+// TraceRequest is one request of a poll, or one pagination decision.
+type TraceRequest struct {
+	Start    time.Time
+	Endpoint Endpoint
+	Method   string
+	// URL is redacted: no user info, and the values of query parameters
+	// that look like credentials replaced.
+	URL      string
+	Status   int
+	Bytes    int64
+	Duration time.Duration
+	Reason   Reason
+	Error    string
+	// Page is the page number within a list walk, 0 outside lists.
+	Page int
+	// Note tells what the walk did after this page.
+	Note string
+}
+
+// Requests returns a copy of the recorded requests, in the order they
+// finished, and how many were left out past the bound.
+func (t *Trace) Requests() ([]TraceRequest, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]TraceRequest(nil), t.requests...), t.dropped
+}
+
+func (t *Trace) add(r TraceRequest) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.requests) >= maxTraceRequests {
+		t.dropped++
+		return
+	}
+	t.requests = append(t.requests, r)
+}
+
+type traceKey struct{}
+
+// WithTrace returns a context under which the client records every
+// request into t.
+func WithTrace(ctx context.Context, t *Trace) context.Context {
+	return context.WithValue(ctx, traceKey{}, t)
+}
+
+func traceFrom(ctx context.Context) *Trace {
+	t, _ := ctx.Value(traceKey{}).(*Trace)
+	return t
+}
+
+// sensitiveParam matches query parameter names whose values are never
+// shown.
+var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)
+
+// RedactURL renders u for people: without user info, and with the values of
+// credential-like query parameters replaced.
+func RedactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	if c.RawQuery != "" {
+		q := c.Query()
+		for name := range q {
+			if sensitiveParam.MatchString(name) {
+				q[name] = []string{"REDACTED"}
+			}
+		}
+		c.RawQuery = q.Encode()
+	}
+	return c.String()
+}
+
+// redactor hides the current key in text that came from outside: a next
+// link, an error message. The key is looked up only when there is text to
+// clean, which is on failures and traced polls.
+type redactor func() string
+
+func (r redactor) clean(s string) string {
+	if r == nil {
+		return s
+	}
+	if key := r(); len(key) >= 4 {
+		s = strings.ReplaceAll(s, key, "<secret>")
+	}
+	return s
+}
+
+// redactedError keeps the chain of err for errors.Is and errors.As while its
+// message has the key removed.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

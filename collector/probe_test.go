@@ -1,0 +1,216 @@
+package collector
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/promslog"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+	"github.com/deployment-service/deployment_service_exporter/sampleservice"
+)
+
+func keySettings(key string) TargetSettings {
+	return TargetSettings{
+		Client: client.Config{HTTPClientConfig: config.HTTPClientConfig{
+			Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(key)},
+		}},
+		DetailIDs:  []int64{1},
+		InfoFields: []string{"id"},
+		Timeout:    5 * time.Second,
+	}
+}
+
+func staticLookup(modules map[string]TargetSettings) ModuleLookup {
+	return func(name string) (TargetSettings, any, error) {
+		if name == "" {
+			name = "default"
+		}
+		s, ok := modules[name]
+		if !ok {
+			return TargetSettings{}, nil, fmt.Errorf("unknown module %q", name)
+		}
+		return s, name, nil
+	}
+}
+
+func probe(t *testing.T, h http.Handler, query string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/probe?"+query, nil))
+	return rec.Code, rec.Body.String()
+}
+
+func TestProbeTwoServicesWithTheirOwnKeys(t *testing.T) {
+	a := sampleservice.New(sampleservice.Options{Key: "key-of-service-a", Locations: 11})
+	b := sampleservice.New(sampleservice.Options{Key: "key-of-service-b", Locations: 22, PageSize: 5, Prefix: "/deploy"})
+	srvA, srvB := httptest.NewServer(a), httptest.NewServer(b)
+	defer srvA.Close()
+	defer srvB.Close()
+	recent := NewPollLog(10)
+	h := NewProbeHandler(staticLookup(map[string]TargetSettings{
+		"default": keySettings("key-of-service-a"),
+		"b":       keySettings("key-of-service-b"),
+	}), recent, promslog.NewNopLogger())
+
+	code, bodyA := probe(t, h, "target="+url.QueryEscape(srvA.URL))
+	if code != 200 || !strings.Contains(bodyA, "deployment_service_up 1") || !strings.Contains(bodyA, "deployment_service_locations 11") {
+		t.Errorf("probe of A: %d\n%s", code, bodyA)
+	}
+	code, bodyB := probe(t, h, "module=b&target="+url.QueryEscape(srvB.URL+"/deploy"))
+	if code != 200 || !strings.Contains(bodyB, "deployment_service_up 1") || !strings.Contains(bodyB, "deployment_service_locations 22") {
+		t.Errorf("probe of B: %d\n%s", code, bodyB)
+	}
+	if a.SawWrongAuth() || b.SawWrongAuth() {
+		t.Error("a service saw a key other than its own")
+	}
+	if a.TotalRequests() == 0 || b.TotalRequests() == 0 {
+		t.Error("a service was not polled")
+	}
+	for _, body := range []string{bodyA, bodyB} {
+		for _, internal := range []string{"go_", "process_", "promhttp_", "deployment_service_request", "deployment_service_exporter_"} {
+			if strings.Contains(body, "\n"+internal) || strings.HasPrefix(body, internal) {
+				t.Errorf("probe answer carries exporter-internal %s* metrics", internal)
+			}
+		}
+	}
+	if n := len(recent.Recent()); n != 2 {
+		t.Errorf("recent polls hold %d polls, want 2", n)
+	}
+
+	// The wrong module for a service is reported, not hidden.
+	_, cross := probe(t, h, "module=b&target="+url.QueryEscape(srvA.URL))
+	if !strings.Contains(cross, `deployment_service_endpoint_status_code{endpoint="root"} 401`) {
+		t.Errorf("a refused key is not reported:\n%s", cross)
+	}
+}
+
+func TestProbeRefusesBadRequests(t *testing.T) {
+	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings("k")}), nil, nil)
+	tests := []struct {
+		name, query, want string
+	}{
+		{"no target", "", "target parameter is missing"},
+		{"empty target", "target=", "target parameter is missing"},
+		{"relative target", "target=deploy.example.com", "http or https"},
+		{"other scheme", "target=" + url.QueryEscape("ftp://deploy.example.com"), "http or https"},
+		{"credentials in target", "target=" + url.QueryEscape("http://user:hunter2@deploy.example.com"), "credentials"},
+		{"query in target", "target=" + url.QueryEscape("http://deploy.example.com/?a=b"), "query"},
+		{"bad URL", "target=" + url.QueryEscape("http://[::1"), "not a valid URL"},
+		{"unknown module", "module=nope&target=" + url.QueryEscape("http://127.0.0.1:1"), `unknown module "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := probe(t, h, tt.query)
+			if code != http.StatusBadRequest {
+				t.Errorf("status %d, want 400", code)
+			}
+			if !strings.Contains(body, tt.want) || strings.Count(strings.TrimSpace(body), "\n") > 0 {
+				t.Errorf("body %q: want one line with %q", body, tt.want)
+			}
+			if strings.Contains(body, "hunter2") {
+				t.Error("the answer repeats a password from the target")
+			}
+		})
+	}
+	noDefault := NewProbeHandler(staticLookup(map[string]TargetSettings{"x": keySettings("k")}), nil, nil)
+	if code, _ := probe(t, noDefault, "target="+url.QueryEscape("http://127.0.0.1:1")); code != http.StatusBadRequest {
+		t.Errorf("probe without module and without a default module: %d, want 400", code)
+	}
+}
+
+func TestProbeDebugView(t *testing.T) {
+	svc := sampleservice.New(sampleservice.Options{Key: "debug-key-123", Locations: 12, PageSize: 5, OmitCount: true})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings("debug-key-123")}), nil, nil)
+	code, body := probe(t, h, "debug=true&target="+url.QueryEscape(srv.URL))
+	if code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	for _, want := range []string{
+		"module default", "up true",
+		"root GET " + srv.URL + "/api/ -> status 200",
+		"locations page 1: 5 entries; following next to " + srv.URL + "/api/projects/locations/?page=2",
+		"locations page 3: 2 entries; walk done, count 12",
+		"location_detail GET " + srv.URL + "/api/projects/locations/1/ -> status 200",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("debug view lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+func TestPollLogKeepsTheLastPolls(t *testing.T) {
+	l := NewPollLog(3)
+	for i := range 5 {
+		l.add(&PollRecord{Target: fmt.Sprint(i)})
+	}
+	var got []string
+	for _, r := range l.Recent() {
+		got = append(got, fmt.Sprintf("%d:%s", r.ID, r.Target))
+	}
+	if strings.Join(got, " ") != "5:4 4:3 3:2" {
+		t.Errorf("recent polls %v, want the last three, newest first", got)
+	}
+	if _, ok := l.Get(2); ok {
+		t.Error("a dropped poll is still found")
+	}
+	if r, ok := l.Get(4); !ok || r.Target != "3" {
+		t.Error("a kept poll is not found")
+	}
+}
+
+// TestPlantedKeyIsRedacted has the service echo the key in a next link, in
+// a redirect's Location header and in a body that fails to decode; the key
+// must reach no page, trace or log.
+func TestPlantedKeyIsRedacted(t *testing.T) {
+	const key = "planted-secret-key-9876"
+	svc := sampleservice.New(sampleservice.Options{Key: key, Locations: 20, PageSize: 5, OmitCount: true})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{NextURL: srv.URL + "/api/projects/locations/?page=2&x=" + key, OnPage: 1})
+	svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{RedirectTo: srv.URL + "/" + key + "/api/projects/projects/"})
+	svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Body: `{"detail": "` + key + `" ` + key})
+	svc.SetDetailFault(1, sampleservice.Fault{Body: key})
+
+	var logs bytes.Buffer
+	level := promslog.NewLevel()
+	_ = level.Set("debug")
+	recent := NewPollLog(5)
+	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings(key)}), recent,
+		promslog.New(&promslog.Config{Level: level, Writer: &syncWriter{w: &logs}}))
+	_, metrics := probe(t, h, "target="+url.QueryEscape(srv.URL))
+	_, debug := probe(t, h, "debug=true&target="+url.QueryEscape(srv.URL))
+	var pages strings.Builder
+	for _, r := range recent.Recent() {
+		_ = r.WriteText(&pages)
+	}
+	if !strings.Contains(pages.String(), "<secret>") && !strings.Contains(pages.String(), "REDACTED") {
+		t.Errorf("no redaction marker in the trace; the planted key was not exercised:\n%s", pages.String())
+	}
+	for where, text := range map[string]string{"metrics": metrics, "debug view": debug, "recent polls": pages.String(), "logs": logs.String()} {
+		if strings.Contains(text, key) {
+			t.Errorf("the key appears in the %s", where)
+		}
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

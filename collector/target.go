@@ -1,0 +1,35 @@
+package collector
+
+import (
+	"net/url"
+	"time"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+)
+
+// TargetSettings is everything a poll of one service needs besides its
+// URL: what the command-line flags say for /metrics, or a module of the
+// configuration file for /probe.
+type TargetSettings struct {
+	// Client is the client configuration, BaseURL left empty.
+	Client      client.Config
+	DetailIDs   []int64
+	DetailLimit int
+	InfoFields  []string
+	// Timeout bounds one poll; MinInterval spaces polls out.
+	Timeout     time.Duration
+	MinInterval time.Duration
+}
+
+// NewTargetPoller builds the client and poller for the service at base.
+func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poller, error) {
+	cfg := s.Client
+	cfg.BaseURL = base
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts.Timeout, opts.MinInterval = s.Timeout, s.MinInterval
+	t := &Target{Client: c, DetailIDs: s.DetailIDs, DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}
+	return NewPoller(t, opts), nil
+}

@@ -1,0 +1,220 @@
+// Package config reads the exporter's configuration file: named modules,
+// each saying how to poll a service that /probe names as its target.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	commoncfg "github.com/prometheus/common/config"
+	"go.yaml.in/yaml/v2"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+	"github.com/deployment-service/deployment_service_exporter/collector"
+)
+
+// DefaultModule is the module /probe uses when the request names none.
+const DefaultModule = "default"
+
+// Config is the whole file.
+type Config struct {
+	Modules map[string]*Module `yaml:"modules"`
+}
+
+// Module says how to poll one kind of service.
+type Module struct {
+	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
+	// Timeout bounds one poll; Prometheus' scrape timeout lowers it.
+	Timeout time.Duration `yaml:"timeout"`
+	// Concurrency is the most requests in flight at once.
+	Concurrency int `yaml:"concurrency"`
+	// MaxPages is the most pages read for one list.
+	MaxPages int `yaml:"max_pages"`
+	// MaxResponseBytes is the largest body read.
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// RateLimit is the most requests per second, 0 for no limit.
+	RateLimit float64 `yaml:"rate_limit"`
+	// MinInterval is the least time between two polls of one target.
+	MinInterval time.Duration `yaml:"min_interval"`
+	Locations   Locations     `yaml:"locations"`
+}
+
+// Locations chooses the detail subset of a module.
+type Locations struct {
+	DetailIDs   []int64  `yaml:"detail_ids"`
+	DetailLimit int      `yaml:"detail_limit"`
+	InfoFields  []string `yaml:"info_fields"`
+}
+
+// Defaults of a module, the same as those of the command line.
+const (
+	DefaultTimeout = 10 * time.Second
+)
+
+// UnmarshalYAML applies the defaults before reading a module.
+func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain Module
+	*m = Module{
+		HTTPClientConfig: commoncfg.DefaultHTTPClientConfig,
+		Timeout:          DefaultTimeout,
+		Concurrency:      client.DefaultConcurrency,
+		MaxPages:         client.DefaultMaxPages,
+		MaxResponseBytes: client.DefaultMaxResponseBytes,
+	}
+	return unmarshal((*plain)(m))
+}
+
+// Load reads and checks the file at path. Every error names the file and,
+// where the YAML library knows it, the line, and says what to fix.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, errors.Unwrap(err))
+	}
+	cfg, err := Parse(b, filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse reads a configuration from b; relative file names inside it are
+// taken relative to dir.
+func Parse(b []byte, dir string) (*Config, error) {
+	var cfg Config
+	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
+		return nil, explainYAML(err)
+	}
+	if len(cfg.Modules) == 0 {
+		return nil, errors.New("no modules: add at least one under modules:, such as modules: {default: {}}")
+	}
+	for _, name := range cfg.ModuleNames() {
+		m := cfg.Modules[name]
+		if m == nil {
+			return nil, fmt.Errorf("module %q is empty: give it settings, or {} for the defaults", name)
+		}
+		if err := m.validate(); err != nil {
+			return nil, fmt.Errorf("module %q: %w", name, err)
+		}
+		m.HTTPClientConfig.SetDirectory(dir)
+		if err := checkCredentialsFile(m.HTTPClientConfig.Authorization); err != nil {
+			return nil, fmt.Errorf("module %q: %w", name, err)
+		}
+	}
+	return &cfg, nil
+}
+
+// explainYAML adds the fix to the YAML library's error, which already names
+// the line.
+func explainYAML(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
+	var parts []string
+	for _, line := range strings.Split(msg, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			parts = append(parts, line)
+		}
+	}
+	// The library names Go types, which mean nothing to a user.
+	msg = goTypeRE.ReplaceAllString(strings.Join(parts, "; "), "")
+	switch {
+	case strings.Contains(msg, "not found"):
+		return fmt.Errorf("%s (unknown key: check its spelling and indentation against the README)", msg)
+	case strings.Contains(msg, "cannot unmarshal"):
+		return fmt.Errorf("%s (wrong type of value: check the README for what the key takes)", msg)
+	}
+	return errors.New(msg)
+}
+
+var goTypeRE = regexp.MustCompile(` in type [\w.]+`)
+
+func (m *Module) validate() error {
+	switch {
+	case m.Timeout <= 0:
+		return errors.New("timeout must be positive, such as 10s")
+	case m.Concurrency < 1:
+		return errors.New("concurrency must be at least 1")
+	case m.MaxPages < 1:
+		return errors.New("max_pages must be at least 1")
+	case m.MaxResponseBytes < 1:
+		return errors.New("max_response_bytes must be positive")
+	case m.RateLimit < 0:
+		return errors.New("rate_limit must be 0 (no limit) or more")
+	case m.MinInterval < 0:
+		return errors.New("min_interval must be 0 or more")
+	case m.Locations.DetailLimit < 0:
+		return errors.New("locations.detail_limit must be 0 (none) or more")
+	case len(m.Locations.DetailIDs) > 0 && m.Locations.DetailLimit > 0:
+		return errors.New("locations.detail_ids and locations.detail_limit conflict: give one")
+	}
+	for _, id := range m.Locations.DetailIDs {
+		if id < 0 {
+			return fmt.Errorf("locations.detail_ids: %d is negative", id)
+		}
+	}
+	if err := collector.ValidateInfoFields(m.Locations.InfoFields); err != nil {
+		return fmt.Errorf("locations.info_fields: %w", err)
+	}
+	return nil
+}
+
+// checkCredentialsFile fails early on a key file that cannot be read, as
+// the command line does, rather than on every poll.
+func checkCredentialsFile(a *commoncfg.Authorization) error {
+	if a == nil || a.CredentialsFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(a.CredentialsFile)
+	if err != nil {
+		return fmt.Errorf("http_client_config.authorization.credentials_file: cannot read %s: %w", a.CredentialsFile, errors.Unwrap(err))
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return fmt.Errorf("http_client_config.authorization.credentials_file: %s is empty", a.CredentialsFile)
+	}
+	return nil
+}
+
+// ModuleNames returns the module names, sorted.
+func (c *Config) ModuleNames() []string {
+	names := make([]string, 0, len(c.Modules))
+	for n := range c.Modules {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Settings turns the module into what a poll of one target needs.
+func (m *Module) Settings() collector.TargetSettings {
+	return collector.TargetSettings{
+		Client: client.Config{
+			HTTPClientConfig: m.HTTPClientConfig,
+			Concurrency:      m.Concurrency,
+			MaxPages:         m.MaxPages,
+			MaxResponseBytes: m.MaxResponseBytes,
+			RateLimit:        m.RateLimit,
+		},
+		DetailIDs:   uniqueIDs(m.Locations.DetailIDs),
+		DetailLimit: m.Locations.DetailLimit,
+		InfoFields:  m.Locations.InfoFields,
+		Timeout:     m.Timeout,
+		MinInterval: m.MinInterval,
+	}
+}
+
+func uniqueIDs(ids []int64) []int64 {
+	seen := make(map[int64]bool, len(ids))
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}

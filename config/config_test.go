@@ -1,0 +1,189 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/promslog"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestParseValid(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "key", "abc\n")
+	cfg, err := Parse([]byte(`
+modules:
+  default:
+    http_client_config:
+      authorization:
+        type: Token
+        credentials_file: key
+    timeout: 3s
+    concurrency: 2
+    locations:
+      detail_ids: [3, 5, 3]
+      info_fields: [name]
+  staging:
+    rate_limit: 5
+    min_interval: 30s
+    locations:
+      detail_limit: 10
+  bare: {}
+`), dir)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if got := strings.Join(cfg.ModuleNames(), ","); got != "bare,default,staging" {
+		t.Errorf("modules %s", got)
+	}
+	d := cfg.Modules["default"].Settings()
+	if d.Timeout != 3*time.Second || d.Client.Concurrency != 2 || len(d.DetailIDs) != 2 || d.InfoFields[0] != "name" {
+		t.Errorf("default module settings: %+v", d)
+	}
+	if f := cfg.Modules["default"].HTTPClientConfig.Authorization.CredentialsFile; f != filepath.Join(dir, "key") {
+		t.Errorf("credentials_file %q not resolved against the file's directory", f)
+	}
+	s := cfg.Modules["staging"].Settings()
+	if s.Client.RateLimit != 5 || s.MinInterval != 30*time.Second || s.DetailLimit != 10 || s.Timeout != DefaultTimeout {
+		t.Errorf("staging module settings: %+v", s)
+	}
+	b := cfg.Modules["bare"].Settings()
+	if b.Client.Concurrency != 4 || b.Client.MaxPages == 0 || b.Client.MaxResponseBytes == 0 {
+		t.Errorf("bare module lacks defaults: %+v", b)
+	}
+}
+
+func TestParseInvalid(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "empty-key", "\n")
+	tests := []struct {
+		name, yaml string
+		want       []string // fragments of the error
+	}{
+		{"unknown top-level key", "modulez: {}\n", []string{"line 1", "modulez", "unknown key"}},
+		{"unknown module key", "modules:\n  default:\n    timeot: 3s\n", []string{"line 3", "timeot", "unknown key"}},
+		{"unknown http client key", "modules:\n  default:\n    http_client_config:\n      authorisation: {}\n", []string{"line 4", "authorisation"}},
+		{"wrong type", "modules:\n  default:\n    concurrency: lots\n", []string{"line 3", "wrong type"}},
+		{"bad duration", "modules:\n  default:\n    timeout: soon\n", []string{"soon"}},
+		{"not YAML", "modules: [\n", []string{"line"}},
+		{"no modules", "modules: {}\n", []string{"no modules"}},
+		{"empty module", "modules:\n  default:\n", []string{`"default"`, "empty"}},
+		{"zero timeout", "modules:\n  default:\n    timeout: 0s\n", []string{"timeout"}},
+		{"zero concurrency", "modules:\n  default:\n    concurrency: 0\n", []string{"concurrency"}},
+		{"ids and limit", "modules:\n  m:\n    locations: {detail_ids: [1], detail_limit: 2}\n", []string{`"m"`, "conflict"}},
+		{"negative id", "modules:\n  m:\n    locations: {detail_ids: [-1]}\n", []string{"negative"}},
+		{"bad info field", "modules:\n  m:\n    locations: {info_fields: [job]}\n", []string{"info_fields", "job"}},
+		{"missing key file", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials_file: nope}}\n", []string{"credentials_file", "nope"}},
+		{"empty key file", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials_file: empty-key}}\n", []string{"empty"}},
+		{"key inline and in a file", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials: x, credentials_file: empty-key}}\n", []string{"credentials"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, dir, "config.yml", tt.yaml)
+			_, err := Load(path)
+			if err == nil {
+				t.Fatal("Load accepted it")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, path) {
+				t.Errorf("error %q does not name the file", msg)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error %q spans several lines", msg)
+			}
+		})
+	}
+}
+
+func TestStoreReload(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "config.yml", "modules:\n  default: {}\n  other: {}\n")
+	reg := prometheus.NewPedanticRegistry()
+	s := NewStore(path, reg, promslog.NewNopLogger())
+	if s.Ready() {
+		t.Error("ready before the first load")
+	}
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Ready() {
+		t.Error("not ready after loading")
+	}
+	okMetric := func(want float64) {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "deployment_service_exporter_config_last_reload_successful" {
+				if got := mf.GetMetric()[0].GetGauge().GetValue(); got != want {
+					t.Errorf("last_reload_successful %v, want %v", got, want)
+				}
+				return
+			}
+		}
+		t.Error("no last_reload_successful metric")
+	}
+	okMetric(1)
+	if n, _ := testutil.GatherAndCount(reg, "deployment_service_exporter_config_last_reload_success_timestamp_seconds"); n != 1 {
+		t.Error("no success timestamp")
+	}
+
+	// A broken file is refused and the old modules keep serving.
+	writeFile(t, dir, "config.yml", "modules:\n  default: {timeout: -1s}\n")
+	if err := s.Reload(); err == nil {
+		t.Fatal("a bad file was accepted")
+	}
+	okMetric(0)
+	if _, _, err := s.Lookup("other"); err != nil {
+		t.Errorf("old module lost after a refused reload: %v", err)
+	}
+
+	// A good file replaces the modules.
+	writeFile(t, dir, "config.yml", "modules:\n  fresh: {}\n")
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	okMetric(1)
+	if _, _, err := s.Lookup("other"); err == nil {
+		t.Error("a removed module is still served")
+	}
+	if _, _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "default") {
+		t.Errorf("no default module: error %v", err)
+	}
+	if _, _, err := s.Lookup("fresh"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestStoreWithoutFile(t *testing.T) {
+	s := NewStore("", prometheus.NewRegistry(), promslog.NewNopLogger())
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Ready() {
+		t.Error("the command line alone is a loaded configuration")
+	}
+	if _, _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "--config.file") {
+		t.Errorf("probe without modules: error %v", err)
+	}
+}

@@ -1,0 +1,115 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deployment-service/deployment_service_exporter/collector"
+)
+
+// Store holds the configuration in use and swaps it on reload. A file that
+// fails to load is refused and the old configuration keeps serving.
+type Store struct {
+	path   string
+	logger *slog.Logger
+
+	mu     sync.RWMutex
+	cfg    *Config
+	loaded bool
+
+	lastSuccess     prometheus.Gauge
+	lastSuccessTime prometheus.Gauge
+}
+
+// NewStore returns a store for the file at path (empty: no file, only the
+// command line) and registers its reload metrics on reg.
+func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Store {
+	s := &Store{
+		path:   path,
+		logger: logger,
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "deployment_service_exporter_config_last_reload_successful",
+			Help: "Whether the last load of the configuration file succeeded (1) or was refused (0).",
+		}),
+		lastSuccessTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "deployment_service_exporter_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful load of the configuration.",
+		}),
+	}
+	reg.MustRegister(s.lastSuccess, s.lastSuccessTime)
+	return s
+}
+
+// Path returns the configuration file's path, empty when there is none.
+func (s *Store) Path() string { return s.path }
+
+// Reload reads the file again. Without a file there is nothing to read and
+// the command line is the whole configuration, which counts as loaded.
+func (s *Store) Reload() error {
+	cfg := &Config{}
+	if s.path != "" {
+		var err error
+		if cfg, err = Load(s.path); err != nil {
+			s.lastSuccess.Set(0)
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.cfg, s.loaded = cfg, true
+	s.mu.Unlock()
+	s.lastSuccess.Set(1)
+	s.lastSuccessTime.SetToCurrentTime()
+	if s.path != "" {
+		s.logger.Info("Configuration loaded", "file", s.path, "modules", len(cfg.Modules))
+	}
+	return nil
+}
+
+// Ready tells whether a configuration has been loaded.
+func (s *Store) Ready() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.loaded
+}
+
+// errNoDefault explains a /probe without module when no module is named
+// default.
+var errNoDefault = errors.New("no module given and the configuration has no module named default: add module=<name>")
+
+// Lookup implements collector.ModuleLookup: it returns the settings of the
+// module named name (default when empty) and the module itself as the
+// version, since a reload replaces every module.
+func (s *Store) Lookup(name string) (collector.TargetSettings, any, error) {
+	s.mu.RLock()
+	cfg := s.cfg
+	s.mu.RUnlock()
+	if cfg == nil || len(cfg.Modules) == 0 {
+		return collector.TargetSettings{}, nil, errors.New("no modules are configured: start the exporter with --config.file to use /probe")
+	}
+	if name == "" {
+		m, ok := cfg.Modules[DefaultModule]
+		if !ok {
+			return collector.TargetSettings{}, nil, errNoDefault
+		}
+		return m.Settings(), m, nil
+	}
+	m, ok := cfg.Modules[name]
+	if !ok {
+		return collector.TargetSettings{}, nil, fmt.Errorf("unknown module %q: use one of the configuration file's modules", name)
+	}
+	return m.Settings(), m, nil
+}
+
+// ModuleNames returns the names of the modules in use, sorted.
+func (s *Store) ModuleNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.cfg == nil {
+		return nil
+	}
+	return s.cfg.ModuleNames()
+}
