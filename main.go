@@ -80,6 +80,19 @@ func run(args []string) int {
 		logger.Error("Invalid configuration", "err", err)
 		return 1
 	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector(exporterName),
+	)
+	s.target.Client.Observer = collector.NewRequestMetrics(reg)
+	store := moduleconfig.NewStore(f.configFile, reg, logger)
+	if err := store.Reload(); err != nil {
+		logger.Error("Invalid configuration", "err", err)
+		return 1
+	}
 	logger.Info("Starting "+exporterName, "version", version.Info())
 	logger.Info("Build context", "build_context", version.BuildContext())
 
@@ -97,18 +110,6 @@ func run(args []string) int {
 		logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		versioncollector.NewCollector(exporterName),
-	)
-	s.target.Client.Observer = collector.NewRequestMetrics(reg)
-	store := moduleconfig.NewStore(f.configFile, reg, logger)
-	if err := store.Reload(); err != nil {
-		logger.Error("Invalid configuration", "err", err)
-		return 1
-	}
 	recent := collector.NewPollLog(collector.DefaultRecentPolls)
 	mux, err := routes(s, *metricsPath, reg, store, recent, logger)
 	if err != nil {
