@@ -21,7 +21,7 @@ td.url{word-break:break-all}.ok{color:#1a7f37}.bad{color:#cf222e}
 code{background:#f4f4f4;padding:0 .2rem}form input{margin:.2rem 0;max-width:100%}`
 
 var pageTemplates = template.Must(template.New("landing").Funcs(template.FuncMap{"duration": roundDuration}).Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>
 <title>Deployment Service Exporter</title><style>{{.CSS}}</style></head>
 <body>
 <h1>Deployment Service Exporter</h1>
@@ -32,10 +32,10 @@ var pageTemplates = template.Must(template.New("landing").Funcs(template.FuncMap
 </ul>
 {{if .Modules}}<h2>Probe a service</h2>
 <form action="probe" method="get">
-<label>Target <input name="target" type="url" placeholder="https://deploy.example.com" size="40" required></label>
+<label>Target <input name="target" type="url" placeholder="https://deploy.example.com" size="40" required="required"/></label>
 <label>Module <select name="module">{{range .Modules}}<option>{{.}}</option>{{end}}</select></label>
-<label><input type="checkbox" name="debug" value="true"> debug view</label>
-<input type="submit" value="Probe">
+<label><input type="checkbox" name="debug" value="true"/> debug view</label>
+<input type="submit" value="Probe"/>
 </form>{{end}}
 <h2>Recent polls</h2>
 {{if .Polls}}<div class="scroll"><table>
@@ -47,7 +47,7 @@ var pageTemplates = template.Must(template.New("landing").Funcs(template.FuncMap
 `))
 
 var pollTemplate = template.Must(template.New("poll").Funcs(template.FuncMap{"duration": roundDuration}).Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>
 <title>Poll {{.Poll.ID}}</title><style>{{.CSS}}</style></head>
 <body>
 <p><a href="../">Back</a></p>

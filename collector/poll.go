@@ -26,70 +26,82 @@ type Target struct {
 
 func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLimit > 0 }
 
-// poll reads the whole API once. Root, both lists and the explicit detail
+// pollRun is one poll of the API. Its results gather as requests finish,
+// so a scrape that cannot wait any longer can take what has arrived.
+type pollRun struct {
+	ctx   context.Context
+	t     *Target
+	start time.Time
+	wg    sync.WaitGroup
+
+	mu        sync.Mutex
+	root      *client.Result
+	projects  *client.ListResult
+	locations *client.ListResult
+	seen      map[int64]bool
+	details   map[int64]*LocationState
+	detailSum detailSummary
+}
+
+// detailSummary sums up the detail views as the location_detail endpoint:
+// up when every one answered well, timed from the first start to the last
+// end, with the status of the last response.
+type detailSummary struct {
+	tried               bool
+	firstStart, lastEnd time.Time
+	lastStatus          int
+	lastStatusEnd       time.Time
+	err                 error
+}
+
+func newPollRun(ctx context.Context, t *Target) *pollRun {
+	return &pollRun{ctx: ctx, t: t, start: time.Now(), seen: make(map[int64]bool), details: make(map[int64]*LocationState)}
+}
+
+// run reads the whole API once. Root, both lists and the explicit detail
 // views start at once; ids drawn from the list start as soon as the page
 // holding them arrives. The client bounds how many requests are in flight,
 // so the wall time is the critical path of the round trips.
-func poll(ctx context.Context, t *Target, logger *slog.Logger) *Snapshot {
-	p := &pollRun{ctx: ctx, t: t, seen: make(map[int64]bool)}
-	s := &Snapshot{Start: time.Now(), Endpoints: make(map[client.Endpoint]EndpointState, 4)}
-
-	for _, id := range t.DetailIDs {
+func (p *pollRun) run(logger *slog.Logger) *Snapshot {
+	c := p.t.Client
+	for _, id := range p.t.DetailIDs {
 		p.detail(id)
 	}
-	var root client.Result
-	var projects, locations client.ListResult
 	p.wg.Add(3)
-	go func() { defer p.wg.Done(); root = t.Client.Root(ctx) }()
-	go func() { defer p.wg.Done(); projects = t.Client.Projects(ctx) }()
+	go func() {
+		defer p.wg.Done()
+		r := c.Root(p.ctx)
+		p.mu.Lock()
+		p.root = &r
+		p.mu.Unlock()
+	}()
+	go func() {
+		defer p.wg.Done()
+		r := c.Projects(p.ctx)
+		p.mu.Lock()
+		p.projects = &r
+		p.mu.Unlock()
+	}()
 	go func() {
 		defer p.wg.Done()
 		want, onIDs := 0, func([]int64) {}
-		if len(t.DetailIDs) == 0 && t.DetailLimit > 0 {
-			want = t.DetailLimit
+		if len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0 {
+			want = p.t.DetailLimit
 			onIDs = func(ids []int64) {
 				for _, id := range ids {
 					p.detail(id)
 				}
 			}
 		}
-		locations = t.Client.Locations(ctx, want, onIDs)
+		r := c.Locations(p.ctx, want, onIDs)
+		p.mu.Lock()
+		p.locations = &r
+		p.mu.Unlock()
 	}()
 	p.wg.Wait()
-
-	s.Duration = time.Since(s.Start)
-	s.Endpoints[client.EndpointRoot] = endpointState(root)
-	s.Endpoints[client.EndpointProjects] = endpointState(projects.Result)
-	s.Endpoints[client.EndpointLocations] = endpointState(locations.Result)
-	if projects.Err == nil {
-		s.Projects = Count{Value: projects.Count, Known: true}
-	}
-	if locations.Err == nil {
-		s.Locations = Count{Value: locations.Count, Known: true}
-	}
-	s.Details = p.details
-	slices.SortFunc(s.Details, func(a, b LocationState) int { return cmp.Compare(a.ID, b.ID) })
-	if p.tried {
-		s.Endpoints[client.EndpointLocationDetail] = p.detailState()
-	}
+	s := p.snapshot()
 	logFailures(logger, s)
 	return s
-}
-
-// pollRun gathers the detail views of one poll as they finish.
-type pollRun struct {
-	ctx context.Context
-	t   *Target
-	wg  sync.WaitGroup
-
-	mu                  sync.Mutex
-	seen                map[int64]bool
-	details             []LocationState
-	tried               bool
-	firstStart, lastEnd time.Time
-	lastStatus          int
-	lastStatusEnd       time.Time
-	detailErr           error
 }
 
 // detail starts the detail view of id, once per poll even when a shifting
@@ -111,26 +123,66 @@ func (p *pollRun) detail(id int64) {
 		end := time.Now()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		p.details = append(p.details, LocationState{ID: id, Status: r.Status, Duration: r.Duration, Err: r.Err, Fields: r.Fields})
-		if !p.tried || start.Before(p.firstStart) {
-			p.firstStart = start
+		p.details[id] = &LocationState{ID: id, Status: r.Status, Duration: r.Duration, Err: r.Err, Fields: r.Fields}
+		d := &p.detailSum
+		if !d.tried || start.Before(d.firstStart) {
+			d.firstStart = start
 		}
-		p.tried = true
-		p.lastEnd = maxTime(p.lastEnd, end)
-		if r.Status != 0 && !end.Before(p.lastStatusEnd) {
-			p.lastStatus, p.lastStatusEnd = r.Status, end
+		d.tried = true
+		d.lastEnd = maxTime(d.lastEnd, end)
+		if r.Status != 0 && !end.Before(d.lastStatusEnd) {
+			d.lastStatus, d.lastStatusEnd = r.Status, end
 		}
-		if r.Err != nil && p.detailErr == nil {
-			p.detailErr = r.Err
+		if r.Err != nil && d.err == nil {
+			d.err = r.Err
 		}
 	}()
 }
 
-// detailState sums up the detail views as the location_detail endpoint:
-// up when every one answered well, timed from the first start to the last
-// end, with the status of the last response.
-func (p *pollRun) detailState() EndpointState {
-	return EndpointState{Status: p.lastStatus, Duration: p.lastEnd.Sub(p.firstStart), Err: p.detailErr}
+// snapshot turns what has arrived into a Snapshot. Taken before the poll
+// is over, it reports whatever has not arrived as too late: down, with no
+// status and no count.
+func (p *pollRun) snapshot() *Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	tooLate := EndpointState{Duration: now.Sub(p.start), Err: errTooLate}
+	s := &Snapshot{Start: p.start, Duration: now.Sub(p.start), Endpoints: make(map[client.Endpoint]EndpointState, 4)}
+	s.Endpoints[client.EndpointRoot] = tooLate
+	if p.root != nil {
+		s.Endpoints[client.EndpointRoot] = endpointState(*p.root)
+	}
+	s.Endpoints[client.EndpointProjects] = tooLate
+	if p.projects != nil {
+		s.Endpoints[client.EndpointProjects] = endpointState(p.projects.Result)
+		if p.projects.Err == nil {
+			s.Projects = Count{Value: p.projects.Count, Known: true}
+		}
+	}
+	s.Endpoints[client.EndpointLocations] = tooLate
+	if p.locations != nil {
+		s.Endpoints[client.EndpointLocations] = endpointState(p.locations.Result)
+		if p.locations.Err == nil {
+			s.Locations = Count{Value: p.locations.Count, Known: true}
+		}
+	}
+	pending := false
+	for id := range p.seen {
+		if d, ok := p.details[id]; ok {
+			s.Details = append(s.Details, *d)
+			continue
+		}
+		pending = true
+		s.Details = append(s.Details, LocationState{ID: id, Duration: now.Sub(p.start), Err: errTooLate})
+	}
+	slices.SortFunc(s.Details, func(a, b LocationState) int { return cmp.Compare(a.ID, b.ID) })
+	switch d := p.detailSum; {
+	case pending:
+		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.lastStatus, Duration: now.Sub(p.start), Err: errTooLate}
+	case d.tried:
+		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.lastStatus, Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
+	}
+	return s
 }
 
 func endpointState(r client.Result) EndpointState {

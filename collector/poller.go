@@ -43,6 +43,7 @@ type Poller struct {
 
 // pollCall is one poll in flight and the scrapes waiting for it.
 type pollCall struct {
+	run     *pollRun
 	done    chan struct{}
 	snap    *Snapshot
 	waiters int
@@ -93,8 +94,10 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	case <-c.done:
 		return c.snap
 	case <-ctx.Done():
+		// Answer with what has arrived; the rest is reported too late.
+		snap := c.run.snapshot()
 		p.leave(c)
-		return failedSnapshot(now, p.target, 0, errTooLate)
+		return snap
 	}
 }
 
@@ -111,11 +114,11 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 	// Every poll is traced, so that the debug views can show any of them.
 	trace := &client.Trace{}
 	pctx = client.WithTrace(pctx, trace)
-	c := &pollCall{done: make(chan struct{}), cancel: cancel}
+	c := &pollCall{run: newPollRun(pctx, p.target), done: make(chan struct{}), cancel: cancel}
 	p.inflight = c
 	go func() {
 		defer cancel()
-		snap := poll(pctx, p.target, p.opts.Logger)
+		snap := c.run.run(p.opts.Logger)
 		snap.trace = trace
 		p.record(snap)
 		p.mu.Lock()
@@ -134,7 +137,7 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 // record keeps s in the recent-polls log, if there is one.
 func (p *Poller) record(s *Snapshot) {
 	if p.opts.Recent != nil {
-		p.opts.Recent.add(newPollRecord(p.opts.Name, p.opts.Module, s))
+		p.opts.Recent.Add(newPollRecord(p.opts.Name, p.opts.Module, s))
 	}
 }
 

@@ -152,7 +152,7 @@ func TestProbeDebugView(t *testing.T) {
 func TestPollLogKeepsTheLastPolls(t *testing.T) {
 	l := NewPollLog(3)
 	for i := range 5 {
-		l.add(&PollRecord{Target: fmt.Sprint(i)})
+		l.Add(&PollRecord{Target: fmt.Sprint(i)})
 	}
 	var got []string
 	for _, r := range l.Recent() {

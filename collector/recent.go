@@ -47,9 +47,9 @@ func NewPollLog(size int) *PollLog {
 	return &PollLog{ring: make([]*PollRecord, 0, max(size, 1))}
 }
 
-// add stores rec, giving it the next id, and drops the oldest record once
+// Add stores rec, giving it the next id, and drops the oldest record once
 // the ring is full.
-func (l *PollLog) add(rec *PollRecord) {
+func (l *PollLog) Add(rec *PollRecord) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++

@@ -187,3 +187,23 @@ func TestStoreWithoutFile(t *testing.T) {
 		t.Errorf("probe without modules: error %v", err)
 	}
 }
+
+// TestShippedExampleParses keeps deploy/prometheus/modules.yml in step with
+// the parser; its key files are swapped for temporary ones.
+func TestShippedExampleParses(t *testing.T) {
+	b, err := os.ReadFile("../deploy/prometheus/modules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "production.key", "p\n")
+	writeFile(t, dir, "staging.key", "s\n")
+	text := strings.ReplaceAll(string(b), "/etc/deployment-service/", dir+"/")
+	cfg, err := Parse([]byte(text), dir)
+	if err != nil {
+		t.Fatalf("the shipped example does not parse: %v", err)
+	}
+	if len(cfg.Modules) != 2 {
+		t.Errorf("%d modules, want 2", len(cfg.Modules))
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"sigs.k8s.io/yaml"
+)
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Record string `json:"record"`
+			Alert  string `json:"alert"`
+			Expr   string `json:"expr"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+// loadRules returns the expressions of a Prometheus rule file: recording
+// rules must return data, alert rules must evaluate.
+func loadRules(path string) ([]query, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f ruleFile
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var qs []query
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			q := query{expr: r.Expr, kind: mustHaveData}
+			switch {
+			case r.Record != "":
+				q.source = fmt.Sprintf("%s recording rule %s", path, r.Record)
+			case r.Alert != "":
+				q.source = fmt.Sprintf("%s alert %s", path, r.Alert)
+				q.kind = mustEvaluate
+			default:
+				return nil, fmt.Errorf("%s: group %s has a rule that is neither record nor alert", path, g.Name)
+			}
+			qs = append(qs, q)
+		}
+	}
+	if len(qs) == 0 {
+		return nil, fmt.Errorf("%s: no rules", path)
+	}
+	return qs, nil
+}
