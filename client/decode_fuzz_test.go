@@ -1,0 +1,309 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"testing"
+	"testing/iotest"
+)
+
+// fuzzSeeds are bodies of every shape, valid and not, for both fuzz targets.
+var fuzzSeeds = []string{
+	`[]`,
+	`{}`,
+	`[{"id":1},{"id":2}]`,
+	` [ { "id" : 1 , "name" : "a" } ] `,
+	`{"count":2,"next":null,"previous":null,"results":[{"id":1},{"id":2}]}`,
+	`{"results":[{"id":3,"tags":["a","b"],"meta":{"x":[1,2,{"y":null}]}}],"count":1,"next":"https://h/api/?page=2"}`,
+	`{"results":[{"\u0069d":7}],"c\u006funt":0}`,
+	`[{"id":-9223372036854775808},{"id":9223372036854775807}]`,
+	`[{"id":9223372036854775808}]`,
+	`[{"id":1.0}]`,
+	`[{"id":1e3}]`,
+	`[{"id":"1"}]`,
+	`[{"id":1,"id":2}]`,
+	`[{"ID":1}]`,
+	`[{}]`,
+	`[1]`,
+	`{"count":-1,"results":[]}`,
+	`{"count":null,"results":[]}`,
+	`{"next":1,"results":[]}`,
+	`{"results":[],"results":[]}`,
+	`{"results":null}`,
+	`"str"`,
+	`null`,
+	`[{"id":1}] x`,
+	`[{"id":1}`,
+	`[{"id":1,}]`,
+	`[{"id":01}]`,
+	`[{"id":1,"s":"\ud83d\ude00 \ud800 \udc00 \u00e9 \"\\\/\b\f\n\r\t"}]`,
+	"[{\"id\":1,\"s\":\"\xff\xfe\"}]",
+	"[{\"id\":1,\"s\":\"a\tb\"}]",
+	`[{"id":1,"x":[[[[[[[[[[]]]]]]]]]]}]`,
+	`[{"id":1,"n":-0.5e+10,"m":0,"t":true,"f":false,"z":null}]`,
+	`{"name":"loc","id":5,"enabled":true,"region":{"a":1},"x":null}`,
+	`{"name":"a","name":"b"}`,
+	"\ufeff[]",
+}
+
+func FuzzDecodeListPage(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add([]byte(s), uint8(i%4))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, want uint8) {
+		wantIDs := int(want % 8)
+		page, err := decodeListPage(bytes.NewReader(data), wantIDs)
+		checkAgainstValid(t, data, err)
+
+		if json.Valid(data) && !isLimitError(err) {
+			ref, refErr := referenceListPage(data, wantIDs)
+			if (err == nil) != (refErr == nil) {
+				t.Fatalf("decodeListPage error %v, encoding/json reference error %v", err, refErr)
+			}
+			if err == nil && !samePage(page, ref) {
+				t.Fatalf("decodeListPage = %+v, encoding/json reference = %+v", page, ref)
+			}
+		}
+
+		for name, r := range chunkedReaders(data) {
+			p2, err2 := decodeListPage(r, wantIDs)
+			if !sameError(err, err2) || !samePage(page, p2) {
+				t.Fatalf("%s: got %+v, %v; want %+v, %v", name, p2, err2, page, err)
+			}
+		}
+	})
+}
+
+func FuzzDecodeObject(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	fields := []string{"name", "id", "enabled", "region", "x", "s", "n"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := decodeObject(bytes.NewReader(data), fields)
+		checkAgainstValid(t, data, err)
+
+		if json.Valid(data) && !isLimitError(err) {
+			ref, refErr := referenceObject(data, fields)
+			if (err == nil) != (refErr == nil) {
+				t.Fatalf("decodeObject error %v, encoding/json reference error %v", err, refErr)
+			}
+			if err == nil && !equalMaps(got, ref) {
+				t.Fatalf("decodeObject = %q, encoding/json reference = %q", got, ref)
+			}
+		}
+
+		for name, r := range chunkedReaders(data) {
+			got2, err2 := decodeObject(r, fields)
+			if !sameError(err, err2) || !equalMaps(got, got2) {
+				t.Fatalf("%s: got %q, %v; want %q, %v", name, got2, err2, got, err)
+			}
+		}
+	})
+}
+
+// checkAgainstValid checks err against json.Valid: invalid JSON must fail
+// as an invalid body, and valid JSON must never fail as a syntax error.
+func checkAgainstValid(t *testing.T, data []byte, err error) {
+	t.Helper()
+	if err != nil && !errors.Is(err, errInvalidBody) {
+		t.Fatalf("error %v from an in-memory body does not wrap errInvalidBody", err)
+	}
+	if err != nil && len(err.Error()) > 200 {
+		t.Fatalf("error message of %d bytes", len(err.Error()))
+	}
+	var be *bodyError
+	isSyntax := errors.As(err, &be) && be.kind == kindSyntax
+	switch valid := json.Valid(data); {
+	case !valid && err == nil:
+		t.Fatalf("accepted a body that json.Valid rejects")
+	case valid && isSyntax:
+		t.Fatalf("syntax error %v on a body that json.Valid accepts", err)
+	case !valid && !isSyntax && errors.Is(err, io.ErrUnexpectedEOF):
+		t.Fatalf("truncation error %v is not a syntax error", err)
+	}
+}
+
+func isLimitError(err error) bool {
+	var be *bodyError
+	return errors.As(err, &be) && be.kind == kindLimit
+}
+
+// chunkedReaders serve data in unusual chunks, which must not change the outcome.
+func chunkedReaders(data []byte) map[string]io.Reader {
+	return map[string]io.Reader{
+		"one byte at a time": iotest.OneByteReader(bytes.NewReader(data)),
+		"data with EOF":      iotest.DataErrReader(bytes.NewReader(data)),
+		"half reads":         iotest.HalfReader(bytes.NewReader(data)),
+		"chunks of 2 to 7":   &chunkReader{r: bytes.NewReader(data), sizes: []int{2, 3, 5, 7, 4, 6}},
+	}
+}
+
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Error() == b.Error()
+}
+
+func samePage(a, b listPage) bool {
+	return a.Entries == b.Entries && a.Count == b.Count && a.HasCount == b.HasCount &&
+		a.Next == b.Next && a.Envelope == b.Envelope && slices.Equal(a.IDs, b.IDs)
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// member is one key and raw value of an object, as encoding/json reads them.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// referenceMembers lists the members of a JSON object with encoding/json,
+// keeping duplicates and order.
+func referenceMembers(raw []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("not an object")
+	}
+	var ms []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		ms = append(ms, member{key: tok.(string), value: bytes.TrimSpace(v)})
+	}
+	return ms, nil
+}
+
+// lookup returns the value of the only member named key.
+func lookup(ms []member, key string) (json.RawMessage, bool, error) {
+	var v json.RawMessage
+	found := false
+	for _, m := range ms {
+		if m.key == key {
+			if found {
+				return nil, false, errors.New("duplicate " + key)
+			}
+			v, found = m.value, true
+		}
+	}
+	return v, found, nil
+}
+
+// referenceInt parses a JSON number that is an integer fitting int64.
+func referenceInt(raw json.RawMessage) (int64, error) {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) || bytes.ContainsAny(raw, ".eE") {
+		return 0, errors.New("not an integer")
+	}
+	return strconv.ParseInt(string(raw), 10, 64)
+}
+
+// referenceListPage applies the shape rules of decodeListPage to a valid
+// JSON body with encoding/json.
+func referenceListPage(data []byte, wantIDs int) (listPage, error) {
+	data = bytes.TrimSpace(data)
+	var page listPage
+	results := json.RawMessage(data)
+	if data[0] == '{' {
+		page.Envelope = true
+		ms, err := referenceMembers(data)
+		if err != nil {
+			return page, err
+		}
+		r, ok, err := lookup(ms, "results")
+		if err != nil || !ok || r[0] != '[' {
+			return page, errors.New("bad results")
+		}
+		results = r
+		if c, ok, err := lookup(ms, "count"); err != nil {
+			return page, err
+		} else if ok && string(c) != "null" {
+			if page.Count, err = referenceInt(c); err != nil || page.Count < 0 {
+				return page, errors.New("bad count")
+			}
+			page.HasCount = true
+		}
+		if n, ok, err := lookup(ms, "next"); err != nil {
+			return page, err
+		} else if ok && string(n) != "null" {
+			if n[0] != '"' || json.Unmarshal(n, &page.Next) != nil {
+				return page, errors.New("bad next")
+			}
+		}
+	} else if data[0] != '[' {
+		return page, errors.New("not a list")
+	}
+	var entries []json.RawMessage
+	if err := json.Unmarshal(results, &entries); err != nil {
+		return page, err
+	}
+	for _, e := range entries {
+		ms, err := referenceMembers(e)
+		if err != nil {
+			return page, err
+		}
+		raw, ok, err := lookup(ms, "id")
+		if err != nil || !ok {
+			return page, errors.New("bad id")
+		}
+		id, err := referenceInt(raw)
+		if err != nil {
+			return page, err
+		}
+		if page.Entries < wantIDs {
+			page.IDs = append(page.IDs, id)
+		}
+		page.Entries++
+	}
+	return page, nil
+}
+
+// referenceObject applies the rules of decodeObject to a valid JSON body
+// with encoding/json.
+func referenceObject(data []byte, fields []string) (map[string]string, error) {
+	ms, err := referenceMembers(bytes.TrimSpace(data))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, f := range fields {
+		v, ok, err := lookup(ms, f)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		switch c := v[0]; {
+		case c == '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return nil, err
+			}
+			out[f] = s
+		case c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f':
+			out[f] = string(v)
+		}
+	}
+	return out, nil
+}
