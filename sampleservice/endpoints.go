@@ -60,6 +60,7 @@ func (s *Service) serveEndpoint(w http.ResponseWriter, r *http.Request, endpoint
 		f = Fault{}
 	}
 	if !sleep(ctx, f.Delay) {
+		abort(w)
 		return
 	}
 	if f.RetryAfter != "" {
@@ -210,14 +211,14 @@ func entry(ctx context.Context, w io.Writer, l *list, i int64, comma bool) error
 }
 
 // paddedList renders a plain array of generated entries, continuing past
-// the list's end as needed, until at least min bytes are written.
-func paddedList(ctx context.Context, l *list, min int64) renderer {
+// the list's end as needed, until at least atLeast bytes are written.
+func paddedList(ctx context.Context, l *list, atLeast int64) renderer {
 	return func(w io.Writer) error {
 		cw := &countingWriter{w: w}
 		if _, err := io.WriteString(cw, "["); err != nil {
 			return err
 		}
-		for i := int64(0); cw.n+1 < min; i++ {
+		for i := int64(0); cw.n+1 < atLeast; i++ {
 			if err := entry(ctx, cw, l, i, i > 0); err != nil {
 				return err
 			}
@@ -228,8 +229,8 @@ func paddedList(ctx context.Context, l *list, min int64) renderer {
 }
 
 // paddedObject renders v with an extra "padding" member long enough for the
-// whole to reach min bytes.
-func paddedObject(v any, min int64) renderer {
+// whole to reach atLeast bytes.
+func paddedObject(v any, atLeast int64) renderer {
 	return func(w io.Writer) error {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -240,7 +241,7 @@ func paddedObject(v any, min int64) renderer {
 			return err
 		}
 		const chunk = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod "
-		for left := min - int64(len(b)) - 2; left > 0; left -= int64(len(chunk)) {
+		for left := atLeast - int64(len(b)) - 2; left > 0; left -= int64(len(chunk)) {
 			if _, err := io.WriteString(w, chunk); err != nil {
 				return err
 			}

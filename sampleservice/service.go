@@ -120,6 +120,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.stats.end()
 
 	if !sleep(r.Context(), s.delay()) {
+		abort(w)
 		return
 	}
 	h := w.Header()

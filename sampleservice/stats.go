@@ -59,7 +59,11 @@ func endpointIndex(endpoint string) int {
 
 func (st *stats) begin(r *http.Request, endpoint string, authOK bool) {
 	n := st.inFlight.Add(1)
-	for m := st.maxInFlight.Load(); n > m && !st.maxInFlight.CompareAndSwap(m, n); m = st.maxInFlight.Load() {
+	for {
+		m := st.maxInFlight.Load()
+		if n <= m || st.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
 	}
 	st.total.Add(1)
 	st.byEndpoint[endpointIndex(endpoint)].Add(1)

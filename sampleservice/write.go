@@ -26,7 +26,8 @@ func send(w http.ResponseWriter, status int, render renderer, truncate bool) {
 	w.WriteHeader(status)
 	bw := bufio.NewWriterSize(w, 32<<10)
 	if err := render(bw); err != nil && !errors.Is(err, http.ErrBodyNotAllowed) {
-		panic(http.ErrAbortHandler)
+		abort(w)
+		return
 	}
 	_ = bw.Flush()
 }
@@ -36,13 +37,21 @@ func send(w http.ResponseWriter, status int, render renderer, truncate bool) {
 func sendTruncated(w http.ResponseWriter, status int, render renderer) {
 	full := &countingWriter{w: io.Discard}
 	if err := render(full); err != nil {
-		panic(http.ErrAbortHandler)
+		abort(w)
+		return
 	}
 	w.Header().Set("Content-Length", strconv.FormatInt(full.n, 10))
 	w.WriteHeader(status)
 	bw := bufio.NewWriter(&limitWriter{w: w, left: full.n / 2})
 	_ = render(bw)
 	_ = bw.Flush()
+	abort(w)
+}
+
+// abort drops the connection after flushing what was written, so the client
+// sees an error instead of a response that looks complete (net/http would
+// otherwise finish even an empty answer as a 200).
+func abort(w http.ResponseWriter) {
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 	if conn, _, err := rc.Hijack(); err == nil {
