@@ -112,13 +112,9 @@ func validate(f flagValues) (*settings, error) {
 }
 
 func parseBaseURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
+	u, err := client.ParseBaseURL(raw)
 	if err != nil {
-		// url.Parse quotes the input, which could hold credentials.
-		return nil, errors.New("--api.url is not a valid URL: give one such as https://deploy.example.com")
-	}
-	if err := client.ValidateBaseURL(u); err != nil {
-		return nil, fmt.Errorf("--api.url: %w", err)
+		return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
 	}
 	return u, nil
 }

@@ -120,6 +120,19 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// ParseBaseURL parses and checks a base URL. Its errors never repeat the
+// input, which could carry credentials.
+func ParseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("not a valid URL: give an absolute http or https URL such as https://deploy.example.com")
+	}
+	if err := ValidateBaseURL(u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
 // ValidateBaseURL checks that u can serve as a base URL: absolute http or
 // https, a host, and no credentials, query or fragment.
 func ValidateBaseURL(u *url.URL) error {
@@ -127,7 +140,7 @@ func ValidateBaseURL(u *url.URL) error {
 	case u == nil:
 		return errors.New("no base URL")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("URL scheme must be http or https, not %q", u.Scheme)
+		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
 	case u.Host == "" || u.Hostname() == "":
 		return errors.New("URL has no host")
 	case u.User != nil:

@@ -93,11 +93,8 @@ func ParseTarget(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
 	}
-	u, err := url.Parse(raw)
+	u, err := client.ParseBaseURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("target is not a valid URL: give an absolute http or https URL")
-	}
-	if err := client.ValidateBaseURL(u); err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
 	return u, nil
