@@ -281,12 +281,12 @@ func TestErrorReasons(t *testing.T) {
 	}{
 		{
 			name:    "server error",
-			handler: func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", 500) },
+			handler: func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) },
 			reason:  ReasonHTTPStatus, status: 500,
 		},
 		{
 			name:    "key refused",
-			handler: func(w http.ResponseWriter, _ *http.Request) { http.Error(w, `{"detail":"Invalid token."}`, 401) },
+			handler: func(w http.ResponseWriter, _ *http.Request) { http.Error(w, `{"detail":"Invalid token."}`, http.StatusUnauthorized) },
 			reason:  ReasonHTTPStatus, status: 401,
 		},
 		{

@@ -49,7 +49,7 @@ func TestCloseEndsRequests(t *testing.T) {
 			req.Header.Set("Authorization", "Token "+testKey)
 			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
-				_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1)) // read a little, then stall
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1)) // read a little, then stall
 				time.Sleep(200 * time.Millisecond)
 				_, err = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
