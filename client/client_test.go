@@ -285,9 +285,11 @@ func TestErrorReasons(t *testing.T) {
 			reason:  ReasonHTTPStatus, status: 500,
 		},
 		{
-			name:    "key refused",
-			handler: func(w http.ResponseWriter, _ *http.Request) { http.Error(w, `{"detail":"Invalid token."}`, http.StatusUnauthorized) },
-			reason:  ReasonHTTPStatus, status: 401,
+			name: "key refused",
+			handler: func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, `{"detail":"Invalid token."}`, http.StatusUnauthorized)
+			},
+			reason: ReasonHTTPStatus, status: 401,
 		},
 		{
 			name:    "malformed JSON",
