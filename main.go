@@ -62,10 +62,12 @@ func run(args []string) int {
 	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").StringsVar(&f.infoFields)
 	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
 	app.Flag("demo", "Start an embedded sample deployment service on loopback and watch it; no URL or key needed.").BoolVar(&f.demo)
-	metricsPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	toolkitFlags := kingpinflag.AddFlags(app, defaultListenAddress)
 	logConfig := &promslog.Config{}
 	flag.AddFlags(app, logConfig)
+	// --version and --help are answers, not errors: they go to stdout.
+	app.UsageWriter(os.Stdout)
 	app.Version(version.Print(exporterName))
 	app.HelpFlag.Short('h')
 	if _, err := app.Parse(args); err != nil {
@@ -79,6 +81,9 @@ func run(args []string) int {
 	if err != nil {
 		logger.Error("Invalid configuration", "err", err)
 		return 1
+	}
+	for _, w := range ineffectiveFlags(f) {
+		logger.Warn("Setting without effect", "detail", w)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -111,7 +116,7 @@ func run(args []string) int {
 	}
 
 	recent := collector.NewPollLog(collector.DefaultRecentPolls)
-	mux, err := routes(s, *metricsPath, reg, store, recent, logger)
+	mux, err := routes(s, f.metricsPath, reg, store, recent, logger)
 	if err != nil {
 		logger.Error("Invalid configuration", "err", err)
 		return 1

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +38,7 @@ type flagValues struct {
 	minInterval      time.Duration
 	demo             bool
 	configFile       string
+	metricsPath      string
 }
 
 // settings is the validated configuration of the single target behind
@@ -60,12 +63,15 @@ func validate(f flagValues) (*settings, error) {
 		return nil, errors.New("--api.max-response-bytes must be positive, such as 64MiB")
 	case f.detailLimit < 0:
 		return nil, errors.New("--locations.detail-limit must be 0 (none) or more")
-	case f.rateLimit < 0:
+	case f.rateLimit < 0 || math.IsNaN(f.rateLimit) || math.IsInf(f.rateLimit, 0):
 		return nil, errors.New("--api.rate-limit must be 0 (no limit) or more requests per second")
 	case f.minInterval < 0:
 		return nil, errors.New("--api.min-interval must be 0 (poll on every scrape) or more")
 	case len(f.detailIDs) > 0 && f.detailLimit > 0:
 		return nil, errors.New("--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both")
+	}
+	if err := validateMetricsPath(f.metricsPath); err != nil {
+		return nil, err
 	}
 	ids, err := uniqueIDs(f.detailIDs)
 	if err != nil {
@@ -132,14 +138,71 @@ func keyAuthorization(key, keyFile string) (*config.Authorization, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--api.key-file: cannot read the key file %s: %w", keyFile, errors.Unwrap(err))
 		}
-		if strings.TrimSpace(string(b)) == "" {
+		fileKey := strings.TrimSpace(string(b))
+		if fileKey == "" {
 			return nil, fmt.Errorf("--api.key-file: the key file %s is empty", keyFile)
+		}
+		if !client.ValidKey(fileKey) {
+			return nil, fmt.Errorf("--api.key-file: the key in %s has control characters such as a line break inside it: write the key alone on one line", keyFile)
 		}
 		return &config.Authorization{Type: "Token", CredentialsFile: keyFile}, nil
 	case key != "":
+		if !client.ValidKey(key) {
+			return nil, fmt.Errorf("%s has control characters such as a line break inside it: set the key alone", keyEnv)
+		}
 		return &config.Authorization{Type: "Token", Credentials: config.Secret(key)}, nil
 	}
 	return nil, fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
+}
+
+// ineffectiveFlags names the settings given that cannot have an effect,
+// for a warning: they are harmless, but their author expects something.
+func ineffectiveFlags(f flagValues) []string {
+	var out []string
+	if f.demo {
+		if strings.TrimSpace(f.key) != "" || f.keyFile != "" {
+			out = append(out, "the API key ("+keyEnv+" or --api.key-file) is ignored with --demo, which generates its own")
+		}
+		return out
+	}
+	if f.apiURL != "" {
+		return out
+	}
+	var given []string
+	for name, set := range map[string]bool{
+		"--api.key-file (or " + keyEnv + ")": f.keyFile != "" || strings.TrimSpace(f.key) != "",
+		"--locations.detail-id":              len(f.detailIDs) > 0,
+		"--locations.detail-limit":           f.detailLimit > 0,
+		"--locations.info-field":             len(f.infoFields) > 0,
+		"--api.rate-limit":                   f.rateLimit > 0,
+		"--api.min-interval":                 f.minInterval > 0,
+	} {
+		if set {
+			given = append(given, name)
+		}
+	}
+	if len(given) > 0 {
+		slices.Sort(given)
+		out = append(out, strings.Join(given, ", ")+" configure the service behind /metrics and do nothing without --api.url; /probe takes its settings from the modules of --config.file")
+	}
+	return out
+}
+
+// reservedPaths are served by the exporter itself.
+var reservedPaths = []string{"/probe", "/-/healthy", "/-/ready", "/-/reload"}
+
+// validateMetricsPath refuses a --web.telemetry-path that the HTTP mux
+// would reject or that would shadow another endpoint.
+func validateMetricsPath(p string) error {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Errorf("--web.telemetry-path %q must start with /, such as /metrics", p)
+	case strings.ContainsAny(p, "{}% \t\n?#"):
+		return fmt.Errorf("--web.telemetry-path %q must be a plain path, such as /metrics", p)
+	case slices.Contains(reservedPaths, p) || strings.HasPrefix(p, "/polls/"):
+		return fmt.Errorf("--web.telemetry-path %q is taken by another endpoint of the exporter: choose another path", p)
+	}
+	return nil
 }
 
 func uniqueIDs(ids []int64) ([]int64, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ func goodFlags() flagValues {
 		concurrency:      4,
 		maxPages:         100,
 		maxResponseBytes: 1 << 20,
+		metricsPath:      "/metrics",
 	}
 }
 
@@ -56,6 +58,15 @@ func TestValidateRefusesBadFlags(t *testing.T) {
 		{"info field job", func(f *flagValues) { f.infoFields = []string{"job"} }, "clashes"},
 		{"info field instance", func(f *flagValues) { f.infoFields = []string{"instance"} }, "clashes"},
 		{"info field twice", func(f *flagValues) { f.infoFields = []string{"name", "name"} }, "twice"},
+		{"NaN rate", func(f *flagValues) { f.rateLimit = math.NaN() }, "--api.rate-limit"},
+		{"URL with an impossible port", func(f *flagValues) { f.apiURL = "http://127.0.0.1:99999" }, "port"},
+		{"URL with port 0", func(f *flagValues) { f.apiURL = "http://127.0.0.1:0" }, "port"},
+		{"key with a line break", func(f *flagValues) { f.key = "abc\ndef" }, "control"},
+		{"telemetry path without slash", func(f *flagValues) { f.metricsPath = "metrics" }, "--web.telemetry-path"},
+		{"empty telemetry path", func(f *flagValues) { f.metricsPath = "" }, "--web.telemetry-path"},
+		{"telemetry path taken by /probe", func(f *flagValues) { f.metricsPath = "/probe" }, "taken"},
+		{"telemetry path taken by health", func(f *flagValues) { f.metricsPath = "/-/healthy" }, "taken"},
+		{"telemetry path with a pattern", func(f *flagValues) { f.metricsPath = "/metrics{x}" }, "plain path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,5 +128,22 @@ func TestByteSize(t *testing.T) {
 	var b byteSize
 	if err := b.Set("lots"); err == nil {
 		t.Error("Set accepted \"lots\"")
+	}
+}
+
+func TestIneffectiveFlagsAreNamed(t *testing.T) {
+	f := goodFlags()
+	if w := ineffectiveFlags(f); len(w) != 0 {
+		t.Errorf("warnings for a sound configuration: %v", w)
+	}
+	f.demo, f.apiURL = true, ""
+	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--demo") {
+		t.Errorf("demo with a key: %v", w)
+	}
+	f = goodFlags()
+	f.apiURL, f.configFile, f.detailIDs, f.rateLimit = "", "modules.yml", []int64{4}, 3
+	w := ineffectiveFlags(f)
+	if len(w) != 1 || !strings.Contains(w[0], "--locations.detail-id") || !strings.Contains(w[0], "--api.rate-limit") || !strings.Contains(w[0], "--api.key-file") {
+		t.Errorf("probe-only mode with single-target flags: %v", w)
 	}
 }

@@ -68,7 +68,7 @@ type Client struct {
 	origin    origin
 	http      *http.Client
 	userAgent string
-	sem       chan struct{}
+	slots     *slots
 	limiter   *rate.Limiter
 	maxPages  int
 	maxBytes  int64
@@ -99,14 +99,18 @@ func New(cfg Config) (*Client, error) {
 		base:      cfg.BaseURL,
 		origin:    originOf(cfg.BaseURL),
 		userAgent: cfg.UserAgent,
-		sem:       make(chan struct{}, orDefault(cfg.Concurrency, DefaultConcurrency)),
+		slots:     newSlots(orDefault(cfg.Concurrency, DefaultConcurrency)),
 		maxPages:  orDefault(cfg.MaxPages, DefaultMaxPages),
 		maxBytes:  orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes),
 		observer:  cfg.Observer,
 		redact:    keyLookup(cfg.HTTPClientConfig.Authorization),
 	}
+	guard := &originGuard{allowed: c.origin, next: rt}
+	if a := cfg.HTTPClientConfig.Authorization; a != nil && a.CredentialsFile != "" {
+		guard.keyFile = c.redact
+	}
 	c.http = &http.Client{
-		Transport:     &originGuard{allowed: c.origin, next: rt},
+		Transport:     guard,
 		CheckRedirect: redirectPolicy(c.origin),
 	}
 	if cfg.RateLimit > 0 {
@@ -149,6 +153,11 @@ func ValidateBaseURL(u *url.URL) error {
 		return errors.New("URL must not have a query")
 	case u.Fragment != "":
 		return errors.New("URL must not have a fragment")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return errors.New("URL port must be a number from 1 to 65535")
+		}
 	}
 	return nil
 }
@@ -198,7 +207,7 @@ type DetailResult struct {
 // Root reads the API root and checks that it is a JSON object.
 func (c *Client) Root(ctx context.Context) Result {
 	start := time.Now()
-	status, err := c.get(ctx, EndpointRoot, c.endpointURL("api/"), 0, func(body io.Reader) error {
+	status, err := c.get(ctx, EndpointRoot, c.endpointURL("api/"), 0, false, func(body io.Reader) error {
 		_, err := decodeObject(body, nil)
 		return err
 	})
@@ -211,12 +220,19 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	start := time.Now()
 	var res DetailResult
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
-	res.Status, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, func(body io.Reader) error {
+	res.Status, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader) error {
 		var err error
 		res.Fields, err = decodeObject(body, fields)
 		return err
 	})
 	res.Duration = time.Since(start)
+	// Field values become label values: a service that echoes the key in
+	// one must not put it on /metrics.
+	if len(res.Fields) > 0 {
+		for k, v := range res.Fields {
+			res.Fields[k] = c.redact.clean(v)
+		}
+	}
 	return res
 }
 
@@ -231,11 +247,12 @@ func (c *Client) endpointURL(rel string) *url.URL {
 // get sends one GET request and hands the body, bounded by the size limit,
 // to decode. It returns the status of the response (0 when none came) and
 // an *Error on any failure, having reported the request to the observer
-// and to the poll's trace.
-func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, decode func(io.Reader) error) (int, error) {
+// and to the poll's trace. holding tells that the caller already holds a
+// request slot, as a list walk does for all its pages.
+func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode func(io.Reader) error) (int, error) {
 	rec := TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
 	body := &limitedReader{n: c.maxBytes}
-	status, err := c.send(ctx, ep, u, body, decode)
+	status, err := c.send(ctx, ep, u, holding, body, decode)
 	if tr := traceFrom(ctx); tr != nil {
 		rec.URL = c.redact.clean(RedactURL(u))
 		rec.Status, rec.Bytes, rec.Duration = status, body.read, time.Since(rec.Start)
@@ -251,11 +268,11 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, dec
 	return status, err
 }
 
-func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, body *limitedReader, decode func(io.Reader) error) (int, error) {
+func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool, body *limitedReader, decode func(io.Reader) error) (int, error) {
 	if status, held := c.heldOff(time.Now()); held {
 		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
 	}
-	release, err := c.acquire(ctx)
+	release, err := c.acquire(ctx, ep != EndpointLocationDetail, holding)
 	if err != nil {
 		c.observer.ObserveError(ep, ReasonTimeout)
 		return 0, &Error{Endpoint: ep, Reason: ReasonTimeout, Err: err}
@@ -275,7 +292,11 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, body *limite
 	start := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		c.observer.ObserveRequest(ep, 0, time.Since(start))
+		// A request the guard stopped was never sent: it is an error, not
+		// a request without an answer.
+		if !errors.Is(err, errKeyUnavailable) && !errors.Is(err, errForeignOrigin) {
+			c.observer.ObserveRequest(ep, 0, time.Since(start))
+		}
 		return 0, c.fail(ep, classifyTransport(ctx, err), 0, scrubURLError(err))
 	}
 	body.r = resp.Body
@@ -347,16 +368,20 @@ func keyLookup(a *config.Authorization) redactor {
 	return func() string { return key }
 }
 
-// acquire waits for a free request slot and for the rate limiter, both
-// within ctx, so a request that cannot start before the deadline fails as
-// a timeout instead of blocking the scrape.
-func (c *Client) acquire(ctx context.Context) (func(), error) {
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for a request slot: %w", context.Cause(ctx))
+// acquire waits for a free request slot, unless the caller holds one, and
+// for the rate limiter, both within ctx, so a request that cannot start
+// before the deadline fails as a timeout instead of blocking the scrape.
+// Root and list requests (high) go before detail views. The rate limiter
+// is waited for while holding the slot, so the slots' priority order is
+// also the order of the turns.
+func (c *Client) acquire(ctx context.Context, high, holding bool) (func(), error) {
+	release := func() {}
+	if !holding {
+		if err := c.slots.acquire(ctx, high); err != nil {
+			return nil, fmt.Errorf("waiting for a request slot: %w", err)
+		}
+		release = c.slots.release
 	}
-	release := func() { <-c.sem }
 	if c.limiter != nil {
 		if err := c.limiter.Wait(ctx); err != nil {
 			release()

@@ -347,6 +347,13 @@ func TestErrorReasons(t *testing.T) {
 			reason: ReasonTimeout, status: 0,
 		},
 		{
+			name: "endless same-origin redirects",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, r.URL.Path, http.StatusFound)
+			},
+			reason: ReasonHTTPStatus, status: 302,
+		},
+		{
 			name: "foreign next link",
 			handler: func(w http.ResponseWriter, _ *http.Request) {
 				_, _ = w.Write([]byte(`{"next": "http://127.0.0.1:1/api/projects/locations/?page=2", "results": [{"id": 1}]}`))
@@ -580,6 +587,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"junk", 0},
 		{"120", 2 * time.Minute},
 		{"86400", maxRetryAfter},
+		{"99999999999999999999", maxRetryAfter},
+		{" 30", 0},
 		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
 		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
 		{now.Add(48 * time.Hour).Format(http.TimeFormat), maxRetryAfter},
@@ -674,4 +683,40 @@ func (o *recordingObserver) ObserveError(ep Endpoint, r Reason) {
 		o.errors[ep] = map[Reason]int{}
 	}
 	o.errors[ep][r]++
+}
+
+func TestUnusableKeyFileSendsNothing(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("good-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFakeAPI(t, "")
+	f.key = "good-key"
+	f.json("/api/", `{}`)
+	obs := &recordingObserver{}
+	c := f.client(t, func(cfg *Config) {
+		cfg.HTTPClientConfig.Authorization = &config.Authorization{Type: "Token", CredentialsFile: keyFile}
+		cfg.Observer = obs
+	})
+	for name, content := range map[string]string{"emptied": "", "two lines": "good-key\nother-key\n"} {
+		if err := os.WriteFile(keyFile, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := c.Root(context.Background())
+		if ReasonOf(r.Err) != ReasonNetwork || !errors.Is(r.Err, errKeyUnavailable) {
+			t.Errorf("%s key file: %v, want a network error saying the key is unavailable", name, r.Err)
+		}
+	}
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Root(context.Background()); !errors.Is(r.Err, errKeyUnavailable) {
+		t.Errorf("removed key file: %v", r.Err)
+	}
+	if n := f.hitCount("/api/"); n != 0 {
+		t.Errorf("%d requests sent without a usable key", n)
+	}
+	if obs.requests != 0 {
+		t.Errorf("%d requests counted as sent", obs.requests)
+	}
 }

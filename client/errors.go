@@ -116,7 +116,12 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 		return 0
 	}
 	var d time.Duration
-	if secs, err := strconv.ParseInt(h, 10, 64); err == nil {
+	if isDigits(h) {
+		secs, err := strconv.ParseInt(h, 10, 64)
+		if err != nil {
+			// Too many digits for an int64: far beyond the bound anyway.
+			return maxRetryAfter
+		}
 		if secs <= 0 {
 			return 0
 		}
@@ -131,4 +136,13 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 		return 0
 	}
 	return min(d, maxRetryAfter)
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

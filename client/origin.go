@@ -2,12 +2,16 @@ package client
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 )
+
+// errKeyUnavailable is returned, before anything is sent, when the key
+// file cannot be read or holds no usable key (emptied by a writer that is
+// not atomic, say): sending "Token " with no key would only earn a 401.
+var errKeyUnavailable = errors.New("the API key is unavailable: the key file is unreadable, empty or holds control characters")
 
 // errForeignOrigin is returned for any request whose URL leaves the origin
 // of the base URL. Nothing that carries the key may leave that origin.
@@ -43,19 +47,43 @@ func (o origin) String() string {
 // originGuard sits outermost in the transport chain, in front of the round
 // tripper that adds the Authorization header, so a request to another
 // origin fails before any credential is attached to it.
+//
+// It also checks that a key file still holds a usable key, since the round
+// tripper underneath would send whatever it finds.
 type originGuard struct {
 	allowed origin
 	next    http.RoundTripper
+	keyFile redactor // nil unless the key comes from a file
 }
 
 func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
-	if originOf(req.URL) != g.allowed {
-		if req.Body != nil {
-			_ = req.Body.Close()
-		}
-		return nil, errForeignOrigin
+	var err error
+	switch {
+	case originOf(req.URL) != g.allowed:
+		err = errForeignOrigin
+	case g.keyFile != nil && !ValidKey(g.keyFile()):
+		err = errKeyUnavailable
+	default:
+		return g.next.RoundTrip(req)
 	}
-	return g.next.RoundTrip(req)
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return nil, err
+}
+
+// ValidKey tells whether key can be sent in an Authorization header: not
+// empty, and without control characters such as line breaks.
+func ValidKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the
@@ -76,7 +104,9 @@ func redirectPolicy(allowed origin) func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		}
 		if len(via) >= maxRedirects {
-			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+			// Report the last redirect as it came: an http_status failure
+			// with its 3xx, not a network error.
+			return http.ErrUseLastResponse
 		}
 		return nil
 	}

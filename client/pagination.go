@@ -42,6 +42,15 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 
+	// The walk keeps one request slot from its first page to its last, so
+	// that detail views queued meanwhile cannot slip in between its pages.
+	if err := c.slots.acquire(ctx, true); err != nil {
+		res.Err = c.fail(ep, ReasonTimeout, 0, fmt.Errorf("waiting for a request slot: %w", err))
+		c.note(ctx, ep, 1, "walk not started: "+res.Err.Error())
+		return res
+	}
+	defer c.slots.release()
+
 	u := c.endpointURL(rel)
 	seen := map[string]bool{u.String(): true}
 	var entries int64
@@ -49,7 +58,7 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	for {
 		var page listPage
 		res.Pages++
-		res.Status, res.Err = c.get(ctx, ep, u, res.Pages, func(body io.Reader) error {
+		res.Status, res.Err = c.get(ctx, ep, u, res.Pages, true, func(body io.Reader) error {
 			var err error
 			page, err = decodeListPage(body, wantIDs-len(res.IDs))
 			if err != nil {

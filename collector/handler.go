@@ -2,9 +2,11 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,10 +46,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.gatherer != nil {
 		g = prometheus.Gatherers{h.gatherer, reg}
 	}
+	serveGatherer(w, r, g, h.logger)
+}
+
+// serveGatherer writes g's metrics, unless Prometheus has already hung up.
+func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer, logger *slog.Logger) {
+	if r.Context().Err() != nil {
+		logger.Debug("Scrape abandoned before the answer was ready")
+		return
+	}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(h.logger.Handler(), slog.LevelError),
+		ErrorLog:      scrapeErrorLog{ctx: r.Context(), logger: logger},
 		ErrorHandling: promhttp.ContinueOnError,
 	}).ServeHTTP(w, r)
+}
+
+// scrapeErrorLog passes promhttp's errors to the log, at debug level once
+// Prometheus has hung up: writes to a closed connection are expected then
+// and would otherwise fill the log with an error per metric family.
+type scrapeErrorLog struct {
+	ctx    context.Context
+	logger *slog.Logger
+}
+
+func (l scrapeErrorLog) Println(v ...any) {
+	msg := strings.TrimSpace(fmt.Sprintln(v...))
+	if l.ctx.Err() != nil {
+		l.logger.Debug("Scrape abandoned while the answer was written", "err", msg)
+		return
+	}
+	l.logger.Error("Cannot serve metrics", "err", msg)
 }
 
 // ScrapeBudget is the time a poll may take for request r: the scrape

@@ -64,9 +64,6 @@ func newPollRun(ctx context.Context, t *Target) *pollRun {
 // so the wall time is the critical path of the round trips.
 func (p *pollRun) run(logger *slog.Logger) *Snapshot {
 	c := p.t.Client
-	for _, id := range p.t.DetailIDs {
-		p.detail(id)
-	}
 	p.wg.Add(3)
 	go func() {
 		defer p.wg.Done()
@@ -98,6 +95,11 @@ func (p *pollRun) run(logger *slog.Logger) *Snapshot {
 		p.locations = &r
 		p.mu.Unlock()
 	}()
+	// The explicit detail views start alongside the lists; the client
+	// serves the lists first when they compete for a request slot.
+	for _, id := range p.t.DetailIDs {
+		p.detail(id)
+	}
 	p.wg.Wait()
 	s := p.snapshot()
 	logFailures(logger, s)

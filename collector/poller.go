@@ -39,6 +39,8 @@ type Poller struct {
 	mu       sync.Mutex
 	inflight *pollCall
 	last     *Snapshot
+	// heldUntil is the end of the last hold-off logged, so each is logged once.
+	heldUntil time.Time
 }
 
 // pollCall is one poll in flight and the scrapes waiting for it.
@@ -121,6 +123,7 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 		snap := c.run.run(p.opts.Logger)
 		snap.trace = trace
 		p.record(snap)
+		p.logHoldOff()
 		p.mu.Lock()
 		p.inflight = nil
 		// A poll cancelled because every scrape left is not worth keeping.
@@ -132,6 +135,20 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 		close(c.done)
 	}()
 	return c
+}
+
+// logHoldOff logs, once, that the service asked the exporter to hold off.
+func (p *Poller) logHoldOff() {
+	until, status := p.target.Client.HoldOff()
+	p.mu.Lock()
+	fresh := until.After(time.Now()) && !until.Equal(p.heldUntil)
+	if fresh {
+		p.heldUntil = until
+	}
+	p.mu.Unlock()
+	if fresh {
+		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", until.UTC().Format(time.RFC3339))
+	}
 }
 
 // record keeps s in the recent-polls log, if there is one.

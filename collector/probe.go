@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
@@ -80,10 +79,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(e.metrics.Collector(snap))
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(h.logger.Handler(), slog.LevelError),
-		ErrorHandling: promhttp.ContinueOnError,
-	}).ServeHTTP(w, r)
+	serveGatherer(w, r, reg, h.logger)
 }
 
 // ParseTarget checks a /probe target: an absolute http or https base URL

@@ -181,18 +181,24 @@ func TestPlantedKeyIsRedacted(t *testing.T) {
 	svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{RedirectTo: srv.URL + "/" + key + "/api/projects/projects/"})
 	svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Body: `{"detail": "` + key + `" ` + key})
 	svc.SetDetailFault(1, sampleservice.Fault{Body: key})
+	svc.SetDetailFault(2, sampleservice.Fault{Body: `{"id": 2, "name": "pre-` + key + `-post"}`})
 
 	var logs bytes.Buffer
 	level := promslog.NewLevel()
 	_ = level.Set("debug")
 	recent := NewPollLog(5)
-	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings(key)}), recent,
+	settings := keySettings(key)
+	settings.DetailIDs, settings.InfoFields = []int64{1, 2}, []string{"name"}
+	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": settings}), recent,
 		promslog.New(&promslog.Config{Level: level, Writer: &syncWriter{w: &logs}}))
 	_, metrics := probe(t, h, "target="+url.QueryEscape(srv.URL))
 	_, debug := probe(t, h, "debug=true&target="+url.QueryEscape(srv.URL))
 	var pages strings.Builder
 	for _, r := range recent.Recent() {
 		_ = r.WriteText(&pages)
+	}
+	if !strings.Contains(metrics, `name="pre-<secret>-post"`) {
+		t.Errorf("the info label with the planted key is not redacted:\n%s", metrics)
 	}
 	if !strings.Contains(pages.String(), "<secret>") && !strings.Contains(pages.String(), "REDACTED") {
 		t.Errorf("no redaction marker in the trace; the planted key was not exercised:\n%s", pages.String())

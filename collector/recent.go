@@ -121,7 +121,12 @@ func (rec *PollRecord) WriteText(w io.Writer) error {
 		module = "(command-line flags)"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Poll %d of %s, module %s\n", rec.ID, rec.Target, module)
+	if rec.ID == 0 {
+		// A poll made for this view only, kept nowhere.
+		fmt.Fprintf(&b, "Poll of %s, module %s\n", rec.Target, module)
+	} else {
+		fmt.Fprintf(&b, "Poll %d of %s, module %s\n", rec.ID, rec.Target, module)
+	}
 	fmt.Fprintf(&b, "Started %s, took %s, up %v: %s\n\n", rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration.Round(time.Microsecond), rec.Up, rec.Summary)
 	for _, r := range rec.Requests {
 		if r.Note != "" {

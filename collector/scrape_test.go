@@ -408,6 +408,30 @@ func TestConcurrencyIsBounded(t *testing.T) {
 	}
 }
 
+// TestDetailsDoNotStarveTheLists gives the detail subset far more requests
+// than the poll has time for: root and the lists must still go first.
+func TestDetailsDoNotStarveTheLists(t *testing.T) {
+	r := newRig(t, rigOptions{
+		// Five pages without a count: every page competes with the details.
+		service:   sampleservice.Options{Locations: 50, PageSize: 10, OmitCount: true, Latency: 80 * time.Millisecond},
+		client:    func(c *client.Config) { c.Concurrency = 1 },
+		detailIDs: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20},
+		timeout:   time.Second,
+	})
+	body := r.scrape(t, "")
+	for _, want := range []string{
+		"deployment_service_up 1",
+		`deployment_service_endpoint_up{endpoint="root"} 1`,
+		`deployment_service_endpoint_up{endpoint="projects"} 1`,
+		`deployment_service_endpoint_up{endpoint="locations"} 1`,
+		`deployment_service_endpoint_up{endpoint="location_detail"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+}
+
 func TestAbandonedScrapeCancelsItsPoll(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, timeout: time.Minute})
 	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Delay: time.Minute})
@@ -422,6 +446,9 @@ func TestAbandonedScrapeCancelsItsPoll(t *testing.T) {
 	cancel() // Prometheus gave up on the scrape
 	<-done
 	waitFor(t, func() bool { return r.svc.InFlight() == 0 })
+	if logs := r.logs.String(); strings.Contains(logs, "level=ERROR") {
+		t.Errorf("an abandoned scrape logged errors:\n%s", logs)
+	}
 }
 
 func TestNoGoroutineOutlivesItsScrape(t *testing.T) {

@@ -166,15 +166,25 @@ func (m *Module) validate() error {
 // checkCredentialsFile fails early on a key file that cannot be read, as
 // the command line does, rather than on every poll.
 func checkCredentialsFile(a *commoncfg.Authorization) error {
-	if a == nil || a.CredentialsFile == "" {
+	if a == nil {
+		return nil
+	}
+	if a.Credentials != "" && !client.ValidKey(string(a.Credentials)) {
+		return errors.New("http_client_config.authorization.credentials has control characters such as a line break inside it")
+	}
+	if a.CredentialsFile == "" {
 		return nil
 	}
 	b, err := os.ReadFile(a.CredentialsFile)
 	if err != nil {
 		return fmt.Errorf("http_client_config.authorization.credentials_file: cannot read %s: %w", a.CredentialsFile, errors.Unwrap(err))
 	}
-	if strings.TrimSpace(string(b)) == "" {
+	key := strings.TrimSpace(string(b))
+	if key == "" {
 		return fmt.Errorf("http_client_config.authorization.credentials_file: %s is empty", a.CredentialsFile)
+	}
+	if !client.ValidKey(key) {
+		return fmt.Errorf("http_client_config.authorization.credentials_file: the key in %s has control characters such as a line break inside it: write the key alone on one line", a.CredentialsFile)
 	}
 	return nil
 }
