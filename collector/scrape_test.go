@@ -284,7 +284,9 @@ func TestHoldOffAfterRetryAfter(t *testing.T) {
 		service:   sampleservice.Options{Locations: 10, PageSize: 5},
 		detailIDs: []int64{2},
 	})
-	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "1"})
+	// The 429 comes last, so the other requests of this poll are sent before
+	// the hold-off starts.
+	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "1", Delay: 300 * time.Millisecond})
 	first := r.gather(t)
 	compare(t, first, statusHelp+`deployment_service_endpoint_status_code{endpoint="location_detail"} 200
 deployment_service_endpoint_status_code{endpoint="locations"} 200
