@@ -29,10 +29,12 @@ func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLi
 // pollRun is one poll of the API. Its results gather as requests finish,
 // so a scrape that cannot wait any longer can take what has arrived.
 type pollRun struct {
-	ctx   context.Context
-	t     *Target
-	start time.Time
-	wg    sync.WaitGroup
+	ctx    context.Context
+	t      *Target
+	start  time.Time
+	trace  *client.Trace
+	budget time.Duration
+	wg     sync.WaitGroup
 
 	mu        sync.Mutex
 	root      *client.Result
@@ -54,8 +56,11 @@ type detailSummary struct {
 	err                 error
 }
 
-func newPollRun(ctx context.Context, t *Target) *pollRun {
-	return &pollRun{ctx: ctx, t: t, start: time.Now(), seen: make(map[int64]bool), details: make(map[int64]*LocationState)}
+func newPollRun(ctx context.Context, t *Target, trace *client.Trace, budget time.Duration) *pollRun {
+	return &pollRun{
+		ctx: ctx, t: t, start: time.Now(), trace: trace, budget: budget,
+		seen: make(map[int64]bool), details: make(map[int64]*LocationState),
+	}
 }
 
 // run reads the whole API once. Root, both lists and the explicit detail
@@ -102,7 +107,11 @@ func (p *pollRun) run(logger *slog.Logger) *Snapshot {
 	}
 	p.wg.Wait()
 	s := p.snapshot()
-	logFailures(logger, s)
+	if errors.Is(context.Cause(p.ctx), context.Canceled) {
+		logger.Debug("Poll abandoned: every scrape waiting for it gave up")
+	} else {
+		logFailures(logger, s)
+	}
 	return s
 }
 
@@ -149,7 +158,10 @@ func (p *pollRun) snapshot() *Snapshot {
 	defer p.mu.Unlock()
 	now := time.Now()
 	tooLate := EndpointState{Duration: now.Sub(p.start), Err: errTooLate}
-	s := &Snapshot{Start: p.start, Duration: now.Sub(p.start), Endpoints: make(map[client.Endpoint]EndpointState, 4)}
+	s := &Snapshot{
+		Start: p.start, Duration: now.Sub(p.start), Endpoints: make(map[client.Endpoint]EndpointState, 4),
+		trace: p.trace, budget: p.budget,
+	}
 	s.Endpoints[client.EndpointRoot] = tooLate
 	if p.root != nil {
 		s.Endpoints[client.EndpointRoot] = endpointState(*p.root)
@@ -210,7 +222,7 @@ func logFailures(logger *slog.Logger, s *Snapshot) {
 	}
 	if failed > 0 {
 		st := s.Endpoints[client.EndpointLocationDetail]
-		logger.Warn("Location details failed", "failed", failed, "of", len(s.Details), "last_status", st.Status, "err", st.Err)
+		logger.Warn("Location details failed", "failed", failed, "total", len(s.Details), "last_status", st.Status, "err", st.Err)
 	}
 }
 

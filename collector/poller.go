@@ -80,7 +80,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	}
 
 	p.mu.Lock()
-	if p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval {
+	if p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(p.budget(ctx)) {
 		last := p.last
 		p.mu.Unlock()
 		return last
@@ -107,25 +107,23 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 // scrape's cancellation, only its deadline made a little earlier, so its
 // results reach the scrape before the scrape has to answer.
 func (p *Poller) start(ctx context.Context) *pollCall {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(p.opts.Timeout)
-	}
-	deadline = deadline.Add(-handoffMargin(time.Until(deadline)))
+	budget := p.budget(ctx)
+	deadline := time.Now().Add(budget - handoffMargin(budget))
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	// Every poll is traced, so that the debug views can show any of them.
 	trace := &client.Trace{}
 	pctx = client.WithTrace(pctx, trace)
-	c := &pollCall{run: newPollRun(pctx, p.target), done: make(chan struct{}), cancel: cancel}
+	c := &pollCall{run: newPollRun(pctx, p.target, trace, budget), done: make(chan struct{}), cancel: cancel}
 	p.inflight = c
 	go func() {
 		defer cancel()
 		snap := c.run.run(p.opts.Logger)
-		snap.trace = trace
 		p.record(snap)
 		p.logHoldOff()
 		p.mu.Lock()
-		p.inflight = nil
+		if p.inflight == c {
+			p.inflight = nil
+		}
 		// A poll cancelled because every scrape left is not worth keeping.
 		if !errors.Is(context.Cause(pctx), context.Canceled) {
 			p.last = snap
@@ -135,6 +133,14 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 		close(c.done)
 	}()
 	return c
+}
+
+// budget is the time a poll started now for ctx may take.
+func (p *Poller) budget(ctx context.Context) time.Duration {
+	if deadline, ok := ctx.Deadline(); ok {
+		return time.Until(deadline)
+	}
+	return p.opts.Timeout
 }
 
 // logHoldOff logs, once, that the service asked the exporter to hold off.
@@ -165,6 +171,11 @@ func (p *Poller) leave(c *pollCall) {
 	c.waiters--
 	if c.waiters == 0 {
 		c.cancel()
+		// A scrape arriving now must start a poll of its own rather than
+		// join one that is being cancelled.
+		if p.inflight == c {
+			p.inflight = nil
+		}
 	}
 }
 

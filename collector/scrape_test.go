@@ -434,6 +434,39 @@ func TestDetailsDoNotStarveTheLists(t *testing.T) {
 	}
 }
 
+func TestScrapeAfterAnAbandonedPollStartsAFreshOne(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, Latency: 200 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.handler.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/metrics", nil).WithContext(ctx))
+	}()
+	waitFor(t, func() bool { return r.svc.InFlight() > 0 })
+	cancel()
+	<-done
+	// The next scrape comes at once, while the abandoned poll winds down.
+	if body := r.scrape(t, ""); !strings.Contains(body, "deployment_service_up 1") {
+		t.Errorf("the scrape after an abandoned one joined the dying poll:\n%s", body)
+	}
+}
+
+func TestShortScrapeDoesNotBlankTheInterval(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, Latency: 20 * time.Millisecond}, minInterval: time.Minute})
+	if body := r.scrape(t, "0.0001"); !strings.Contains(body, "deployment_service_up 0") {
+		t.Fatalf("a scrape with no time to poll reported the service up:\n%s", body)
+	}
+	if body := r.scrape(t, ""); !strings.Contains(body, "deployment_service_up 1") {
+		t.Errorf("a scrape with time to poll was answered from a poll that had none:\n%s", body)
+	}
+	// A poll that had time is reused inside the interval, as before.
+	sent := r.svc.TotalRequests()
+	r.scrape(t, "")
+	if n := r.svc.TotalRequests(); n != sent {
+		t.Errorf("%d requests inside the minimum interval", n-sent)
+	}
+}
+
 func TestAbandonedScrapeCancelsItsPoll(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, timeout: time.Minute})
 	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Delay: time.Minute})
@@ -467,7 +500,8 @@ func TestNoGoroutineOutlivesItsScrape(t *testing.T) {
 		r.svc.SetFault(sampleservice.EndpointLocationDetail, faults[(i+1)%len(faults)])
 		r.scrape(t, "0.2")
 	}
-	r.srv.CloseClientConnections()
+	// Only idle connections are closed: a request still hanging on a
+	// connection would be a goroutine outliving its scrape.
 	r.target.Client.Close()
 	waitFor(t, func() bool { return runtime.NumGoroutine() <= before+4 })
 }

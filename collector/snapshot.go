@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"errors"
 	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -22,6 +23,34 @@ type Snapshot struct {
 	Details []LocationState
 
 	trace *client.Trace
+	// budget is the time the poll was given.
+	budget time.Duration
+}
+
+// reusableFor tells whether a scrape with the given budget may be answered
+// from this poll inside the minimum interval. A poll that ran out of time
+// is not reused for a scrape that has more time than it had: one scrape
+// with a tiny timeout must not blank the answers for the whole interval.
+func (s *Snapshot) reusableFor(budget time.Duration) bool {
+	return !s.timedOut() || s.budget >= budget-budget/20
+}
+
+// timedOut tells whether anything in the poll ran out of time.
+func (s *Snapshot) timedOut() bool {
+	late := func(err error) bool {
+		return errors.Is(err, errTooLate) || client.ReasonOf(err) == client.ReasonTimeout
+	}
+	for _, st := range s.Endpoints {
+		if late(st.Err) {
+			return true
+		}
+	}
+	for _, d := range s.Details {
+		if late(d.Err) {
+			return true
+		}
+	}
+	return false
 }
 
 // EndpointState is how one endpoint answered during a poll.
