@@ -154,6 +154,55 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 }
 
+// TestSingleTargetEndToEnd runs the binary the way most users do: the URL
+// and the key from the environment, or the key from a file that rotates.
+func TestSingleTargetEndToEnd(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "single-key-one", Locations: 42, PageSize: 10, Prefix: "/deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+
+	t.Run("key from the environment", func(t *testing.T) {
+		e := startExporter(t, []string{"DEPLOYMENT_SERVICE_URL=" + svc.URL(), "DEPLOYMENT_SERVICE_API_KEY=single-key-one"}, "--locations.detail-id=7")
+		_, body := e.get(t, "/metrics")
+		for _, want := range []string{"deployment_service_up 1", "deployment_service_locations 42", `deployment_service_location_up{location_id="7"} 1`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+		if svc.Service.SawWrongAuth() {
+			t.Error("the service saw a wrong Authorization header")
+		}
+		for _, rec := range svc.Service.Log() {
+			if !rec.AuthOK || rec.Accept != "application/json" || !strings.HasPrefix(rec.UserAgent, "deployment_service_exporter/") || rec.Method != http.MethodGet {
+				t.Errorf("request %s %s: auth ok %v, Accept %q, User-Agent %q", rec.Method, rec.Path, rec.AuthOK, rec.Accept, rec.UserAgent)
+			}
+		}
+	})
+
+	t.Run("key from a rotating file", func(t *testing.T) {
+		dir := t.TempDir()
+		keyFile := writeTestFile(t, dir, "key", "single-key-one\n")
+		e := startExporter(t, nil, "--api.url="+svc.URL(), "--api.key-file="+keyFile)
+		if _, body := e.get(t, "/metrics"); !strings.Contains(body, "deployment_service_up 1") {
+			t.Fatalf("first key: not up\n%s", body)
+		}
+		// Rotate: a new file renamed over the old one, then the service
+		// accepts only the new key.
+		if err := os.Rename(writeTestFile(t, dir, "key.new", "single-key-two\n"), keyFile); err != nil {
+			t.Fatal(err)
+		}
+		svc.Service.SetKey("single-key-two")
+		if _, body := e.get(t, "/metrics"); !strings.Contains(body, "deployment_service_up 1") {
+			t.Errorf("rotated key: not up without a restart\n%s", body)
+		}
+		if svc.Service.SawWrongAuth() {
+			t.Error("the service saw a wrong Authorization header")
+		}
+	})
+}
+
 func TestProbeTwoServicesEndToEnd(t *testing.T) {
 	svcA, err := sampleservice.Start(sampleservice.Options{Key: "e2e-key-alpha", Locations: 17})
 	if err != nil {

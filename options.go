@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,9 +72,10 @@ func validate(f flagValues) (*settings, error) {
 	if err := validateMetricsPath(f.metricsPath); err != nil {
 		return nil, err
 	}
-	ids, err := uniqueIDs(f.detailIDs)
-	if err != nil {
-		return nil, err
+	for _, id := range f.detailIDs {
+		if id < 0 {
+			return nil, fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", id)
+		}
 	}
 	if err := collector.ValidateInfoFields(f.infoFields); err != nil {
 		return nil, fmt.Errorf("--locations.info-field %w", err)
@@ -87,7 +87,7 @@ func validate(f flagValues) (*settings, error) {
 			MaxResponseBytes: int64(f.maxResponseBytes),
 			RateLimit:        f.rateLimit,
 		},
-		DetailIDs:   ids,
+		DetailIDs:   f.detailIDs,
 		DetailLimit: f.detailLimit,
 		InfoFields:  f.infoFields,
 		Timeout:     f.timeout,
@@ -106,9 +106,11 @@ func validate(f flagValues) (*settings, error) {
 		}
 		return nil, errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
 	}
-	if s.base, err = parseBaseURL(f.apiURL); err != nil {
+	base, err := parseBaseURL(f.apiURL)
+	if err != nil {
 		return nil, err
 	}
+	s.base = base
 	auth, err := keyAuthorization(f.key, f.keyFile)
 	if err != nil {
 		return nil, err
@@ -134,16 +136,8 @@ func keyAuthorization(key, keyFile string) (*config.Authorization, error) {
 	case key != "" && keyFile != "":
 		return nil, fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
 	case keyFile != "":
-		b, err := os.ReadFile(keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--api.key-file: cannot read the key file %s: %w", keyFile, errors.Unwrap(err))
-		}
-		fileKey := strings.TrimSpace(string(b))
-		if fileKey == "" {
-			return nil, fmt.Errorf("--api.key-file: the key file %s is empty", keyFile)
-		}
-		if !client.ValidKey(fileKey) {
-			return nil, fmt.Errorf("--api.key-file: the key in %s has control characters such as a line break inside it: write the key alone on one line", keyFile)
+		if _, err := client.ReadKeyFile(keyFile); err != nil {
+			return nil, fmt.Errorf("--api.key-file: %w", err)
 		}
 		return &config.Authorization{Type: "Token", CredentialsFile: keyFile}, nil
 	case key != "":
@@ -203,21 +197,6 @@ func validateMetricsPath(p string) error {
 		return fmt.Errorf("--web.telemetry-path %q is taken by another endpoint of the exporter: choose another path", p)
 	}
 	return nil
-}
-
-func uniqueIDs(ids []int64) ([]int64, error) {
-	seen := make(map[int64]bool, len(ids))
-	out := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		if id < 0 {
-			return nil, fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", id)
-		}
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out, nil
 }
 
 // byteSize is a kingpin value that takes a plain number of bytes or one

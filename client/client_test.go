@@ -720,3 +720,23 @@ func TestUnusableKeyFileSendsNothing(t *testing.T) {
 		t.Errorf("%d requests counted as sent", obs.requests)
 	}
 }
+
+// TestOriginGuard sends a request to another origin straight through the
+// client's transport, past the checks of pagination and redirects: the
+// guard alone must stop it before the key is added.
+func TestOriginGuard(t *testing.T) {
+	foreign := newKeyWatcher(t)
+	f := newFakeAPI(t, "")
+	c := f.client(t, nil)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, foreign.srv.URL+"/api/", nil)
+	resp, err := c.http.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, errForeignOrigin) {
+		t.Errorf("request to another origin: %v, want errForeignOrigin", err)
+	}
+	if n := foreign.requests.Load(); n != 0 {
+		t.Errorf("the foreign listener saw %d requests", n)
+	}
+}

@@ -66,11 +66,17 @@ type Error struct {
 	Err        error
 }
 
+// Error implements error: the endpoint, the reason and the status, then
+// the cause.
 func (e *Error) Error() string {
-	if e.Status != 0 {
-		return fmt.Sprintf("%s: %s (HTTP %d): %v", e.Endpoint, e.Reason, e.Status, e.Err)
+	what := string(e.Reason)
+	if what == "" {
+		what = "not sent"
 	}
-	return fmt.Sprintf("%s: %s: %v", e.Endpoint, e.Reason, e.Err)
+	if e.Status != 0 {
+		return fmt.Sprintf("%s: %s (HTTP %d): %v", e.Endpoint, what, e.Status, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.Endpoint, what, e.Err)
 }
 
 // Unwrap returns the underlying error.

@@ -72,20 +72,6 @@ func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// ValidKey tells whether key can be sent in an Authorization header: not
-// empty, and without control characters such as line breaks.
-func ValidKey(key string) bool {
-	if key == "" {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the
 // transport underneath.
 func (g *originGuard) CloseIdleConnections() {

@@ -58,7 +58,7 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	for {
 		var page listPage
 		res.Pages++
-		res.Status, res.Err = c.get(ctx, ep, u, res.Pages, true, func(body io.Reader) error {
+		res.Status, _, res.Err = c.get(ctx, ep, u, res.Pages, true, func(body io.Reader) error {
 			var err error
 			page, err = decodeListPage(body, wantIDs-len(res.IDs))
 			if err != nil {

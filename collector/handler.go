@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"math"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -87,7 +88,7 @@ func ScrapeBudget(r *http.Request, limit time.Duration) time.Duration {
 		return limit
 	}
 	secs, err := strconv.ParseFloat(v, 64)
-	if err != nil || secs <= 0 || secs > 1e6 {
+	if err != nil || math.IsNaN(secs) || secs <= 0 || secs > 1e6 {
 		return limit
 	}
 	t := time.Duration(secs * float64(time.Second))

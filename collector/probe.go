@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -20,8 +21,9 @@ import (
 const maxProbeTargets = 1000
 
 // ModuleLookup finds a module by name. It returns the module's settings
-// and a value identifying this version of the module, so that pollers
-// built from an older configuration are replaced after a reload.
+// and a value describing the module (compared with reflect.DeepEqual), so
+// that a reload replaces the pollers of changed modules only: the others
+// keep their hold-off, minimum interval and last poll.
 type ModuleLookup func(name string) (s TargetSettings, version any, err error)
 
 // ProbeHandler serves /probe?target=<base URL>&module=<name>: a poll of any
@@ -113,13 +115,15 @@ func (h *ProbeHandler) entry(target *url.URL, module string) (*probeEntry, error
 	key := probeKey{target: target.String(), module: moduleName(module)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if e, ok := h.pollers[key]; ok && e.version == version {
+	if e, ok := h.pollers[key]; ok && reflect.DeepEqual(e.version, version) {
 		e.lastUsed = time.Now()
 		return e, nil
 	} else if ok {
 		e.poller.Target().Client.Close()
 		delete(h.pollers, key)
 	}
+	// Close drops idle connections only; one still in use by a poll goes
+	// back to the pool and is closed by its idle timeout.
 	if len(h.pollers) >= maxProbeTargets {
 		h.evictOldest()
 	}

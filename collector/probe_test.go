@@ -93,6 +93,28 @@ func TestProbeTwoServicesWithTheirOwnKeys(t *testing.T) {
 	}
 }
 
+func TestUnchangedModuleKeepsItsPoller(t *testing.T) {
+	svc := sampleservice.New(sampleservice.Options{Key: "k-1234", Locations: 5})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "60"})
+	// Every lookup returns a fresh but equal module, as a reload of an
+	// unchanged file does.
+	h := NewProbeHandler(func(string) (TargetSettings, any, error) {
+		s := keySettings("k-1234")
+		return s, &s, nil
+	}, nil, nil)
+	probe(t, h, "target="+url.QueryEscape(srv.URL))
+	sent := svc.TotalRequests()
+	_, body := probe(t, h, "target="+url.QueryEscape(srv.URL))
+	if n := svc.TotalRequests(); n != sent {
+		t.Errorf("%d requests sent: the reload dropped the hold-off", n-sent)
+	}
+	if !strings.Contains(body, `deployment_service_endpoint_status_code{endpoint="projects"} 429`) {
+		t.Errorf("the hold-off is not reported:\n%s", body)
+	}
+}
+
 func TestProbeRefusesBadRequests(t *testing.T) {
 	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings("k")}), nil, nil)
 	tests := []struct {

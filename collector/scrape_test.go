@@ -322,6 +322,27 @@ deployment_service_endpoint_status_code{endpoint="root"} 429
 	}
 }
 
+// TestHoldOffWithADetailLimit checks that a held-off scrape reports the
+// detail subset's endpoint too, although no list gave ids to fetch.
+func TestHoldOffWithADetailLimit(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, detailLimit: 3})
+	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 503, RetryAfter: "60", Delay: 200 * time.Millisecond})
+	r.gather(t)
+	sent := r.svc.TotalRequests()
+	compare(t, r.gather(t), endpointUpHelp+`deployment_service_endpoint_up{endpoint="location_detail"} 0
+deployment_service_endpoint_up{endpoint="locations"} 0
+deployment_service_endpoint_up{endpoint="projects"} 0
+deployment_service_endpoint_up{endpoint="root"} 0
+`+statusHelp+`deployment_service_endpoint_status_code{endpoint="location_detail"} 503
+deployment_service_endpoint_status_code{endpoint="locations"} 503
+deployment_service_endpoint_status_code{endpoint="projects"} 503
+deployment_service_endpoint_status_code{endpoint="root"} 503
+`, "deployment_service_endpoint_up", "deployment_service_endpoint_status_code")
+	if n := r.svc.TotalRequests(); n != sent {
+		t.Errorf("%d requests sent during the hold-off", n-sent)
+	}
+}
+
 func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
 	r := newRig(t, rigOptions{
 		service: sampleservice.Options{Locations: 10},
@@ -536,6 +557,8 @@ func TestScrapeBudget(t *testing.T) {
 		{"", 10 * time.Second, 10 * time.Second},
 		{"junk", 10 * time.Second, 10 * time.Second},
 		{"-1", 10 * time.Second, 10 * time.Second},
+		{"NaN", 10 * time.Second, 10 * time.Second},
+		{"+Inf", 10 * time.Second, 10 * time.Second},
 		{"10", 30 * time.Second, 9500 * time.Millisecond},
 		{"10", 5 * time.Second, 5 * time.Second},
 		{"2", time.Minute, 1800 * time.Millisecond},

@@ -30,6 +30,20 @@ func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poll
 		return nil, err
 	}
 	opts.Timeout, opts.MinInterval = s.Timeout, s.MinInterval
-	t := &Target{Client: c, DetailIDs: s.DetailIDs, DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}
+	t := &Target{Client: c, DetailIDs: uniqueIDs(s.DetailIDs), DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}
 	return NewPoller(t, opts), nil
+}
+
+// uniqueIDs drops repeated ids, keeping the first of each: an id given
+// twice is still one location with one set of series.
+func uniqueIDs(ids []int64) []int64 {
+	seen := make(map[int64]bool, len(ids))
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -120,8 +121,10 @@ func explainYAML(err error) error {
 			parts = append(parts, line)
 		}
 	}
-	// The library names Go types, which mean nothing to a user.
+	// The library names Go types, which mean nothing to a user, and quotes
+	// the start of a wrong value, which could be a key in the wrong place.
 	msg = goTypeRE.ReplaceAllString(strings.Join(parts, "; "), "")
+	msg = quotedValueRE.ReplaceAllString(msg, "a value")
 	switch {
 	case strings.Contains(msg, "not found"):
 		return fmt.Errorf("%s (unknown key: check its spelling and indentation against the README)", msg)
@@ -131,7 +134,10 @@ func explainYAML(err error) error {
 	return errors.New(msg)
 }
 
-var goTypeRE = regexp.MustCompile(` in type [\w.]+`)
+var (
+	goTypeRE      = regexp.MustCompile(` in type [\w.]+`)
+	quotedValueRE = regexp.MustCompile("`[^`]*`")
+)
 
 func (m *Module) validate() error {
 	switch {
@@ -143,8 +149,8 @@ func (m *Module) validate() error {
 		return errors.New("max_pages must be at least 1")
 	case m.MaxResponseBytes < 1:
 		return errors.New("max_response_bytes must be positive")
-	case m.RateLimit < 0:
-		return errors.New("rate_limit must be 0 (no limit) or more")
+	case m.RateLimit < 0 || math.IsNaN(m.RateLimit) || math.IsInf(m.RateLimit, 0):
+		return errors.New("rate_limit must be 0 (no limit) or more requests per second")
 	case m.MinInterval < 0:
 		return errors.New("min_interval must be 0 or more")
 	case m.Locations.DetailLimit < 0:
@@ -159,6 +165,19 @@ func (m *Module) validate() error {
 	}
 	if err := collector.ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
+	}
+	return validateAuth(&m.HTTPClientConfig)
+}
+
+// validateAuth holds modules to the service's scheme: every request carries
+// "Authorization: Token <key>". prometheus/common would otherwise send
+// Bearer when the type is left out, and other schemes would never work.
+func validateAuth(c *commoncfg.HTTPClientConfig) error {
+	switch {
+	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
+		return errors.New("http_client_config: the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token")
+	case c.Authorization != nil && c.Authorization.Type != "Token":
+		return fmt.Errorf("http_client_config.authorization.type must be Token (the service's scheme), not %s (prometheus/common's default when type is left out is Bearer)", c.Authorization.Type)
 	}
 	return nil
 }
@@ -175,16 +194,8 @@ func checkCredentialsFile(a *commoncfg.Authorization) error {
 	if a.CredentialsFile == "" {
 		return nil
 	}
-	b, err := os.ReadFile(a.CredentialsFile)
-	if err != nil {
-		return fmt.Errorf("http_client_config.authorization.credentials_file: cannot read %s: %w", a.CredentialsFile, errors.Unwrap(err))
-	}
-	key := strings.TrimSpace(string(b))
-	if key == "" {
-		return fmt.Errorf("http_client_config.authorization.credentials_file: %s is empty", a.CredentialsFile)
-	}
-	if !client.ValidKey(key) {
-		return fmt.Errorf("http_client_config.authorization.credentials_file: the key in %s has control characters such as a line break inside it: write the key alone on one line", a.CredentialsFile)
+	if _, err := client.ReadKeyFile(a.CredentialsFile); err != nil {
+		return fmt.Errorf("http_client_config.authorization.credentials_file: %w", err)
 	}
 	return nil
 }
@@ -209,22 +220,10 @@ func (m *Module) Settings() collector.TargetSettings {
 			MaxResponseBytes: m.MaxResponseBytes,
 			RateLimit:        m.RateLimit,
 		},
-		DetailIDs:   uniqueIDs(m.Locations.DetailIDs),
+		DetailIDs:   m.Locations.DetailIDs,
 		DetailLimit: m.Locations.DetailLimit,
 		InfoFields:  m.Locations.InfoFields,
 		Timeout:     m.Timeout,
 		MinInterval: m.MinInterval,
 	}
-}
-
-func uniqueIDs(ids []int64) []int64 {
-	seen := make(map[int64]bool, len(ids))
-	out := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
 }

@@ -50,7 +50,7 @@ modules:
 		t.Errorf("modules %s", got)
 	}
 	d := cfg.Modules["default"].Settings()
-	if d.Timeout != 3*time.Second || d.Client.Concurrency != 2 || len(d.DetailIDs) != 2 || d.InfoFields[0] != "name" {
+	if d.Timeout != 3*time.Second || d.Client.Concurrency != 2 || len(d.DetailIDs) != 3 || d.InfoFields[0] != "name" {
 		t.Errorf("default module settings: %+v", d)
 	}
 	if f := cfg.Modules["default"].HTTPClientConfig.Authorization.CredentialsFile; f != filepath.Join(dir, "key") {
@@ -77,7 +77,13 @@ func TestParseInvalid(t *testing.T) {
 		{"unknown module key", "modules:\n  default:\n    timeot: 3s\n", []string{"line 3", "timeot", "unknown key"}},
 		{"unknown http client key", "modules:\n  default:\n    http_client_config:\n      authorisation: {}\n", []string{"line 4", "authorisation"}},
 		{"wrong type", "modules:\n  default:\n    concurrency: lots\n", []string{"line 3", "wrong type"}},
-		{"bad duration", "modules:\n  default:\n    timeout: soon\n", []string{"soon"}},
+		{"bad duration", "modules:\n  default:\n    timeout: soon\n", []string{"line 3", "time.Duration"}},
+		{"wrong value is not quoted", "modules:\n  default:\n    concurrency: s3cr3tkey\n", []string{"line 3", "a value"}},
+		{"authorization without type", "modules:\n  m:\n    http_client_config: {authorization: {credentials: abc}}\n", []string{"type must be Token", "Bearer"}},
+		{"authorization of another type", "modules:\n  m:\n    http_client_config: {authorization: {type: Digest, credentials: abc}}\n", []string{"type must be Token", "Digest"}},
+		{"basic auth", "modules:\n  m:\n    http_client_config: {basic_auth: {username: u, password: p}}\n", []string{"Token"}},
+		{"bearer token", "modules:\n  m:\n    http_client_config: {bearer_token: abc}\n", []string{"Token"}},
+		{"NaN rate limit", "modules:\n  m:\n    rate_limit: .nan\n", []string{"rate_limit"}},
 		{"not YAML", "modules: [\n", []string{"line"}},
 		{"no modules", "modules: {}\n", []string{"no modules"}},
 		{"empty module", "modules:\n  default:\n", []string{`"default"`, "empty"}},
@@ -108,6 +114,9 @@ func TestParseInvalid(t *testing.T) {
 			}
 			if strings.Contains(msg, "\n") {
 				t.Errorf("error %q spans several lines", msg)
+			}
+			if strings.Contains(msg, "s3cr3t") {
+				t.Errorf("error %q quotes a value that could be a key", msg)
 			}
 		})
 	}

@@ -44,9 +44,6 @@ func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Stor
 	return s
 }
 
-// Path returns the configuration file's path, empty when there is none.
-func (s *Store) Path() string { return s.path }
-
 // Reload reads the file again. Without a file there is nothing to read and
 // the command line is the whole configuration, which counts as loaded.
 func (s *Store) Reload() error {
@@ -81,8 +78,8 @@ func (s *Store) Ready() bool {
 var errNoDefault = errors.New("no module given and the configuration has no module named default: add module=<name>")
 
 // Lookup implements collector.ModuleLookup: it returns the settings of the
-// module named name (default when empty) and the module itself as the
-// version, since a reload replaces every module.
+// module named name (default when empty) and the module itself, whose
+// contents tell whether a reload changed it.
 func (s *Store) Lookup(name string) (collector.TargetSettings, any, error) {
 	s.mu.RLock()
 	cfg := s.cfg
