@@ -3,8 +3,8 @@ package collector
 import (
 	"context"
 	"fmt"
-	"math"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
