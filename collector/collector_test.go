@@ -101,3 +101,10 @@ func TestUpNeedsAllThreeLists(t *testing.T) {
 		}
 	}
 }
+
+func TestRepeatedDetailIDsAreOneLocation(t *testing.T) {
+	got := uniqueIDs([]int64{3, 5, 3, 1, 5})
+	if len(got) != 3 || got[0] != 3 || got[1] != 5 || got[2] != 1 {
+		t.Errorf("uniqueIDs = %v, want [3 5 1]", got)
+	}
+}
