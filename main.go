@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -51,9 +52,9 @@ func run(args []string) int {
 	var f flagValues
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
 	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)
-	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default("10s").DurationVar(&f.timeout)
-	app.Flag("api.concurrency", "Most requests in flight to the API at once during one poll.").Default("4").IntVar(&f.concurrency)
-	app.Flag("api.max-pages", "Most pages followed for one list.").Default("1000").IntVar(&f.maxPages)
+	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default(defaultTimeout.String()).DurationVar(&f.timeout)
+	app.Flag("api.concurrency", "Most requests in flight to the API at once during one poll.").Default(strconv.Itoa(client.DefaultConcurrency)).IntVar(&f.concurrency)
+	app.Flag("api.max-pages", "Most pages followed for one list.").Default(strconv.Itoa(client.DefaultMaxPages)).IntVar(&f.maxPages)
 	app.Flag("api.max-response-bytes", "Largest response body read, in bytes or with a unit (64MiB); a larger body is a too_large error.").Default("64MiB").SetValue(&f.maxResponseBytes)
 	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").Float64Var(&f.rateLimit)
 	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").DurationVar(&f.minInterval)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,9 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
+
+// defaultTimeout is the default of --api.timeout.
+const defaultTimeout = 10 * time.Second
 
 // keyEnv holds the API key itself. There is deliberately no flag for it,
 // so the key never shows in a process list.
@@ -170,6 +174,10 @@ func ineffectiveFlags(f flagValues) []string {
 		"--locations.info-field":             len(f.infoFields) > 0,
 		"--api.rate-limit":                   f.rateLimit > 0,
 		"--api.min-interval":                 f.minInterval > 0,
+		"--api.timeout":                      f.timeout != defaultTimeout,
+		"--api.concurrency":                  f.concurrency != client.DefaultConcurrency,
+		"--api.max-pages":                    f.maxPages != client.DefaultMaxPages,
+		"--api.max-response-bytes":           int64(f.maxResponseBytes) != client.DefaultMaxResponseBytes,
 	} {
 		if set {
 			given = append(given, name)
@@ -191,8 +199,8 @@ func validateMetricsPath(p string) error {
 	switch {
 	case !strings.HasPrefix(p, "/"):
 		return fmt.Errorf("--web.telemetry-path %q must start with /, such as /metrics", p)
-	case strings.ContainsAny(p, "{}% \t\n?#"):
-		return fmt.Errorf("--web.telemetry-path %q must be a plain path, such as /metrics", p)
+	case strings.ContainsAny(p, "{}% \t\n?#") || path.Clean(p) != p:
+		return fmt.Errorf("--web.telemetry-path %q must be a plain, clean path, such as /metrics", p)
 	case slices.Contains(reservedPaths, p) || strings.HasPrefix(p, "/polls/"):
 		return fmt.Errorf("--web.telemetry-path %q is taken by another endpoint of the exporter: choose another path", p)
 	}

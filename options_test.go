@@ -13,10 +13,10 @@ func goodFlags() flagValues {
 	return flagValues{
 		apiURL:           "https://deploy.example.com/prefix",
 		key:              "k",
-		timeout:          10 * time.Second,
+		timeout:          defaultTimeout,
 		concurrency:      4,
-		maxPages:         100,
-		maxResponseBytes: 1 << 20,
+		maxPages:         1000,
+		maxResponseBytes: 64 << 20,
 		metricsPath:      "/metrics",
 	}
 }
@@ -66,7 +66,9 @@ func TestValidateRefusesBadFlags(t *testing.T) {
 		{"empty telemetry path", func(f *flagValues) { f.metricsPath = "" }, "--web.telemetry-path"},
 		{"telemetry path taken by /probe", func(f *flagValues) { f.metricsPath = "/probe" }, "taken"},
 		{"telemetry path taken by health", func(f *flagValues) { f.metricsPath = "/-/healthy" }, "taken"},
-		{"telemetry path with a pattern", func(f *flagValues) { f.metricsPath = "/metrics{x}" }, "plain path"},
+		{"telemetry path with a pattern", func(f *flagValues) { f.metricsPath = "/metrics{x}" }, "plain, clean path"},
+		{"telemetry path not clean", func(f *flagValues) { f.metricsPath = "/x/../metrics" }, "plain, clean path"},
+		{"telemetry path with a double slash", func(f *flagValues) { f.metricsPath = "//metrics" }, "plain, clean path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,9 +143,10 @@ func TestIneffectiveFlagsAreNamed(t *testing.T) {
 		t.Errorf("demo with a key: %v", w)
 	}
 	f = goodFlags()
-	f.apiURL, f.configFile, f.detailIDs, f.rateLimit = "", "modules.yml", []int64{4}, 3
+	f.apiURL, f.configFile, f.detailIDs, f.rateLimit, f.concurrency = "", "modules.yml", []int64{4}, 3, 1
 	w := ineffectiveFlags(f)
-	if len(w) != 1 || !strings.Contains(w[0], "--locations.detail-id") || !strings.Contains(w[0], "--api.rate-limit") || !strings.Contains(w[0], "--api.key-file") {
+	if len(w) != 1 || !strings.Contains(w[0], "--locations.detail-id") || !strings.Contains(w[0], "--api.rate-limit") ||
+		!strings.Contains(w[0], "--api.key-file") || !strings.Contains(w[0], "--api.concurrency") || strings.Contains(w[0], "--api.timeout") {
 		t.Errorf("probe-only mode with single-target flags: %v", w)
 	}
 }

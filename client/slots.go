@@ -19,12 +19,15 @@ type slots struct {
 
 func newSlots(n int) *slots { return &slots{free: n} }
 
-// acquire takes a slot, waiting within ctx.
+// acquire takes a slot, waiting within ctx. Once the caller holds a slot
+// or has its place in a queue, the hook of WithQueuedHook, if any, is
+// called.
 func (s *slots) acquire(ctx context.Context, high bool) error {
 	s.mu.Lock()
 	if s.free > 0 {
 		s.free--
 		s.mu.Unlock()
+		queued(ctx)
 		return nil
 	}
 	ch := make(chan struct{})
@@ -34,6 +37,7 @@ func (s *slots) acquire(ctx context.Context, high bool) error {
 		s.low = append(s.low, ch)
 	}
 	s.mu.Unlock()
+	queued(ctx)
 
 	select {
 	case <-ch:
@@ -75,4 +79,20 @@ func remove(q *[]chan struct{}, ch chan struct{}) bool {
 		}
 	}
 	return false
+}
+
+type queuedHookKey struct{}
+
+// WithQueuedHook returns a context under which a call tells hook as soon as
+// its request holds a slot or waits in its queue. The poll starts the
+// detail views only once the root and lists are in line, so that a detail
+// view never takes a slot ahead of them.
+func WithQueuedHook(ctx context.Context, hook func()) context.Context {
+	return context.WithValue(ctx, queuedHookKey{}, hook)
+}
+
+func queued(ctx context.Context) {
+	if hook, ok := ctx.Value(queuedHookKey{}).(func()); ok {
+		hook()
+	}
 }

@@ -69,23 +69,32 @@ func newPollRun(ctx context.Context, t *Target, trace *client.Trace, budget time
 // so the wall time is the critical path of the round trips.
 func (p *pollRun) run(logger *slog.Logger) *Snapshot {
 	c := p.t.Client
-	p.wg.Add(3)
-	go func() {
-		defer p.wg.Done()
-		r := c.Root(p.ctx)
+	// Each list call reports once: when its request is in line for a slot,
+	// or when it returns without one (held off, say).
+	inLine := make(chan struct{}, 3)
+	list := func(call func(ctx context.Context)) {
+		var once sync.Once
+		report := func() { once.Do(func() { inLine <- struct{}{} }) }
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer report()
+			call(client.WithQueuedHook(p.ctx, report))
+		}()
+	}
+	list(func(ctx context.Context) {
+		r := c.Root(ctx)
 		p.mu.Lock()
 		p.root = &r
 		p.mu.Unlock()
-	}()
-	go func() {
-		defer p.wg.Done()
-		r := c.Projects(p.ctx)
+	})
+	list(func(ctx context.Context) {
+		r := c.Projects(ctx)
 		p.mu.Lock()
 		p.projects = &r
 		p.mu.Unlock()
-	}()
-	go func() {
-		defer p.wg.Done()
+	})
+	list(func(ctx context.Context) {
 		want, onIDs := 0, func([]int64) {}
 		if len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0 {
 			want = p.t.DetailLimit
@@ -95,13 +104,20 @@ func (p *pollRun) run(logger *slog.Logger) *Snapshot {
 				}
 			}
 		}
-		r := c.Locations(p.ctx, want, onIDs)
+		r := c.Locations(ctx, want, onIDs)
 		p.mu.Lock()
 		p.locations = &r
 		p.mu.Unlock()
-	}()
-	// The explicit detail views start alongside the lists; the client
-	// serves the lists first when they compete for a request slot.
+	})
+	// The explicit detail views start alongside the lists, but only once
+	// the lists are in line: the client serves waiting lists first, and a
+	// detail view must not take a free slot before a list has asked.
+	for range 3 {
+		select {
+		case <-inLine:
+		case <-p.ctx.Done():
+		}
+	}
 	for _, id := range p.t.DetailIDs {
 		p.detail(id)
 	}

@@ -455,6 +455,38 @@ func TestDetailsDoNotStarveTheLists(t *testing.T) {
 	}
 }
 
+// TestListsTakeTheFirstSlots runs with one slot and explicit ids: the
+// details start alongside the lists, yet the lists must reach the service
+// first, every time.
+func TestListsTakeTheFirstSlots(t *testing.T) {
+	r := newRig(t, rigOptions{
+		service:   sampleservice.Options{Locations: 20, Latency: 5 * time.Millisecond},
+		client:    func(c *client.Config) { c.Concurrency = 1 },
+		detailIDs: []int64{1, 2, 3, 4},
+	})
+	for i := range 10 {
+		r.svc.ResetStats()
+		r.gather(t)
+		log := r.svc.Log()
+		if len(log) != 7 {
+			t.Fatalf("poll %d: %d requests, want 7", i, len(log))
+		}
+		for _, rec := range log[:3] {
+			if rec.Endpoint == sampleservice.EndpointLocationDetail {
+				t.Fatalf("poll %d: a detail view reached the service before the lists: %v", i, endpointsOf(log))
+			}
+		}
+	}
+}
+
+func endpointsOf(log []sampleservice.RequestRecord) []string {
+	var out []string
+	for _, rec := range log {
+		out = append(out, rec.Endpoint)
+	}
+	return out
+}
+
 func TestScrapeAfterAnAbandonedPollStartsAFreshOne(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, Latency: 200 * time.Millisecond}})
 	ctx, cancel := context.WithCancel(context.Background())

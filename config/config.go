@@ -93,7 +93,7 @@ func Parse(b []byte, dir string) (*Config, error) {
 		return nil, explainYAML(err)
 	}
 	if len(cfg.Modules) == 0 {
-		return nil, errors.New("no modules: add at least one under modules:, such as modules: {default: {}}")
+		return nil, errors.New("no modules: add at least one under modules:, such as default: {http_client_config: {authorization: {type: Token, credentials_file: /path/to/key}}}")
 	}
 	for _, name := range cfg.ModuleNames() {
 		m := cfg.Modules[name]
@@ -176,8 +176,14 @@ func validateAuth(c *commoncfg.HTTPClientConfig) error {
 	switch {
 	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
 		return errors.New("http_client_config: the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token")
-	case c.Authorization != nil && c.Authorization.Type != "Token":
-		return fmt.Errorf("http_client_config.authorization.type must be Token (the service's scheme), not %s (prometheus/common's default when type is left out is Bearer)", c.Authorization.Type)
+	case c.Authorization == nil:
+		return errors.New("http_client_config.authorization is missing: the service needs a key, such as authorization: {type: Token, credentials_file: /path/to/key}")
+	case c.Authorization.Type == "Bearer":
+		return errors.New("http_client_config.authorization.type must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)")
+	case c.Authorization.Type != "Token":
+		return fmt.Errorf("http_client_config.authorization.type must be Token (spelled so), the service's scheme, not %s", c.Authorization.Type)
+	case c.Authorization.Credentials == "" && c.Authorization.CredentialsFile == "":
+		return errors.New("http_client_config.authorization has no key: add credentials_file (or credentials)")
 	}
 	return nil
 }

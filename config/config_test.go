@@ -12,6 +12,9 @@ import (
 	"github.com/prometheus/common/promslog"
 )
 
+// withKey is the smallest valid module: a Token key and defaults.
+const withKey = "{http_client_config: {authorization: {type: Token, credentials: k}}}"
+
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -37,11 +40,13 @@ modules:
       detail_ids: [3, 5, 3]
       info_fields: [name]
   staging:
+    http_client_config: {authorization: {type: Token, credentials: s}}
     rate_limit: 5
     min_interval: 30s
     locations:
       detail_limit: 10
-  bare: {}
+  bare:
+    http_client_config: {authorization: {type: Token, credentials: b}}
 `), dir)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -79,6 +84,9 @@ func TestParseInvalid(t *testing.T) {
 		{"wrong type", "modules:\n  default:\n    concurrency: lots\n", []string{"line 3", "wrong type"}},
 		{"bad duration", "modules:\n  default:\n    timeout: soon\n", []string{"line 3", "time.Duration"}},
 		{"wrong value is not quoted", "modules:\n  default:\n    concurrency: s3cr3tkey\n", []string{"line 3", "a value"}},
+		{"no authorization", "modules:\n  m: {timeout: 5s}\n", []string{"authorization is missing"}},
+		{"authorization without a key", "modules:\n  m:\n    http_client_config: {authorization: {type: Token}}\n", []string{"no key"}},
+		{"authorization type in lower case", "modules:\n  m:\n    http_client_config: {authorization: {type: token, credentials: abc}}\n", []string{"spelled so"}},
 		{"authorization without type", "modules:\n  m:\n    http_client_config: {authorization: {credentials: abc}}\n", []string{"type must be Token", "Bearer"}},
 		{"authorization of another type", "modules:\n  m:\n    http_client_config: {authorization: {type: Digest, credentials: abc}}\n", []string{"type must be Token", "Digest"}},
 		{"basic auth", "modules:\n  m:\n    http_client_config: {basic_auth: {username: u, password: p}}\n", []string{"Token"}},
@@ -124,7 +132,7 @@ func TestParseInvalid(t *testing.T) {
 
 func TestStoreReload(t *testing.T) {
 	dir := t.TempDir()
-	path := writeFile(t, dir, "config.yml", "modules:\n  default: {}\n  other: {}\n")
+	path := writeFile(t, dir, "config.yml", "modules:\n  default: "+withKey+"\n  other: "+withKey+"\n")
 	reg := prometheus.NewPedanticRegistry()
 	s := NewStore(path, reg, promslog.NewNopLogger())
 	if s.Ready() {
@@ -168,7 +176,7 @@ func TestStoreReload(t *testing.T) {
 	}
 
 	// A good file replaces the modules.
-	writeFile(t, dir, "config.yml", "modules:\n  fresh: {}\n")
+	writeFile(t, dir, "config.yml", "modules:\n  fresh: "+withKey+"\n")
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
