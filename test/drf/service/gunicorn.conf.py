@@ -19,3 +19,7 @@ access_log_format = "\t".join(
         "%(a)s",
     ]
 )
+
+# Stop within a couple of seconds when run.sh ends, idle keep-alive
+# connections of the exporters notwithstanding.
+graceful_timeout = 2
