@@ -165,7 +165,7 @@ func (e *exporter) waitReady() {
 	for range 200 {
 		select {
 		case <-e.exited:
-			e.t.Fatalf("the exporter exited before it was ready:\n%s", e.log())
+			e.t.Fatalf("the exporter exited before it was ready (its log follows)")
 		default:
 		}
 		if resp, err := client.Get("http://" + e.addr + "/-/ready"); err == nil {

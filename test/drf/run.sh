@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Integration test of the exporter against a real Django REST framework
 # service under gunicorn.
-#   test/drf/run.sh
+#   test/drf/run.sh [go test flags, e.g. -run TestGzip]
 #
 # Sets up the Django app of test/drf/service with Debian's python3-django,
 # python3-djangorestframework and gunicorn (installed when missing), migrates
@@ -84,4 +84,4 @@ DRF_URL="http://127.0.0.1:${port}" \
   DRF_FACTS="${work}/facts.json" \
   DRF_ACCESS_LOG="${work}/access.log" \
   EXPORTER_BIN="${exporter}" \
-  go test -tags drf -count=1 -v ./test/drf/
+  go test -tags drf -count=1 -v ./test/drf/ "$@"
