@@ -73,7 +73,7 @@ class Command(BaseCommand):
             "inactive_key": Token.objects.create(user=former).key,
             "projects": Project.objects.filter(owner=owner).count(),
             "locations": visible.count(),
-            "first_locations": [{"id": l.id, "name": l.name} for l in visible[:5]],
+            "first_locations": [{"id": loc.id, "name": loc.name} for loc in visible[:5]],
             "hidden_location": Location.objects.filter(project__owner=other)
             .order_by("id")
             .first()
