@@ -34,6 +34,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ensure_apt curl curl
+ensure_apt jq jq
 # Debian's package: /usr/bin/prometheus is 2.42 whatever else is on PATH.
 ensure_apt promtool prometheus
 prometheus2=/usr/bin/prometheus
@@ -184,13 +185,20 @@ YAML
   fi
 }
 
-# check_with NAME BINARY JOBS_YAML PROBE_JOB METRICS_JOB...: writes a
+# instant_count URL EXPR: prints the value of count(EXPR), 0 when empty.
+instant_count() {
+  curl -fsS --get --data-urlencode "query=count(${2})" "${1}/api/v1/query" |
+    jq -r '.data.result[0].value[1] // "0"'
+}
+
+# check_with NAME BINARY JOBS_YAML LAYOUTS PROBE_JOB METRICS_JOB...: writes a
 # configuration with the scrape jobs JOBS_YAML, runs that Prometheus, checks
 # every expression overall, for each /metrics job and for each /probe target
-# of PROBE_JOB, and stops it.
+# of PROBE_JOB, checks that each job of LAYOUTS ("job=native+classic ...")
+# stored the request histogram as it says, and stops it.
 check_with() {
-  local name=$1 bin=$2 jobs_yaml=$3 probe_job=$4
-  shift 4
+  local name=$1 bin=$2 jobs_yaml=$3 layouts=$4 probe_job=$5
+  shift 5
   local metrics_jobs=("$@") dir="${work}/${name}" port args pid status
   mkdir -p "${dir}"
   port=$(free_port)
@@ -228,6 +236,36 @@ YAML
 
   status=0
   "${promqlcheck}" "${args[@]}" || status=$?
+
+  # The checks above pass vacuously unless each job really stored the
+  # histogram as its scrape configuration asked.
+  local l job want got h="deployment_service_request_duration_seconds"
+  for l in ${layouts}; do
+    job=${l%%=*} want=${l#*=} got=
+    [[ $(instant_count "http://127.0.0.1:${port}" "${h}{job=\"${job}\"}") != 0 ]] && got=native
+    [[ $(instant_count "http://127.0.0.1:${port}" "${h}_bucket{job=\"${job}\"}") != 0 ]] && got=${got:+${got}+}classic
+    if [[ "${got}" == "${want}" ]]; then
+      log "ok: ${name} job ${job} stored the request histogram as ${got}"
+    else
+      log "FAIL: ${name} job ${job} stored the request histogram as '${got}', want '${want}'"
+      status=1
+    fi
+  done
+  # Where both forms exist, the quantiles' `or` keeps one of them: every
+  # job has as many quantile series as the others, none twice as many.
+  local q="instance_endpoint:${h}:quantile_rate5m" n counts=""
+  for l in ${layouts}; do
+    job=${l%%=*}
+    n=$(instant_count "http://127.0.0.1:${port}" "${q}{job=\"${job}\"}")
+    counts+="${job}=${n} "
+  done
+  if [[ $(tr ' ' '\n' <<<"${counts}" | sed -n 's/.*=//p' | sort -u | wc -l) -eq 1 ]]; then
+    log "ok: ${name} recorded as many latency quantiles for each job: ${counts% }"
+  else
+    log "FAIL: ${name} recorded a different number of latency quantiles per job: ${counts% }"
+    status=1
+  fi
+
   kill "${pid}" 2>/dev/null || true
   wait "${pid}" 2>/dev/null || true
   return "${status}"
@@ -238,7 +276,8 @@ failed=()
 
 if [[ " ${versions} " == *" 2.42 "* ]]; then
   jobs2=$(scrape_job deployment_service /metrics "" && scrape_job deployment_service_probe /probe "")
-  check_with prometheus2 "${prometheus2}" "${jobs2}" deployment_service_probe deployment_service ||
+  check_with prometheus2 "${prometheus2}" "${jobs2}" "deployment_service=classic" \
+    deployment_service_probe deployment_service ||
     failed+=("Prometheus 2.42")
 fi
 
@@ -250,7 +289,9 @@ if [[ " ${versions} " == *" 3.16 "* ]]; then
     scrape_job deployment_service_native /metrics "${native}" &&
     scrape_job deployment_service_classic /metrics "${classic}" &&
     scrape_job deployment_service_probe /probe "${native}")
-  check_with prometheus3 "${prometheus3}" "${jobs3}" deployment_service_probe \
+  check_with prometheus3 "${prometheus3}" "${jobs3}" \
+    "deployment_service=native+classic deployment_service_native=native deployment_service_classic=classic" \
+    deployment_service_probe \
     deployment_service deployment_service_native deployment_service_classic ||
     failed+=("Prometheus 3.16")
 fi
