@@ -108,12 +108,14 @@ key=e2e-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '%s\n' "${key}" >"${work}/key"
 chmod 600 "${work}/key"
 probe_urls=()
+fifo_fds=() # held open until the script exits, which ends the services
 for name in svc1 svc2; do
   mkfifo "${work}/${name}.stdin"
   "${work}/fakeapi" -key "${key}" -page-size 50 -latency 2ms -jitter 10ms \
     <"${work}/${name}.stdin" >"${work}/${name}.json" 2>"${work}/${name}.log" &
   pids+=($!)
   exec {fd}>"${work}/${name}.stdin"
+  fifo_fds+=("${fd}")
   for ((i = 0; i < 100; i++)); do
     [[ -s "${work}/${name}.json" ]] && break
     sleep 0.1
@@ -122,7 +124,7 @@ for name in svc1 svc2; do
   [[ -n "${url}" ]] || die "sample service ${name} did not start"
   probe_urls+=("${url}")
 done
-log "ok: sample services for /probe at ${probe_urls[*]}"
+log "ok: ${#fifo_fds[@]} sample services for /probe at ${probe_urls[*]}"
 
 cat >"${work}/modules.yml" <<YAML
 modules:

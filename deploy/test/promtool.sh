@@ -66,9 +66,9 @@ for a in ${alerts}; do
   [[ "${got}" == "${want}" ]] || die "alert ${a}: runbook_url is '${got}', want '${want}'"
   grep -qxF "## ${a}" "${runbook}" || die "${runbook} has no section '## ${a}' for alert ${a}"
 done
-for h in $(sed -n 's/^## \(DeploymentService[A-Za-z0-9]*\)$/\1/p' "${runbook}"); do
+while read -r h; do
   grep -qxF "${h}" <<<"${alerts}" || die "${runbook} has a section for ${h}, which is no alert"
-done
+done < <(sed -n 's/^## \(DeploymentService[A-Za-z0-9]*\)$/\1/p' "${runbook}")
 log "ok: every alert's runbook_url points at its section of ${runbook}"
 
 # The Alertmanager configuration does what its comments say: a real

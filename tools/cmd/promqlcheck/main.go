@@ -280,7 +280,7 @@ func checkRuleHealth(ctx context.Context, p *prom, nRules int) error {
 		return err
 	}
 	if len(rs) != nRules {
-		return fmt.Errorf("Prometheus has %d rules loaded, the rule files hold %d", len(rs), nRules)
+		return fmt.Errorf("%d rules are loaded in Prometheus, the rule files hold %d", len(rs), nRules)
 	}
 	for _, r := range rs {
 		if r.Health != "ok" {
