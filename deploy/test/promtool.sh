@@ -3,14 +3,20 @@
 #   promtool check config  on every Prometheus configuration (which also checks the rule files they load),
 #   promtool check rules   on every rule file,
 #   promtool test rules    on the rule unit tests (each alert firing and staying quiet),
-#   amtool check-config    on the Alertmanager configuration of the compose stack.
-# Debian's prometheus and prometheus-alertmanager packages are installed when missing.
+#   amtool check-config    on the Alertmanager configuration of the compose stack,
+#   every alert's runbook_url pointing at a section of deploy/RUNBOOK.md,
+#   and a real Alertmanager with that configuration inhibiting what it should.
+# Debian's prometheus, prometheus-alertmanager, curl and jq packages are
+# installed when missing.
 set -euo pipefail
 # shellcheck source=deploy/test/lib.sh source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ensure_apt promtool prometheus
 ensure_apt amtool prometheus-alertmanager
+ensure_apt prometheus-alertmanager prometheus-alertmanager
+ensure_apt curl curl
+ensure_apt jq jq
 
 cd "${repo}"
 configs=(deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml deploy/compose/prometheus.yml)
@@ -43,4 +49,55 @@ for a in ${alerts}; do
     die "alert ${a} needs rule tests where it fires and where it stays quiet (has ${cases} cases, ${quiet} quiet)"
 done
 log "ok: every alert has a firing and a quiet test case"
+
+# Every alert links its own section of the runbook: runbook_url is the
+# runbook's URL with the alert name in lower case as anchor (GitHub's anchor
+# for a "## AlertName" heading), and the runbook has that heading. The
+# runbook has no section for an alert that does not exist.
+runbook=deploy/RUNBOOK.md
+runbook_base=https://github.com/deployment-service/deployment_service_exporter/blob/main/${runbook}
+for a in ${alerts}; do
+  want="${runbook_base}#${a,,}"
+  got=$(awk -v a="${a}" '
+    $0 ~ "^ *- alert: *" a " *$" { in_alert = 1; next }
+    in_alert && /^ *- (alert|record):/ { exit }
+    in_alert && /^ *runbook_url:/ { sub(/^ *runbook_url: */, ""); print; exit }
+  ' "${rules[@]}")
+  [[ "${got}" == "${want}" ]] || die "alert ${a}: runbook_url is '${got}', want '${want}'"
+  grep -qxF "## ${a}" "${runbook}" || die "${runbook} has no section '## ${a}' for alert ${a}"
+done
+while read -r h; do
+  grep -qxF "${h}" <<<"${alerts}" || die "${runbook} has a section for ${h}, which is no alert"
+done < <(sed -n 's/^## \(DeploymentService[A-Za-z0-9]*\)$/\1/p' "${runbook}")
+log "ok: every alert's runbook_url points at its section of ${runbook}"
+
+# The Alertmanager configuration does what its comments say: a real
+# Alertmanager gets a set of alerts and must suppress exactly the expected ones.
+am_work=$(mktemp -d)
+am_pid=
+trap '[[ -n "${am_pid}" ]] && kill "${am_pid}" 2>/dev/null; rm -rf "${am_work}"' EXIT
+am_url="http://127.0.0.1:$(free_port)"
+prometheus-alertmanager --config.file=deploy/compose/alertmanager.yml \
+  --storage.path="${am_work}" --web.listen-address="${am_url#http://}" \
+  --cluster.listen-address= >"${am_work}/alertmanager.log" 2>&1 &
+am_pid=$!
+wait_http "${am_url}/-/ready" 30 || die "Alertmanager did not become ready: $(tail -n 5 "${am_work}/alertmanager.log")"
+# alertname job instance state-expected
+expected='DeploymentServiceAPIKeyRefused deployment_service a:10044 active
+DeploymentServiceDown deployment_service a:10044 suppressed
+DeploymentServiceLocationDetailFailing deployment_service a:10044 suppressed
+DeploymentServiceExporterConfigReloadFailed deployment_service a:10044 active
+DeploymentServiceDown deployment_service b:10044 active
+DeploymentServiceAPIKeyRefused deployment_service_probe b:10044 active
+DeploymentServiceDown deployment_service_probe https://deploy.example.com active
+DeploymentServiceThrottled deployment_service_probe https://deploy.example.com active'
+alerts_json=$(jq -Rn '[inputs | split(" ") | {labels: {alertname: .[0], job: .[1], instance: .[2],
+  severity: (if (.[0] | test("Down|Refused")) then "critical" else "warning" end)}}]' <<<"${expected}")
+curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' --data "${alerts_json}" "${am_url}/api/v2/alerts" ||
+  die "Alertmanager refused the test alerts"
+got=$(curl -fsS "${am_url}/api/v2/alerts" |
+  jq -r '.[] | "\(.labels.alertname) \(.labels.job) \(.labels.instance) \(.status.state)"' | sort)
+[[ "${got}" == "$(sort <<<"${expected}")" ]] ||
+  die "deploy/compose/alertmanager.yml inhibits the wrong alerts; got:"$'\n'"${got}"$'\n'"want:"$'\n'"$(sort <<<"${expected}")"
+log "ok: Alertmanager pages a revoked key once and keeps the warnings that explain or differ"
 log "ok: ${#configs[@]} configurations, ${#rules[@]} rule files, ${#tests[@]} rule test files"

@@ -308,8 +308,8 @@ func (c *checker) prometheusRule(pr *monitoringv1.PrometheusRule) {
 			n++
 			if r.Alert != "" {
 				c.expect(r.For != nil && r.Labels["severity"] != "" && r.Annotations["summary"] != "" &&
-					r.Annotations["description"] != "" && r.Annotations["runbook"] != "",
-					"PrometheusRule %s alert %s: needs for, severity, summary, description and runbook", pr.Name, r.Alert)
+					r.Annotations["description"] != "" && r.Annotations["runbook_url"] != "",
+					"PrometheusRule %s alert %s: needs for, severity, summary, description and runbook_url", pr.Name, r.Alert)
 			}
 		}
 	}

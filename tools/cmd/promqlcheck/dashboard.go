@@ -9,9 +9,10 @@ import (
 
 // query is one PromQL expression to send to Prometheus, with where it came from.
 type query struct {
-	source string // a human-readable origin, e.g. `dashboard.json panel "API up" A`
-	expr   string
-	kind   kind
+	source    string // a human-readable origin, e.g. `dashboard.json panel "API up" A`
+	expr      string
+	kind      kind
+	dashboard int // index of the dashboard among the -dashboard files; -1 for a rule
 }
 
 type kind int
@@ -91,7 +92,7 @@ type dashboard struct {
 
 // loadDashboard reads a dashboard JSON file and returns its template
 // variables and the expressions of every panel target.
-func loadDashboard(path string) ([]variable, []query, error) {
+func loadDashboard(path string, index int) ([]variable, []query, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -110,9 +111,10 @@ func loadDashboard(path string) ([]variable, []query, error) {
 					continue
 				}
 				qs = append(qs, query{
-					source: fmt.Sprintf("%s panel %q %s", path, p.Title, t.RefID),
-					expr:   t.Expr,
-					kind:   mustHaveData,
+					source:    fmt.Sprintf("%s panel %q %s", path, p.Title, t.RefID),
+					expr:      t.Expr,
+					kind:      mustHaveData,
+					dashboard: index,
 				})
 			}
 		}

@@ -2,16 +2,22 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
 
 // TestDashboardsLint checks the repository's dashboards for what Grafana
 // does not report on import: templated datasource on every panel and query,
-// job and instance variables read from deployment_service_up, unique panel
-// ids and panels that do not overlap.
+// job and instance variables read from deployment_service_up and the
+// exporter's own from deployment_service_exporter_build_info (so /probe
+// targets, which have no exporter metrics, get a dashboard too), the
+// Exporter row on the exporter's variables and every other row on the
+// service's, legends that name the instance, latency read from native and
+// classic histograms alike, unique panel ids and panels that do not overlap.
 func TestDashboardsLint(t *testing.T) {
 	files, err := filepath.Glob("../../../grafana/dashboards/*.json")
 	if err != nil || len(files) == 0 {
@@ -29,8 +35,78 @@ type lintPanel struct {
 	Datasource json.RawMessage          `json:"datasource"`
 	GridPos    struct{ X, Y, W, H int } `json:"gridPos"`
 	Targets    []struct {
-		Datasource json.RawMessage `json:"datasource"`
+		Datasource   json.RawMessage `json:"datasource"`
+		Expr         string          `json:"expr"`
+		LegendFormat string          `json:"legendFormat"`
+		RefID        string          `json:"refId"`
 	} `json:"targets"`
+}
+
+// Variables of the watched service and of the exporter itself.
+var (
+	serviceVars  = []string{"job", "instance"}
+	exporterVars = []string{"exporter_job", "exporter_instance"}
+)
+
+func usesVar(expr, name string) bool {
+	for _, m := range varRef.FindAllStringSubmatch(expr, -1) {
+		if m[1]+m[2]+m[3] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// histogramMetric finds histogram series read through their classic buckets.
+var histogramBucket = regexp.MustCompile(`\b([a-zA-Z_:][a-zA-Z0-9_:]*)_bucket\b`)
+
+// lintHistograms requires every query that reads a histogram's classic
+// buckets to read its native form too: with native histograms on and the
+// classic buckets off (the default of Prometheus 3 with
+// scrape_native_histograms), no _bucket series exist.
+func lintHistograms(expr string) error {
+	for _, m := range histogramBucket.FindAllStringSubmatch(expr, -1) {
+		native := regexp.MustCompile(`\b` + regexp.QuoteMeta(m[1]) + `\s*[{\[]`)
+		if !native.MatchString(expr) {
+			return fmt.Errorf("reads %s_bucket but not the native histogram %s: add `or histogram_quantile(…, sum by (…) (rate(%s[…])))`", m[1], m[1], m[1])
+		}
+	}
+	return nil
+}
+
+func TestRulesLint(t *testing.T) {
+	files, err := filepath.Glob("../../../deploy/prometheus/rules/*.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rule files found: %v", err)
+	}
+	for _, f := range files {
+		qs, err := loadRules(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			if err := lintHistograms(q.expr); err != nil {
+				t.Errorf("%s: %v", q.source, err)
+			}
+		}
+	}
+}
+
+func TestLintHistograms(t *testing.T) {
+	const x = "deployment_service_request_duration_seconds"
+	ok := []string{
+		`sum(rate(` + x + `_count[5m]))`,
+		`histogram_quantile(0.5, sum by (endpoint) (rate(` + x + `{job="a"}[5m]))) or histogram_quantile(0.5, sum by (endpoint, le) (rate(` + x + `_bucket{job="a"}[5m])))`,
+		`histogram_quantile(0.5, rate(` + x + `[5m])) or histogram_quantile(0.5, rate(` + x + `_bucket[5m]))`,
+	}
+	for _, e := range ok {
+		if err := lintHistograms(e); err != nil {
+			t.Errorf("lintHistograms(%q) = %v", e, err)
+		}
+	}
+	if err := lintHistograms(`histogram_quantile(0.5, sum by (le) (rate(` + x + `_bucket[5m])))`); err == nil {
+		t.Error("classic buckets alone pass")
+	}
 }
 
 func lintDashboard(t *testing.T, path string) {
@@ -58,11 +134,17 @@ func lintDashboard(t *testing.T, path string) {
 	if vars["datasource"].Type != "datasource" {
 		t.Error("no datasource variable")
 	}
-	for _, name := range []string{"job", "instance"} {
+	for _, name := range serviceVars {
 		if v, ok := vars[name]; !ok || !strings.Contains(v.queryString(), "deployment_service_up") {
 			t.Errorf("variable %s must be read from deployment_service_up", name)
 		}
 	}
+	for _, name := range exporterVars {
+		if v, ok := vars[name]; !ok || !strings.Contains(v.queryString(), "deployment_service_exporter_build_info") {
+			t.Errorf("variable %s must be read from deployment_service_exporter_build_info", name)
+		}
+	}
+	row := ""
 	ids := map[int]bool{}
 	cells := map[[2]int]string{}
 	for _, p := range d.Panels {
@@ -82,8 +164,10 @@ func lintDashboard(t *testing.T, path string) {
 			t.Errorf("panel %q is wider than the grid", p.Title)
 		}
 		if p.Type == "row" {
+			row = p.Title
 			continue
 		}
+		lintQueries(t, row, p)
 		if !strings.Contains(string(p.Datasource), "${datasource}") {
 			t.Errorf("panel %q does not use the datasource variable", p.Title)
 		}
@@ -91,6 +175,39 @@ func lintDashboard(t *testing.T, path string) {
 			if !strings.Contains(string(tg.Datasource), "${datasource}") {
 				t.Errorf("panel %q has a query that does not use the datasource variable", p.Title)
 			}
+		}
+	}
+}
+
+// lintQueries checks a panel's queries: the Exporter row reads the
+// exporter's job (a /probe target has no exporter metrics), every other row
+// the watched service's; legends name the instance, since several may be
+// shown; latency reads native and classic histograms alike.
+func lintQueries(t *testing.T, row string, p lintPanel) {
+	t.Helper()
+	want, avoid := serviceVars, exporterVars
+	if row == "Exporter" {
+		want, avoid = exporterVars, serviceVars
+	}
+	for _, tg := range p.Targets {
+		where := fmt.Sprintf("row %q panel %q query %s", row, p.Title, tg.RefID)
+		for _, v := range avoid {
+			if usesVar(tg.Expr, v) {
+				t.Errorf("%s uses $%s; this row selects with %s", where, v, strings.Join(want, " and "))
+			}
+		}
+		usesAll := true
+		for _, v := range want {
+			usesAll = usesAll && usesVar(tg.Expr, v)
+		}
+		if !usesAll && strings.Contains(tg.Expr, "{") {
+			t.Errorf("%s does not select with both %s", where, strings.Join(want, " and "))
+		}
+		if p.Type != "table" && usesVar(tg.Expr, want[1]) && !strings.Contains(tg.LegendFormat, "{{instance}}") {
+			t.Errorf("%s: legend %q does not name the instance", where, tg.LegendFormat)
+		}
+		if err := lintHistograms(tg.Expr); err != nil {
+			t.Errorf("%s %v", where, err)
 		}
 	}
 }

@@ -4,9 +4,16 @@
 // result means the alert does not fire). It keeps dashboards, rules and the
 // exporter's metric names from drifting apart.
 //
+// Each -target repeats the checks for one scraped target: the dashboard
+// variables named in it are set to its values (and must offer them), every
+// dashboard query using them and every recording rule must return data for
+// that target. -vars does the same for the dashboard alone, for variables
+// that are no labels of the rules' results (the exporter's own job).
+//
 //	promqlcheck -prometheus http://127.0.0.1:9090 \
 //	  -dashboard grafana/dashboards/x.json -rules deploy/prometheus/rules/alerts.yml \
-//	  -wait 'count_over_time(up[1m]) >= 5'
+//	  -wait 'count_over_time(up[1m]) >= 5' \
+//	  -target 'job=deployment_service,instance=127.0.0.1:10044' -vars 'exporter_job=deployment_service'
 package main
 
 import (
@@ -15,6 +22,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,6 +41,8 @@ type options struct {
 	rateInterval time.Duration
 	interval     time.Duration
 	rng          time.Duration
+	targets      stringList
+	varCases     stringList
 }
 
 func main() {
@@ -45,6 +55,8 @@ func main() {
 	flag.DurationVar(&o.rateInterval, "rate-interval", time.Minute, "value of $__rate_interval")
 	flag.DurationVar(&o.interval, "interval", 15*time.Second, "value of $__interval")
 	flag.DurationVar(&o.rng, "range", time.Hour, "value of $__range")
+	flag.Var(&o.targets, "target", "name=value,... of one target: dashboard variables and recording rule labels (repeatable)")
+	flag.Var(&o.varCases, "vars", "name=value,... of dashboard variables to check the dashboards with (repeatable)")
 	flag.Parse()
 	if o.prometheus == "" || len(o.dashboards)+len(o.rules) == 0 {
 		fmt.Fprintln(os.Stderr, "promqlcheck: -prometheus and at least one -dashboard or -rules are required")
@@ -57,10 +69,26 @@ func run(o options) int {
 	ctx := context.Background()
 	p := &prom{base: o.prometheus, client: &http.Client{Timeout: 30 * time.Second}}
 
+	var cases []checkCase
+	for _, t := range o.targets {
+		c, err := parseCase(t, true)
+		if err != nil {
+			return fail(err)
+		}
+		cases = append(cases, c)
+	}
+	for _, t := range o.varCases {
+		c, err := parseCase(t, false)
+		if err != nil {
+			return fail(err)
+		}
+		cases = append(cases, c)
+	}
+
 	var all []query
 	var varLists [][]variable
-	for _, path := range o.dashboards {
-		vs, qs, err := loadDashboard(path)
+	for i, path := range o.dashboards {
+		vs, qs, err := loadDashboard(path, i)
 		if err != nil {
 			return fail(err)
 		}
@@ -103,13 +131,19 @@ func run(o options) int {
 	}
 
 	for _, q := range all {
-		if err := check(ctx, p, q, vars); err != nil {
+		if err := check(ctx, p, q, vars, checkCase{}); err != nil {
 			fmt.Printf("FAIL %s: %v\n     expr: %s\n", q.source, err, oneLine(q.expr))
 			failed++
 			continue
 		}
 		passed++
 	}
+	for _, c := range cases {
+		p, f := checkCase1(ctx, p, c, o, varLists, all)
+		passed += p
+		failed += f
+	}
+
 	fmt.Printf("%d passed, %d failed\n", passed, failed)
 	if failed > 0 {
 		return 1
@@ -117,8 +151,51 @@ func run(o options) int {
 	return 0
 }
 
+// checkCase1 runs the checks of one case: the dashboard queries that use
+// a pinned variable, and with c.rules the recording rules, each of which
+// must return data for the case's target. It returns the passed and failed counts.
+func checkCase1(ctx context.Context, p *prom, c checkCase, o options, varLists [][]variable, all []query) (passed, failed int) {
+	fmt.Printf("---- case %s\n", c)
+	// Each dashboard resolves its own variables; queries are attributed to
+	// their dashboard by source.
+	varsByDashboard := make([]map[string]string, len(varLists))
+	for i, vl := range varLists {
+		vars := builtins(o.rateInterval, o.interval, o.rng)
+		if err := resolvePinned(ctx, p, vl, vars, c); err != nil {
+			fmt.Printf("FAIL [%s] %s: %v\n", c, o.dashboards[i], err)
+			failed++
+			continue
+		}
+		varsByDashboard[i] = vars
+	}
+	for _, q := range all {
+		var vars map[string]string
+		switch {
+		case q.dashboard >= 0:
+			if !c.usesAny(q.expr) || varsByDashboard[q.dashboard] == nil {
+				continue
+			}
+			vars = varsByDashboard[q.dashboard]
+		case c.rules && q.kind == mustHaveData:
+			vars = map[string]string{}
+		default:
+			continue
+		}
+		cq := q
+		cq.source = fmt.Sprintf("[%s] %s", c, q.source)
+		if err := check(ctx, p, cq, vars, c); err != nil {
+			fmt.Printf("FAIL %s: %v\n     expr: %s\n", cq.source, err, oneLine(q.expr))
+			failed++
+			continue
+		}
+		passed++
+	}
+	return passed, failed
+}
+
 // check sends one expression and judges the answer by the query's kind.
-func check(ctx context.Context, p *prom, q query, vars map[string]string) error {
+// With a case, only the result series of the case's target count.
+func check(ctx context.Context, p *prom, q query, vars map[string]string, c checkCase) error {
 	expr, err := interpolate(q.expr, vars)
 	if err != nil {
 		return err
@@ -126,6 +203,14 @@ func check(ctx context.Context, p *prom, q query, vars map[string]string) error 
 	res, err := p.query(ctx, expr)
 	if err != nil {
 		return err
+	}
+	if q.dashboard < 0 && len(c.pins) > 0 && !res.scalar {
+		// A recording rule: keep the series of the case's target.
+		n := len(res.series)
+		res.series = slices.DeleteFunc(res.series, func(s map[string]string) bool { return !c.matches(s) })
+		if q.kind == mustHaveData && len(res.series) == 0 {
+			return fmt.Errorf("returned no data for %s (%d series for other targets)", c, n)
+		}
 	}
 	switch {
 	case q.kind == mustEvaluate:
@@ -195,7 +280,7 @@ func checkRuleHealth(ctx context.Context, p *prom, nRules int) error {
 		return err
 	}
 	if len(rs) != nRules {
-		return fmt.Errorf("Prometheus has %d rules loaded, the rule files hold %d", len(rs), nRules)
+		return fmt.Errorf("%d rules are loaded in Prometheus, the rule files hold %d", len(rs), nRules)
 	}
 	for _, r := range rs {
 		if r.Health != "ok" {

@@ -32,7 +32,7 @@ func loadRules(path string) ([]query, error) {
 	var qs []query
 	for _, g := range f.Groups {
 		for _, r := range g.Rules {
-			q := query{expr: r.Expr, kind: mustHaveData}
+			q := query{expr: r.Expr, kind: mustHaveData, dashboard: -1}
 			switch {
 			case r.Record != "":
 				q.source = fmt.Sprintf("%s recording rule %s", path, r.Record)

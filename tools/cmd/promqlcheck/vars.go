@@ -134,9 +134,25 @@ func formatValues(v variable, values []string) string {
 	}
 	quoted := make([]string, len(values))
 	for i, s := range values {
-		quoted[i] = regexp.QuoteMeta(s)
+		quoted[i] = regexEscape(s)
 	}
 	return "(" + strings.Join(quoted, "|") + ")"
+}
+
+// formatSelected renders one selected value of a variable, as Grafana does
+// when a multi-value variable has just that value selected.
+func formatSelected(v variable, value string) string {
+	if !v.Multi && !v.IncludeAll {
+		return value
+	}
+	return regexEscape(value)
+}
+
+// regexEscape escapes a value for a regex inside a PromQL double-quoted
+// string, as Grafana does: the regex's backslash is itself escaped, since
+// PromQL refuses an escape such as "\." in a string.
+func regexEscape(s string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(s), `\`, `\\`)
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -8,13 +8,13 @@ import (
 func TestInterpolate(t *testing.T) {
 	vars := builtins(time.Minute, 15*time.Second, time.Hour)
 	vars["job"] = "deployment_service"
-	vars["instance"] = `(127\.0\.0\.1:1234)`
+	vars["instance"] = `(127\\.0\\.0\\.1:1234)`
 	tests := []struct {
 		name, in, want string
 		err            bool
 	}{
 		{"dollar", `up{job=~"$job"}`, `up{job=~"deployment_service"}`, false},
-		{"braces and format", `up{job=~"${job}",instance=~"${instance:regex}"}`, `up{job=~"deployment_service",instance=~"(127\.0\.0\.1:1234)"}`, false},
+		{"braces and format", `up{job=~"${job}",instance=~"${instance:regex}"}`, `up{job=~"deployment_service",instance=~"(127\\.0\\.0\\.1:1234)"}`, false},
 		{"brackets", `up{job=~"[[job]]"}`, `up{job=~"deployment_service"}`, false},
 		{"rate interval is not range", `rate(x[$__rate_interval]) + avg_over_time(y[$__range])`, `rate(x[60s]) + avg_over_time(y[3600s])`, false},
 		{"unknown", `up{job=~"$nope"}`, "", true},
@@ -40,7 +40,8 @@ func TestFormatValues(t *testing.T) {
 		want string
 	}{
 		{"single", variable{}, []string{"a.b", "c"}, "a.b"},
-		{"multi", variable{Multi: true}, []string{"a.b", "c"}, `(a\.b|c)`},
+		// The regex's backslash is escaped for the PromQL string, as Grafana does.
+		{"multi", variable{Multi: true}, []string{"a.b", "c"}, `(a\\.b|c)`},
 		{"all value", variable{IncludeAll: true, AllValue: ".+"}, []string{"a"}, ".+"},
 	}
 	for _, tt := range tests {
@@ -64,7 +65,7 @@ func TestLabelValuesPattern(t *testing.T) {
 }
 
 func TestLoadDashboard(t *testing.T) {
-	vars, qs, err := loadDashboard("../../../grafana/dashboards/deployment_service.json")
+	vars, qs, err := loadDashboard("../../../grafana/dashboards/deployment_service.json", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 //
 // The rule files are decoded strictly into the operator's PrometheusRuleSpec
 // type, and every alert must carry a for: duration, a severity label and
-// summary, description and runbook annotations.
+// summary, description and runbook_url annotations.
 //
 //	promrulegen -out deploy/kubernetes/prometheusrule.yaml deploy/prometheus/rules/*.yml
 //	promrulegen -check -out deploy/kubernetes/prometheusrule.yaml deploy/prometheus/rules/*.yml
@@ -139,7 +139,7 @@ func lintRule(r monitoringv1.Rule) error {
 	if !severities[r.Labels["severity"]] {
 		return fmt.Errorf("alert %s: severity label %q is not critical, warning or info", r.Alert, r.Labels["severity"])
 	}
-	for _, a := range []string{"summary", "description", "runbook"} {
+	for _, a := range []string{"summary", "description", "runbook_url"} {
 		if strings.TrimSpace(r.Annotations[a]) == "" {
 			return fmt.Errorf("alert %s has no %s annotation", r.Alert, a)
 		}

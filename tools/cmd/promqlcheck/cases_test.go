@@ -1,0 +1,55 @@
+package main
+
+import "testing"
+
+func TestParseCase(t *testing.T) {
+	c, err := parseCase("job=deployment_service_probe, instance=http://127.0.0.1:1234/a=b", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.pins["job"] != "deployment_service_probe" || c.pins["instance"] != "http://127.0.0.1:1234/a=b" || !c.rules {
+		t.Errorf("parseCase = %+v", c)
+	}
+	if got, want := c.String(), "instance=http://127.0.0.1:1234/a=b,job=deployment_service_probe"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	for _, bad := range []string{"", "job", "job=", "=x", "job=a,job=b"} {
+		if _, err := parseCase(bad, false); err == nil {
+			t.Errorf("parseCase(%q): no error", bad)
+		}
+	}
+}
+
+func TestCaseUsesAndMatches(t *testing.T) {
+	c := checkCase{pins: map[string]string{"job": "j", "instance": "i"}}
+	tests := []struct {
+		expr string
+		want bool
+	}{
+		{`up{job=~"$job"}`, true},
+		{`up{instance=~"${instance:regex}"}`, true},
+		{`up{job=~"$exporter_job"}`, false},
+		{`vector($slo)`, false},
+	}
+	for _, tt := range tests {
+		if got := c.usesAny(tt.expr); got != tt.want {
+			t.Errorf("usesAny(%q) = %v, want %v", tt.expr, got, tt.want)
+		}
+	}
+	if !c.matches(map[string]string{"job": "j", "instance": "i", "endpoint": "root"}) {
+		t.Error("a series with the case's labels and more does not match")
+	}
+	if c.matches(map[string]string{"job": "j", "instance": "other"}) || c.matches(map[string]string{"job": "j"}) {
+		t.Error("a series of another target matches")
+	}
+}
+
+func TestFormatSelected(t *testing.T) {
+	if got := formatSelected(variable{}, "a.b"); got != "a.b" {
+		t.Errorf("single-value variable: %q", got)
+	}
+	// A multi-value variable with "All" still selects just the one value.
+	if got, want := formatSelected(variable{Multi: true, IncludeAll: true, AllValue: ".+"}, "http://a.b:1"), `http://a\\.b:1`; got != want {
+		t.Errorf("multi-value variable: %q, want %q", got, want)
+	}
+}
