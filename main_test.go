@@ -2,20 +2,35 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/promslog"
+
+	"github.com/deployment-service/deployment_service_exporter/collector"
+	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
@@ -331,4 +346,322 @@ func writeTestFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// serveInProcess wires the exporter's endpoints as run does, from flags f,
+// and serves them on loopback: for tests that look at the registry or need
+// no separate process.
+func serveInProcess(t *testing.T, f flagValues) (*httptest.Server, *prometheus.Registry) {
+	t.Helper()
+	s, err := validate(f)
+	if err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	reg := newRegistry(s.exporterMetrics)
+	s.target.Client.Observer = collector.NewRequestMetrics(reg)
+	logger := promslog.NewNopLogger()
+	store := moduleconfig.NewStore(f.configFile, reg, logger)
+	if err := store.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	mux, err := routes(s, f.metricsPath, reg, store, collector.NewPollLog(10), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, reg
+}
+
+// fetch GETs url with the given headers and returns the answer, its body
+// read whole.
+func fetch(t *testing.T, url string, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(req.Header, header)
+	// A transport of its own, so that Go does not ask for gzip and
+	// decompress behind the test's back.
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// The Accept headers of Prometheus 3.16: its default scrape protocols, and
+// those of scrape_native_histograms: true.
+const (
+	prometheus3Accept       = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.7,application/openmetrics-text;version=0.0.1;q=0.6,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.3"
+	prometheus3NativeAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
+
+// checkOpenMetrics holds body to the OpenMetrics 1.0 text format as far as
+// this exporter's metrics go: families not interleaved, counters typed
+// without _total and sampled with it, histogram samples with le and a +Inf
+// bucket for each series, parseable values, and # EOF as the last line.
+// prometheus/common v0.72 has no OpenMetrics parser, so the rules that
+// Prometheus' parser enforces and that our metrics could break are here.
+func checkOpenMetrics(body string) error {
+	rest, ok := strings.CutSuffix(body, "\n# EOF\n")
+	if !ok {
+		return errors.New("the body does not end with # EOF and a line break")
+	}
+	suffixes := map[string][]string{
+		"counter":   {"_total", "_created"},
+		"gauge":     {""},
+		"unknown":   {""},
+		"histogram": {"_bucket", "_count", "_sum", "_created"},
+		"summary":   {"", "_count", "_sum", "_created"},
+		"info":      {"_info"},
+	}
+	typed := map[string]bool{}
+	family, kind := "", ""
+	infBuckets, counts := 0, 0
+	for i, line := range strings.Split(rest, "\n") {
+		n := i + 1
+		switch {
+		case line == "":
+			return fmt.Errorf("line %d is empty", n)
+		case strings.HasPrefix(line, "# TYPE "):
+			f := strings.Fields(line)
+			if len(f) != 4 {
+				return fmt.Errorf("line %d: %q", n, line)
+			}
+			if typed[f[2]] && f[2] != goMemstatsClash {
+				return fmt.Errorf("line %d: family %s appears twice", n, f[2])
+			}
+			if _, known := suffixes[f[3]]; !known {
+				return fmt.Errorf("line %d: type %s", n, f[3])
+			}
+			if f[3] == "counter" && strings.HasSuffix(f[2], "_total") {
+				return fmt.Errorf("line %d: counter family %s keeps its _total", n, f[2])
+			}
+			typed[f[2]] = true
+			family, kind = f[2], f[3]
+		case strings.HasPrefix(line, "# HELP "), strings.HasPrefix(line, "# UNIT "):
+		case strings.HasPrefix(line, "#"):
+			return fmt.Errorf("line %d: unexpected %q", n, line)
+		default:
+			name, labelsAndValue, _ := strings.Cut(line, "{")
+			value := ""
+			if end := strings.LastIndex(labelsAndValue, "} "); end >= 0 {
+				value = labelsAndValue[end+2:]
+			} else {
+				name, value, _ = strings.Cut(line, " ")
+			}
+			if _, err := strconv.ParseFloat(strings.Fields(value + " x")[0], 64); err != nil {
+				return fmt.Errorf("line %d: value of %q", n, line)
+			}
+			suffix, found := strings.CutPrefix(name, family)
+			if family == "" || !found || !slices.Contains(suffixes[kind], suffix) {
+				return fmt.Errorf("line %d: sample %s outside its family (now %s %s)", n, name, kind, family)
+			}
+			if kind == "histogram" && suffix == "_bucket" && !strings.Contains(line, `le="`) {
+				return fmt.Errorf("line %d: bucket without le", n)
+			}
+			if kind == "histogram" && suffix == "_bucket" && strings.Contains(line, `le="+Inf"`) {
+				infBuckets++
+			}
+			if kind == "histogram" && suffix == "_count" {
+				counts++
+			}
+		}
+	}
+	if infBuckets != counts {
+		return fmt.Errorf("%d histogram series with a +Inf bucket, %d with a count", infBuckets, counts)
+	}
+	return nil
+}
+
+// goMemstatsClash is the one family name that appears twice: client_golang's
+// Go collector has a gauge go_memstats_alloc_bytes and a counter
+// go_memstats_alloc_bytes_total, whose OpenMetrics family names are the
+// same. Every Go program that serves OpenMetrics has it, and Prometheus'
+// parser accepts it; --web.disable-exporter-metrics leaves both out.
+const goMemstatsClash = "go_memstats_alloc_bytes"
+
+// sampleNames returns the names of the samples in an exposition.
+func sampleNames(body string) map[string]bool {
+	names := map[string]bool{}
+	for line := range strings.Lines(body) {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		names[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
+	}
+	return names
+}
+
+func TestCheckOpenMetricsCatchesMistakes(t *testing.T) {
+	good := "# TYPE a counter\na_total 1\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_count 1\nh_sum 2\n# EOF\n"
+	if err := checkOpenMetrics(good); err != nil {
+		t.Fatalf("good exposition refused: %v", err)
+	}
+	for name, bad := range map[string]string{
+		"no EOF":              "# TYPE a gauge\na 1\n",
+		"counter with _total": "# TYPE a_total counter\na_total 1\n# EOF\n",
+		"counter sample bare": "# TYPE a counter\na 1\n# EOF\n",
+		"interleaved":         "# TYPE a gauge\na 1\n# TYPE b gauge\nb 1\n# TYPE a gauge\na 2\n# EOF\n",
+		"no +Inf":             "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_count 1\n# EOF\n",
+		"bad value":           "# TYPE a gauge\na one\n# EOF\n",
+		"untyped sample":      "a 1\n# EOF\n",
+	} {
+		if checkOpenMetrics(bad) == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestContentNegotiation scrapes every scrape endpoint as Prometheus 3,
+// with and without native histograms, as curl and promtool do, and with
+// each compression: OpenMetrics when asked, protobuf when asked first,
+// the classic text format otherwise, zstd or gzip when asked.
+func TestContentNegotiation(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "negotiation-key", Locations: 12, PageSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	dir := t.TempDir()
+	writeTestFile(t, dir, "key", "negotiation-key\n")
+	cfg := writeTestFile(t, dir, "modules.yml", "modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n    locations: {detail_limit: 2, info_fields: [name]}\n")
+
+	f := goodFlags()
+	f.apiURL, f.key, f.configFile = svc.URL(), "negotiation-key", cfg
+	f.detailLimit, f.infoFields = 3, []string{"name"}
+	single, _ := serveInProcess(t, f)
+	f.apiURL, f.key = "", ""
+	probeOnly, _ := serveInProcess(t, f)
+	// marker is a metric each endpoint must serve; histogram tells
+	// whether it serves the request histogram.
+	type endpoint struct {
+		url, marker string
+		histogram   bool
+	}
+	endpoints := map[string]endpoint{
+		"/metrics of the single target":    {single.URL + "/metrics", "deployment_service_up", true},
+		"/metrics without a single target": {probeOnly.URL + "/metrics", "deployment_service_exporter_build_info", false},
+		"/probe":                           {probeOnly.URL + "/probe?target=" + url.QueryEscape(svc.URL()), "deployment_service_up", false},
+	}
+	// The first scrape fills the histogram, so that every family shows.
+	fetch(t, endpoints["/metrics of the single target"].url, nil)
+	fetch(t, endpoints["/probe"].url, nil)
+
+	zstdDecoder, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zstdDecoder.Close()
+	tests := []struct {
+		name, accept, encoding string
+		wantType, wantEncoding string
+	}{
+		{"Prometheus 3", prometheus3Accept, "gzip", "application/openmetrics-text; version=1.0.0", "gzip"},
+		{"Prometheus 3 with zstd-scrape", prometheus3Accept, "zstd,gzip", "application/openmetrics-text; version=1.0.0", "zstd"},
+		{"Prometheus 3 with native histograms", prometheus3NativeAccept, "gzip", "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited", "gzip"},
+		{"OpenMetrics 0.0.1", "application/openmetrics-text;version=0.0.1", "", "application/openmetrics-text; version=0.0.1", ""},
+		{"curl and promtool", "", "", "text/plain; version=0.0.4", ""},
+		{"zstd alone", "", "zstd", "text/plain; version=0.0.4", "zstd"},
+	}
+	for name, e := range endpoints {
+		_, text := fetch(t, e.url, nil)
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				h := http.Header{}
+				if tt.accept != "" {
+					h.Set("Accept", tt.accept)
+				}
+				if tt.encoding != "" {
+					h.Set("Accept-Encoding", tt.encoding)
+				}
+				resp, body := fetch(t, e.url, h)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d: %s", resp.StatusCode, body)
+				}
+				if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, tt.wantType) {
+					t.Errorf("Content-Type %q, want %q", ct, tt.wantType)
+				}
+				if ce := resp.Header.Get("Content-Encoding"); ce != tt.wantEncoding {
+					t.Fatalf("Content-Encoding %q, want %q", ce, tt.wantEncoding)
+				}
+				switch tt.wantEncoding {
+				case "gzip":
+					zr, err := gzip.NewReader(bytes.NewReader(body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if body, err = io.ReadAll(zr); err != nil {
+						t.Fatal(err)
+					}
+				case "zstd":
+					if body, err = zstdDecoder.DecodeAll(body, nil); err != nil {
+						t.Fatalf("zstd: %v", err)
+					}
+				}
+				switch {
+				case strings.HasPrefix(tt.wantType, "application/openmetrics-text"):
+					if err := checkOpenMetrics(string(body)); err != nil {
+						t.Fatalf("invalid OpenMetrics: %v\n%s", err, body)
+					}
+					// The same samples as in the text format: no counter
+					// renamed, none lost.
+					if got, want := sampleNames(string(body)), sampleNames(string(text)); !maps.Equal(got, want) {
+						t.Errorf("OpenMetrics has samples %v,\ntext format %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+					}
+				case strings.HasPrefix(tt.wantType, "application/vnd.google.protobuf"):
+					checkNativeHistogram(t, body, e.histogram)
+				default:
+					p := expfmt.NewTextParser(model.UTF8Validation)
+					if _, err := p.TextToMetricFamilies(bytes.NewReader(body)); err != nil {
+						t.Errorf("text format does not parse: %v", err)
+					}
+				}
+				if !bytes.Contains(body, []byte(e.marker)) {
+					t.Errorf("%s is missing", e.marker)
+				}
+			})
+		}
+	}
+}
+
+// checkNativeHistogram decodes a protobuf exposition and checks that the
+// request histogram is there as want says, with native buckets next to the
+// classic ones.
+func checkNativeHistogram(t *testing.T, body []byte, want bool) {
+	t.Helper()
+	dec := expfmt.NewDecoder(bytes.NewReader(body), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	found := false
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("protobuf: %v", err)
+		}
+		if mf.GetName() != "deployment_service_request_duration_seconds" {
+			continue
+		}
+		found = true
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			if h.GetSchema() == 0 && len(h.GetPositiveSpan()) == 0 || len(h.GetBucket()) == 0 {
+				t.Errorf("histogram without native or classic buckets: %v", h)
+			}
+		}
+	}
+	if found != want {
+		t.Errorf("request histogram present: %v, want %v", found, want)
+	}
 }

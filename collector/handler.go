@@ -79,8 +79,13 @@ func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer
 		ErrorLog:          scrapeErrorLog{ctx: r.Context(), logger: logger},
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,
+		// zstd first: Prometheus asks for "zstd,gzip" when its zstd-scrape
+		// feature is on, and promhttp breaks ties by this order.
+		OfferedCompressions: offeredCompressions,
 	}).ServeHTTP(w, r)
 }
+
+var offeredCompressions = []promhttp.Compression{promhttp.Zstd, promhttp.Gzip, promhttp.Identity}
 
 // scrapeErrorLog passes promhttp's errors to the log, at debug level once
 // Prometheus has hung up: writes to a closed connection are expected then
