@@ -4,10 +4,19 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"maps"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,12 +27,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -313,6 +324,10 @@ func TestStartupErrors(t *testing.T) {
 		{"conflicting subset", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--locations.detail-id=1", "--locations.detail-limit=2"}, "conflict"},
 		{"unknown flag", nil, []string{"--api.urll=x"}, "unknown long flag"},
 		{"missing config file", nil, []string{"--config.file=" + filepath.Join(dir, "none.yml")}, "none.yml"},
+		{"negative max requests", nil, []string{"--demo", "--web.max-requests=-1"}, "--web.max-requests"},
+		{"missing HTTP config file", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + filepath.Join(dir, "http.yml")}, "--api.http-config.file"},
+		{"key in the HTTP config file and the environment", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "token.yml", "authorization: {type: Token, credentials: k2}\n")}, "one place"},
+		{"basic auth in the HTTP config file", nil, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "basic.yml", "basic_auth: {username: u, password: p}\n")}, "--api.http-config.file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -663,5 +678,399 @@ func checkNativeHistogram(t *testing.T, body []byte, want bool) {
 	}
 	if found != want {
 		t.Errorf("request histogram present: %v, want %v", found, want)
+	}
+}
+
+// gatedService answers every request once release is closed, and closes
+// entered when the first request arrives: a scrape that provably holds its
+// place until the test lets it go.
+func gatedService(t *testing.T) (srv *httptest.Server, entered <-chan struct{}, release chan struct{}) {
+	t.Helper()
+	in := make(chan struct{})
+	release = make(chan struct{})
+	inner := sampleservice.New(sampleservice.Options{Key: "gated-key", Locations: 3})
+	var once sync.Once
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(in) })
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, in, release
+}
+
+func TestMaxRequests(t *testing.T) {
+	svc, entered, release := gatedService(t)
+	dir := t.TempDir()
+	writeTestFile(t, dir, "key", "gated-key\n")
+	f := goodFlags()
+	f.apiURL, f.key, f.maxRequests = svc.URL, "gated-key", 1
+	f.configFile = writeTestFile(t, dir, "modules.yml", "modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n")
+	exp, reg := serveInProcess(t, f)
+	probe := exp.URL + "/probe?target=" + url.QueryEscape(svc.URL)
+
+	// The first scrape takes the only place and waits in the service.
+	first := make(chan int)
+	go func() {
+		resp, body := fetch(t, exp.URL+"/metrics", nil)
+		if !bytes.Contains(body, []byte("deployment_service_up 1")) {
+			t.Errorf("the first scrape:\n%s", body)
+		}
+		first <- resp.StatusCode
+	}()
+	<-entered
+	for _, u := range []string{exp.URL + "/metrics", probe} {
+		resp, body := fetch(t, u, nil)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "--web.max-requests=1") {
+			t.Errorf("%s beyond the limit: %d %s", u, resp.StatusCode, body)
+		}
+	}
+	// Pages other than the scrape endpoints are not counted.
+	if resp, _ := fetch(t, exp.URL+"/-/healthy", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/-/healthy answered %d while a scrape runs", resp.StatusCode)
+	}
+	close(release)
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("the first scrape answered %d", code)
+	}
+	// The place is free again.
+	if resp, body := fetch(t, probe, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/probe after the first scrape: %d %s", resp.StatusCode, body)
+	}
+	// The refused scrape is counted, as node_exporter counts it.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP promhttp_metric_handler_requests_total Total number of scrapes by HTTP status code.
+# TYPE promhttp_metric_handler_requests_total counter
+promhttp_metric_handler_requests_total{code="200"} 1
+promhttp_metric_handler_requests_total{code="500"} 0
+promhttp_metric_handler_requests_total{code="503"} 1
+`), "promhttp_metric_handler_requests_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestScrapeLimit holds n requests inside the handler at once and sends
+// one more: beyond the limit it is refused at once, and with no limit
+// (0) it enters too.
+func TestScrapeLimit(t *testing.T) {
+	for _, n := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("limit %d", n), func(t *testing.T) {
+			inside, release := make(chan struct{}), make(chan struct{})
+			h := newScrapeLimit(n).wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				inside <- struct{}{}
+				<-release
+			}))
+			held := n
+			if n == 0 {
+				held = 4 // more than any limit here
+			}
+			codes := make(chan int, held+1)
+			serve := func() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+				codes <- rec.Code
+			}
+			for range held {
+				go serve()
+			}
+			for range held {
+				select {
+				case <-inside:
+				case code := <-codes:
+					t.Fatalf("a request within the limit answered %d without entering", code)
+				}
+			}
+			go serve()
+			if n > 0 {
+				if code := <-codes; code != http.StatusServiceUnavailable {
+					t.Errorf("request beyond the limit: %d, want 503", code)
+				}
+			} else {
+				select {
+				case <-inside:
+				case code := <-codes:
+					t.Fatalf("no limit, yet a request answered %d without entering", code)
+				}
+				held++
+			}
+			close(release)
+			for range held {
+				if code := <-codes; code != http.StatusOK {
+					t.Errorf("request within the limit: %d", code)
+				}
+			}
+		})
+	}
+}
+
+func TestDisableExporterMetrics(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "quiet-key", Locations: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	for _, disable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disabled %v", disable), func(t *testing.T) {
+			f := goodFlags()
+			f.apiURL, f.key, f.disableExporterMetrics = svc.URL(), "quiet-key", disable
+			exp, _ := serveInProcess(t, f)
+			fetch(t, exp.URL+"/metrics", nil)
+			_, body := fetch(t, exp.URL+"/metrics", http.Header{"Accept": {prometheus3Accept}})
+			names := sampleNames(string(body))
+			for _, prefix := range []string{"go_", "process_", "promhttp_"} {
+				found := slices.ContainsFunc(slices.Collect(maps.Keys(names)), func(n string) bool { return strings.HasPrefix(n, prefix) })
+				if found == disable {
+					t.Errorf("%s* metrics present: %v", prefix, found)
+				}
+			}
+			for _, want := range []string{
+				"deployment_service_up", "deployment_service_exporter_build_info",
+				"deployment_service_exporter_config_last_reload_successful",
+				"deployment_service_exporter_config_last_reload_success_timestamp_seconds",
+				"deployment_service_request_duration_seconds_bucket", "deployment_service_requests_total",
+			} {
+				if !names[want] {
+					t.Errorf("%s is missing", want)
+				}
+			}
+			if err := checkOpenMetrics(string(body)); err != nil {
+				t.Errorf("invalid OpenMetrics: %v", err)
+			}
+		})
+	}
+}
+
+// writeCertPEM writes the certificate der as a PEM file.
+func writeCertPEM(t *testing.T, dir, name string, der []byte) string {
+	t.Helper()
+	return writeTestFile(t, dir, name, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+}
+
+// writeClientCert writes a self-signed client certificate and its key,
+// and returns the certificate for the server to trust.
+func writeClientCert(t *testing.T, dir string) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(7),
+		Subject:               pkix.Name{CommonName: "exporter"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeCertPEM(t, dir, "client.pem", der)
+	writeTestFile(t, dir, "client-key.pem", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// TestHTTPConfigFileTLS watches services behind a private CA, one of them
+// asking for a client certificate too, reachable only with the settings of
+// --api.http-config.file; relative paths in it are the file's directory's.
+func TestHTTPConfigFileTLS(t *testing.T) {
+	const key = "tls-key"
+	dir := t.TempDir()
+	clientCert := writeClientCert(t, dir)
+	writeTestFile(t, dir, "key", key+"\n")
+
+	plain := sampleservice.New(sampleservice.Options{Key: key, Locations: 6, PageSize: 4})
+	privateCA := httptest.NewUnstartedServer(plain)
+	// The refused handshakes are the point of some cases: not news.
+	privateCA.Config.ErrorLog = log.New(io.Discard, "", 0)
+	privateCA.StartTLS()
+	defer privateCA.Close()
+	writeCertPEM(t, dir, "ca.pem", privateCA.Certificate().Raw)
+
+	strict := sampleservice.New(sampleservice.Options{Key: key, Locations: 7})
+	mutual := httptest.NewUnstartedServer(strict)
+	clients := x509.NewCertPool()
+	clients.AddCert(clientCert)
+	mutual.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients, MinVersion: tls.VersionTLS12}
+	mutual.Config.ErrorLog = privateCA.Config.ErrorLog
+	mutual.StartTLS()
+	defer mutual.Close()
+	writeCertPEM(t, dir, "mutual-ca.pem", mutual.Certificate().Raw)
+
+	tests := []struct {
+		name, url, yaml, key string
+		wantUp               string
+	}{
+		{"no file: the CA is unknown", privateCA.URL, "", key, "0"},
+		{"ca_file", privateCA.URL, "tls_config: {ca_file: ca.pem}\n", key, "1"},
+		{"ca_file and the key in the file", privateCA.URL, "tls_config: {ca_file: ca.pem}\nauthorization: {type: Token, credentials_file: key}\n", "", "1"},
+		{"a name the certificate lacks", privateCA.URL, "tls_config: {ca_file: ca.pem, server_name: other.example}\n", key, "0"},
+		{"no client certificate", mutual.URL, "tls_config: {ca_file: mutual-ca.pem}\n", key, "0"},
+		{"client certificate", mutual.URL, "tls_config: {ca_file: mutual-ca.pem, cert_file: client.pem, key_file: client-key.pem}\n", key, "1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := goodFlags()
+			f.apiURL, f.key = tt.url, tt.key
+			if tt.yaml != "" {
+				f.httpConfigFile = writeTestFile(t, dir, "http.yml", tt.yaml)
+			}
+			exp, _ := serveInProcess(t, f)
+			_, body := fetch(t, exp.URL+"/metrics", nil)
+			if want := "\ndeployment_service_up " + tt.wantUp + "\n"; !strings.Contains(string(body), want) {
+				t.Errorf("want %q in\n%s", strings.TrimSpace(want), body)
+			}
+		})
+	}
+	if plain.SawWrongAuth() || strict.SawWrongAuth() {
+		t.Error("a service saw a wrong key")
+	}
+}
+
+// TestHTTPConfigFileProxy watches a service through a forward proxy on
+// loopback, which records what passed through it.
+func TestHTTPConfigFileProxy(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "proxied-key", Locations: 9, PageSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	var (
+		mu   sync.Mutex
+		seen []string // host and X-Tenant of each proxied request
+	)
+	upstream := &http.Transport{}
+	defer upstream.CloseIdleConnections()
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !r.URL.IsAbs() {
+			http.Error(w, "not a proxy request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		seen = append(seen, r.URL.Host+" "+r.Header.Get("X-Tenant"))
+		mu.Unlock()
+		out := r.Clone(r.Context())
+		out.RequestURI = ""
+		resp, err := upstream.RoundTrip(out)
+		if err != nil {
+			http.Error(w, "proxy: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	defer proxy.Close()
+
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, yaml string
+		proxied    bool
+	}{
+		{"no file", "", false},
+		{"proxy_url and a header", "proxy_url: " + proxy.URL + "\nhttp_headers: {X-Tenant: {values: [blue]}}\n", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			f := goodFlags()
+			f.apiURL, f.key = svc.URL(), "proxied-key"
+			if tt.yaml != "" {
+				f.httpConfigFile = writeTestFile(t, dir, "http.yml", tt.yaml)
+			}
+			exp, _ := serveInProcess(t, f)
+			if _, body := fetch(t, exp.URL+"/metrics", nil); !bytes.Contains(body, []byte("\ndeployment_service_up 1\n")) {
+				t.Errorf("not up:\n%s", body)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if (len(seen) > 0) != tt.proxied {
+				t.Fatalf("requests through the proxy: %d, want some: %v", len(seen), tt.proxied)
+			}
+			for _, s := range seen {
+				if s != svc.Addr()+" blue" {
+					t.Errorf("proxied request: host and X-Tenant %q", s)
+				}
+			}
+		})
+	}
+	if svc.Service.SawWrongAuth() {
+		t.Error("the service saw a wrong key")
+	}
+}
+
+// TestDemoSubsetEndToEnd runs --demo as a newcomer does, and with each
+// way of saying otherwise.
+func TestDemoSubsetEndToEnd(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantIDs []string // location ids with series
+		info    bool     // whether location_info has a name label
+	}{
+		{"demo alone", nil, []string{"1", "2", "3", "4", "5"}, true},
+		{"detail-limit 0 given", []string{"--locations.detail-limit=0"}, nil, false},
+		{"ids given", []string{"--locations.detail-id=2", "--locations.detail-id=40"}, []string{"2", "40"}, false},
+		{"info field given alone", []string{"--locations.info-field=region"}, nil, false},
+		{"limit and field given", []string{"--locations.detail-limit=2", "--locations.info-field=name"}, []string{"1", "2"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := startExporter(t, nil, append([]string{"--demo"}, tt.args...)...)
+			_, body := e.get(t, "/metrics")
+			var ids []string
+			for line := range strings.Lines(body) {
+				if rest, ok := strings.CutPrefix(line, `deployment_service_location_up{location_id="`); ok {
+					id, _, _ := strings.Cut(rest, `"`)
+					ids = append(ids, id)
+					if !strings.HasSuffix(line, "} 1\n") {
+						t.Errorf("location down: %s", line)
+					}
+				}
+			}
+			slices.SortFunc(ids, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+			if !slices.Equal(ids, tt.wantIDs) {
+				t.Errorf("locations with details %v, want %v", ids, tt.wantIDs)
+			}
+			if got := strings.Contains(body, `deployment_service_location_info{location_id="1",name="`); got != tt.info {
+				t.Errorf("location_info with a name: %v, want %v", got, tt.info)
+			}
+			if !strings.Contains(body, "\ndeployment_service_up 1\n") {
+				t.Error("the demo is not up")
+			}
+		})
+	}
+}
+
+func TestDisableExporterMetricsEndToEnd(t *testing.T) {
+	e := startExporter(t, nil, "--demo", "--web.disable-exporter-metrics")
+	e.get(t, "/metrics")
+	_, body := e.get(t, "/metrics")
+	for _, unwanted := range []string{"\ngo_", "\nprocess_", "\npromhttp_"} {
+		if strings.Contains(body, unwanted) {
+			t.Errorf("/metrics has %s* metrics", strings.TrimSpace(unwanted))
+		}
+	}
+	for _, want := range []string{"\ndeployment_service_up 1\n", "\ndeployment_service_exporter_build_info{", "\ndeployment_service_exporter_config_last_reload_successful 1\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
 	}
 }

@@ -172,7 +172,11 @@ func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 	}
 	switch {
 	case hc.Authorization != nil && keyGiven:
-		return nil, fmt.Errorf("--api.http-config.file has an authorization and %s or --api.key-file gives a key too: keep the key in one place", keyEnv)
+		other := keyEnv
+		if f.keyFile != "" {
+			other = "--api.key-file"
+		}
+		return nil, fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", other)
 	case hc.Authorization != nil:
 		return hc, nil
 	case !keyGiven:
@@ -220,6 +224,9 @@ func keyAuthorization(key, keyFile string) (*config.Authorization, error) {
 // for a warning: they are harmless, but their author expects something.
 func ineffectiveFlags(f flagValues) []string {
 	var out []string
+	if len(f.infoFields) > 0 && len(f.detailIDs) == 0 && f.detailLimit == 0 && (f.demo || f.apiURL != "") {
+		out = append(out, "--locations.info-field labels the detail subset, and there is none: add --locations.detail-id or --locations.detail-limit")
+	}
 	if f.demo {
 		if strings.TrimSpace(f.key) != "" || f.keyFile != "" {
 			out = append(out, "the API key ("+keyEnv+" or --api.key-file) is ignored with --demo, which generates its own")
