@@ -13,8 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	// zstd lets promhttp answer "Accept-Encoding: zstd", which Prometheus
-	// 3 asks for; it links github.com/klauspost/compress, a pure-Go library
-	// without further dependencies.
+	// 3 sends with --enable-feature=zstd-scrape; it links
+	// github.com/klauspost/compress, a pure-Go library without further
+	// dependencies (about 350 KB of binary).
 	_ "github.com/prometheus/client_golang/prometheus/promhttp/zstd"
 )
 
@@ -85,6 +86,7 @@ func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer
 	}).ServeHTTP(w, r)
 }
 
+// offeredCompressions are the encodings served, by preference.
 var offeredCompressions = []promhttp.Compression{promhttp.Zstd, promhttp.Gzip, promhttp.Identity}
 
 // scrapeErrorLog passes promhttp's errors to the log, at debug level once
