@@ -58,12 +58,16 @@ func run(args []string) int {
 	app.Flag("api.max-response-bytes", "Largest response body read, in bytes or with a unit (64MiB); a larger body is a too_large error.").Default("64MiB").SetValue(&f.maxResponseBytes)
 	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").Float64Var(&f.rateLimit)
 	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").DurationVar(&f.minInterval)
-	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").Int64ListVar(&f.detailIDs)
-	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").Default("0").IntVar(&f.detailLimit)
-	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").StringsVar(&f.infoFields)
+	var locationsGiven [3]bool
+	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&locationsGiven[0]).Int64ListVar(&f.detailIDs)
+	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&locationsGiven[1]).Default("0").IntVar(&f.detailLimit)
+	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&locationsGiven[2]).StringsVar(&f.infoFields)
+	app.Flag("api.http-config.file", "YAML file of prometheus/common HTTP client settings (tls_config, proxy_url, http_headers, ...) for the service behind /metrics; an authorization of type Token in it replaces the key flags.").StringVar(&f.httpConfigFile)
 	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
-	app.Flag("demo", "Start an embedded sample deployment service on loopback and watch it; no URL or key needed.").BoolVar(&f.demo)
+	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s.", demoDetailLimit, demoInfoField)).BoolVar(&f.demo)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
+	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
+	app.Flag("web.max-requests", "Most scrape requests (metrics path and /probe together) served at once; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).IntVar(&f.maxRequests)
 	toolkitFlags := kingpinflag.AddFlags(app, defaultListenAddress)
 	logConfig := &promslog.Config{}
 	flag.AddFlags(app, logConfig)
@@ -77,6 +81,7 @@ func run(args []string) int {
 	}
 	logger := promslog.New(logConfig)
 	f.key = os.Getenv(keyEnv)
+	f.locationsGiven = locationsGiven[0] || locationsGiven[1] || locationsGiven[2]
 
 	s, err := validate(f)
 	if err != nil {
@@ -87,12 +92,7 @@ func run(args []string) int {
 		logger.Warn("Setting without effect", "detail", w)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		versioncollector.NewCollector(exporterName),
-	)
+	reg := newRegistry(s.exporterMetrics)
 	s.target.Client.Observer = collector.NewRequestMetrics(reg)
 	store := moduleconfig.NewStore(f.configFile, reg, logger)
 	if err := store.Reload(); err != nil {
@@ -132,10 +132,25 @@ func run(args []string) int {
 	return 0
 }
 
+// newRegistry returns the registry of the metrics kept across scrapes,
+// with the build info and, unless --web.disable-exporter-metrics, the Go
+// runtime and process metrics.
+func newRegistry(exporterMetrics bool) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(versioncollector.NewCollector(exporterName))
+	if exporterMetrics {
+		reg.MustRegister(
+			collectors.NewGoCollector(),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		)
+	}
+	return reg
+}
+
 // routes wires every HTTP endpoint of the exporter.
 func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
-	var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	metrics := collector.NewGathererHandler(reg, logger)
 	single := ""
 	if s.base != nil {
 		single = client.RedactURL(s.base)
@@ -147,8 +162,14 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		}
 		metrics = collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger)
 	}
-	mux.Handle(metricsPath, promhttp.InstrumentMetricHandler(reg, metrics))
-	mux.Handle("/probe", collector.NewProbeHandler(store.Lookup, recent, logger.With("handler", "probe")))
+	limit := newScrapeLimit(s.maxRequests)
+	metrics = limit.wrap(metrics)
+	if s.exporterMetrics {
+		// Outside the limit, so that the 503s it answers are counted.
+		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
+	}
+	mux.Handle(metricsPath, metrics)
+	mux.Handle("/probe", limit.wrap(collector.NewProbeHandler(store.Lookup, recent, logger.With("handler", "probe"))))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "Healthy")
 	})
@@ -178,6 +199,35 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		mux.HandleFunc("GET /{$}", ui.landing)
 	}
 	return mux, nil
+}
+
+// scrapeLimit bounds the scrape requests served at once across the
+// handlers it wraps, as --web.max-requests asks. A request over the limit
+// gets a 503 at once rather than a place in a queue: Prometheus retries on
+// its next interval, and a queue would only pile up scrapes that time out.
+// A nil scrapeLimit is no limit.
+type scrapeLimit chan struct{}
+
+func newScrapeLimit(n int) scrapeLimit {
+	if n <= 0 {
+		return nil
+	}
+	return make(scrapeLimit, n)
+}
+
+func (l scrapeLimit) wrap(h http.Handler) http.Handler {
+	if l == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case l <- struct{}{}:
+			defer func() { <-l }()
+			h.ServeHTTP(w, r)
+		default:
+			http.Error(w, fmt.Sprintf("Too many scrapes at once (--web.max-requests=%d): try again later", cap(l)), http.StatusServiceUnavailable)
+		}
+	})
 }
 
 // reloadOnSIGHUP reloads the configuration file on every SIGHUP, for the

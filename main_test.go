@@ -2,20 +2,46 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
+	"log"
+	"maps"
+	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/promslog"
+
+	"github.com/deployment-service/deployment_service_exporter/collector"
+	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
@@ -298,6 +324,10 @@ func TestStartupErrors(t *testing.T) {
 		{"conflicting subset", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--locations.detail-id=1", "--locations.detail-limit=2"}, "conflict"},
 		{"unknown flag", nil, []string{"--api.urll=x"}, "unknown long flag"},
 		{"missing config file", nil, []string{"--config.file=" + filepath.Join(dir, "none.yml")}, "none.yml"},
+		{"negative max requests", nil, []string{"--demo", "--web.max-requests=-1"}, "--web.max-requests"},
+		{"missing HTTP config file", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + filepath.Join(dir, "http.yml")}, "--api.http-config.file"},
+		{"key in the HTTP config file and the environment", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "token.yml", "authorization: {type: Token, credentials: k2}\n")}, "one place"},
+		{"basic auth in the HTTP config file", nil, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "basic.yml", "basic_auth: {username: u, password: p}\n")}, "--api.http-config.file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,4 +361,716 @@ func writeTestFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// serveInProcess wires the exporter's endpoints as run does, from flags f,
+// and serves them on loopback: for tests that look at the registry or need
+// no separate process.
+func serveInProcess(t *testing.T, f flagValues) (*httptest.Server, *prometheus.Registry) {
+	t.Helper()
+	s, err := validate(f)
+	if err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	reg := newRegistry(s.exporterMetrics)
+	s.target.Client.Observer = collector.NewRequestMetrics(reg)
+	logger := promslog.NewNopLogger()
+	store := moduleconfig.NewStore(f.configFile, reg, logger)
+	if err := store.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	mux, err := routes(s, f.metricsPath, reg, store, collector.NewPollLog(10), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, reg
+}
+
+// fetch GETs url with the given headers and returns the answer, its body
+// read whole.
+func fetch(t *testing.T, url string, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(req.Header, header)
+	// A transport of its own, so that Go does not ask for gzip and
+	// decompress behind the test's back.
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// The Accept headers of Prometheus 3.16: its default scrape protocols, and
+// those of scrape_native_histograms: true.
+const (
+	prometheus3Accept       = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.7,application/openmetrics-text;version=0.0.1;q=0.6,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.3"
+	prometheus3NativeAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
+
+// checkOpenMetrics holds body to the OpenMetrics 1.0 text format as far as
+// this exporter's metrics go: families not interleaved, counters typed
+// without _total and sampled with it, histogram samples with le and a +Inf
+// bucket for each series, parseable values, and # EOF as the last line.
+// prometheus/common v0.72 has no OpenMetrics parser, so the rules that
+// Prometheus' parser enforces and that our metrics could break are here.
+func checkOpenMetrics(body string) error {
+	rest, ok := strings.CutSuffix(body, "\n# EOF\n")
+	if !ok {
+		return errors.New("the body does not end with # EOF and a line break")
+	}
+	suffixes := map[string][]string{
+		"counter":   {"_total", "_created"},
+		"gauge":     {""},
+		"unknown":   {""},
+		"histogram": {"_bucket", "_count", "_sum", "_created"},
+		"summary":   {"", "_count", "_sum", "_created"},
+		"info":      {"_info"},
+	}
+	typed := map[string]bool{}
+	family, kind := "", ""
+	infBuckets, counts := 0, 0
+	for i, line := range strings.Split(rest, "\n") {
+		n := i + 1
+		switch {
+		case line == "":
+			return fmt.Errorf("line %d is empty", n)
+		case strings.HasPrefix(line, "# TYPE "):
+			f := strings.Fields(line)
+			if len(f) != 4 {
+				return fmt.Errorf("line %d: %q", n, line)
+			}
+			if typed[f[2]] && f[2] != goMemstatsClash {
+				return fmt.Errorf("line %d: family %s appears twice", n, f[2])
+			}
+			if _, known := suffixes[f[3]]; !known {
+				return fmt.Errorf("line %d: type %s", n, f[3])
+			}
+			if f[3] == "counter" && strings.HasSuffix(f[2], "_total") {
+				return fmt.Errorf("line %d: counter family %s keeps its _total", n, f[2])
+			}
+			typed[f[2]] = true
+			family, kind = f[2], f[3]
+		case strings.HasPrefix(line, "# HELP "), strings.HasPrefix(line, "# UNIT "):
+		case strings.HasPrefix(line, "#"):
+			return fmt.Errorf("line %d: unexpected %q", n, line)
+		default:
+			name, labelsAndValue, _ := strings.Cut(line, "{")
+			value := ""
+			if end := strings.LastIndex(labelsAndValue, "} "); end >= 0 {
+				value = labelsAndValue[end+2:]
+			} else {
+				name, value, _ = strings.Cut(line, " ")
+			}
+			if _, err := strconv.ParseFloat(strings.Fields(value + " x")[0], 64); err != nil {
+				return fmt.Errorf("line %d: value of %q", n, line)
+			}
+			suffix, found := strings.CutPrefix(name, family)
+			if family == "" || !found || !slices.Contains(suffixes[kind], suffix) {
+				return fmt.Errorf("line %d: sample %s outside its family (now %s %s)", n, name, kind, family)
+			}
+			if kind == "histogram" && suffix == "_bucket" && !strings.Contains(line, `le="`) {
+				return fmt.Errorf("line %d: bucket without le", n)
+			}
+			if kind == "histogram" && suffix == "_bucket" && strings.Contains(line, `le="+Inf"`) {
+				infBuckets++
+			}
+			if kind == "histogram" && suffix == "_count" {
+				counts++
+			}
+		}
+	}
+	if infBuckets != counts {
+		return fmt.Errorf("%d histogram series with a +Inf bucket, %d with a count", infBuckets, counts)
+	}
+	return nil
+}
+
+// goMemstatsClash is the one family name that appears twice: client_golang's
+// Go collector has a gauge go_memstats_alloc_bytes and a counter
+// go_memstats_alloc_bytes_total, whose OpenMetrics family names are the
+// same. Every Go program that serves OpenMetrics has it, and Prometheus'
+// parser accepts it; --web.disable-exporter-metrics leaves both out.
+const goMemstatsClash = "go_memstats_alloc_bytes"
+
+// sampleNames returns the names of the samples in an exposition.
+func sampleNames(body string) map[string]bool {
+	names := map[string]bool{}
+	for line := range strings.Lines(body) {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		names[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
+	}
+	return names
+}
+
+func TestCheckOpenMetricsCatchesMistakes(t *testing.T) {
+	good := "# TYPE a counter\na_total 1\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_count 1\nh_sum 2\n# EOF\n"
+	if err := checkOpenMetrics(good); err != nil {
+		t.Fatalf("good exposition refused: %v", err)
+	}
+	for name, bad := range map[string]string{
+		"no EOF":              "# TYPE a gauge\na 1\n",
+		"counter with _total": "# TYPE a_total counter\na_total 1\n# EOF\n",
+		"counter sample bare": "# TYPE a counter\na 1\n# EOF\n",
+		"interleaved":         "# TYPE a gauge\na 1\n# TYPE b gauge\nb 1\n# TYPE a gauge\na 2\n# EOF\n",
+		"no +Inf":             "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_count 1\n# EOF\n",
+		"bad value":           "# TYPE a gauge\na one\n# EOF\n",
+		"untyped sample":      "a 1\n# EOF\n",
+	} {
+		if checkOpenMetrics(bad) == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestContentNegotiation scrapes every scrape endpoint as Prometheus 3,
+// with and without native histograms, as curl and promtool do, and with
+// each compression: OpenMetrics when asked, protobuf when asked first,
+// the classic text format otherwise, zstd or gzip when asked.
+func TestContentNegotiation(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "negotiation-key", Locations: 12, PageSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	dir := t.TempDir()
+	writeTestFile(t, dir, "key", "negotiation-key\n")
+	cfg := writeTestFile(t, dir, "modules.yml", "modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n    locations: {detail_limit: 2, info_fields: [name]}\n")
+
+	f := goodFlags()
+	f.apiURL, f.key, f.configFile = svc.URL(), "negotiation-key", cfg
+	f.detailLimit, f.infoFields = 3, []string{"name"}
+	single, _ := serveInProcess(t, f)
+	f.apiURL, f.key = "", ""
+	probeOnly, _ := serveInProcess(t, f)
+	// marker is a metric each endpoint must serve; histogram tells
+	// whether it serves the request histogram.
+	type endpoint struct {
+		url, marker string
+		histogram   bool
+	}
+	endpoints := map[string]endpoint{
+		"/metrics of the single target":    {single.URL + "/metrics", "deployment_service_up", true},
+		"/metrics without a single target": {probeOnly.URL + "/metrics", "deployment_service_exporter_build_info", false},
+		"/probe":                           {probeOnly.URL + "/probe?target=" + url.QueryEscape(svc.URL()), "deployment_service_up", false},
+	}
+	// The first scrape fills the histogram, so that every family shows.
+	fetch(t, endpoints["/metrics of the single target"].url, nil)
+	fetch(t, endpoints["/probe"].url, nil)
+
+	zstdDecoder, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zstdDecoder.Close()
+	tests := []struct {
+		name, accept, encoding string
+		wantType, wantEncoding string
+	}{
+		{"Prometheus 3", prometheus3Accept, "gzip", "application/openmetrics-text; version=1.0.0", "gzip"},
+		{"Prometheus 3 with zstd-scrape", prometheus3Accept, "zstd,gzip", "application/openmetrics-text; version=1.0.0", "zstd"},
+		{"Prometheus 3 with native histograms", prometheus3NativeAccept, "gzip", "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited", "gzip"},
+		{"OpenMetrics 0.0.1", "application/openmetrics-text;version=0.0.1", "", "application/openmetrics-text; version=0.0.1", ""},
+		{"curl and promtool", "", "", "text/plain; version=0.0.4", ""},
+		{"zstd alone", "", "zstd", "text/plain; version=0.0.4", "zstd"},
+	}
+	for name, e := range endpoints {
+		_, text := fetch(t, e.url, nil)
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				h := http.Header{}
+				if tt.accept != "" {
+					h.Set("Accept", tt.accept)
+				}
+				if tt.encoding != "" {
+					h.Set("Accept-Encoding", tt.encoding)
+				}
+				resp, body := fetch(t, e.url, h)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d: %s", resp.StatusCode, body)
+				}
+				if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, tt.wantType) {
+					t.Errorf("Content-Type %q, want %q", ct, tt.wantType)
+				}
+				if ce := resp.Header.Get("Content-Encoding"); ce != tt.wantEncoding {
+					t.Fatalf("Content-Encoding %q, want %q", ce, tt.wantEncoding)
+				}
+				switch tt.wantEncoding {
+				case "gzip":
+					zr, err := gzip.NewReader(bytes.NewReader(body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if body, err = io.ReadAll(zr); err != nil {
+						t.Fatal(err)
+					}
+				case "zstd":
+					if body, err = zstdDecoder.DecodeAll(body, nil); err != nil {
+						t.Fatalf("zstd: %v", err)
+					}
+				}
+				switch {
+				case strings.HasPrefix(tt.wantType, "application/openmetrics-text"):
+					if err := checkOpenMetrics(string(body)); err != nil {
+						t.Fatalf("invalid OpenMetrics: %v\n%s", err, body)
+					}
+					// The same samples as in the text format: no counter
+					// renamed, none lost.
+					if got, want := sampleNames(string(body)), sampleNames(string(text)); !maps.Equal(got, want) {
+						t.Errorf("OpenMetrics has samples %v,\ntext format %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+					}
+				case strings.HasPrefix(tt.wantType, "application/vnd.google.protobuf"):
+					checkNativeHistogram(t, body, e.histogram)
+				default:
+					p := expfmt.NewTextParser(model.UTF8Validation)
+					if _, err := p.TextToMetricFamilies(bytes.NewReader(body)); err != nil {
+						t.Errorf("text format does not parse: %v", err)
+					}
+				}
+				if !bytes.Contains(body, []byte(e.marker)) {
+					t.Errorf("%s is missing", e.marker)
+				}
+			})
+		}
+	}
+}
+
+// checkNativeHistogram decodes a protobuf exposition and checks that the
+// request histogram is there as want says, with native buckets next to the
+// classic ones.
+func checkNativeHistogram(t *testing.T, body []byte, want bool) {
+	t.Helper()
+	dec := expfmt.NewDecoder(bytes.NewReader(body), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	found := false
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("protobuf: %v", err)
+		}
+		if mf.GetName() != "deployment_service_request_duration_seconds" {
+			continue
+		}
+		found = true
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			if h.GetSchema() == 0 && len(h.GetPositiveSpan()) == 0 || len(h.GetBucket()) == 0 {
+				t.Errorf("histogram without native or classic buckets: %v", h)
+			}
+		}
+	}
+	if found != want {
+		t.Errorf("request histogram present: %v, want %v", found, want)
+	}
+}
+
+// gatedService answers every request once release is closed, and closes
+// entered when the first request arrives: a scrape that provably holds its
+// place until the test lets it go.
+func gatedService(t *testing.T) (srv *httptest.Server, entered <-chan struct{}, release chan struct{}) {
+	t.Helper()
+	in := make(chan struct{})
+	release = make(chan struct{})
+	inner := sampleservice.New(sampleservice.Options{Key: "gated-key", Locations: 3})
+	var once sync.Once
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(in) })
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, in, release
+}
+
+func TestMaxRequests(t *testing.T) {
+	svc, entered, release := gatedService(t)
+	dir := t.TempDir()
+	writeTestFile(t, dir, "key", "gated-key\n")
+	f := goodFlags()
+	f.apiURL, f.key, f.maxRequests = svc.URL, "gated-key", 1
+	f.configFile = writeTestFile(t, dir, "modules.yml", "modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n")
+	exp, reg := serveInProcess(t, f)
+	probe := exp.URL + "/probe?target=" + url.QueryEscape(svc.URL)
+
+	// The first scrape takes the only place and waits in the service.
+	first := make(chan int)
+	go func() {
+		resp, body := fetch(t, exp.URL+"/metrics", nil)
+		if !bytes.Contains(body, []byte("deployment_service_up 1")) {
+			t.Errorf("the first scrape:\n%s", body)
+		}
+		first <- resp.StatusCode
+	}()
+	<-entered
+	for _, u := range []string{exp.URL + "/metrics", probe} {
+		resp, body := fetch(t, u, nil)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "--web.max-requests=1") {
+			t.Errorf("%s beyond the limit: %d %s", u, resp.StatusCode, body)
+		}
+	}
+	// Pages other than the scrape endpoints are not counted.
+	if resp, _ := fetch(t, exp.URL+"/-/healthy", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/-/healthy answered %d while a scrape runs", resp.StatusCode)
+	}
+	close(release)
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("the first scrape answered %d", code)
+	}
+	// The place is free again.
+	if resp, body := fetch(t, probe, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/probe after the first scrape: %d %s", resp.StatusCode, body)
+	}
+	// The refused scrape is counted, as node_exporter counts it.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP promhttp_metric_handler_requests_total Total number of scrapes by HTTP status code.
+# TYPE promhttp_metric_handler_requests_total counter
+promhttp_metric_handler_requests_total{code="200"} 1
+promhttp_metric_handler_requests_total{code="500"} 0
+promhttp_metric_handler_requests_total{code="503"} 1
+`), "promhttp_metric_handler_requests_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestScrapeLimit holds n requests inside the handler at once and sends
+// one more: beyond the limit it is refused at once, and with no limit
+// (0) it enters too.
+func TestScrapeLimit(t *testing.T) {
+	for _, n := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("limit %d", n), func(t *testing.T) {
+			inside, release := make(chan struct{}), make(chan struct{})
+			h := newScrapeLimit(n).wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				inside <- struct{}{}
+				<-release
+			}))
+			held := n
+			if n == 0 {
+				held = 4 // more than any limit here
+			}
+			codes := make(chan int, held+1)
+			serve := func() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+				codes <- rec.Code
+			}
+			for range held {
+				go serve()
+			}
+			for range held {
+				select {
+				case <-inside:
+				case code := <-codes:
+					t.Fatalf("a request within the limit answered %d without entering", code)
+				}
+			}
+			go serve()
+			if n > 0 {
+				if code := <-codes; code != http.StatusServiceUnavailable {
+					t.Errorf("request beyond the limit: %d, want 503", code)
+				}
+			} else {
+				select {
+				case <-inside:
+				case code := <-codes:
+					t.Fatalf("no limit, yet a request answered %d without entering", code)
+				}
+				held++
+			}
+			close(release)
+			for range held {
+				if code := <-codes; code != http.StatusOK {
+					t.Errorf("request within the limit: %d", code)
+				}
+			}
+		})
+	}
+}
+
+func TestDisableExporterMetrics(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "quiet-key", Locations: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	for _, disable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disabled %v", disable), func(t *testing.T) {
+			f := goodFlags()
+			f.apiURL, f.key, f.disableExporterMetrics = svc.URL(), "quiet-key", disable
+			exp, _ := serveInProcess(t, f)
+			fetch(t, exp.URL+"/metrics", nil)
+			_, body := fetch(t, exp.URL+"/metrics", http.Header{"Accept": {prometheus3Accept}})
+			names := sampleNames(string(body))
+			for _, prefix := range []string{"go_", "process_", "promhttp_"} {
+				found := slices.ContainsFunc(slices.Collect(maps.Keys(names)), func(n string) bool { return strings.HasPrefix(n, prefix) })
+				if found == disable {
+					t.Errorf("%s* metrics present: %v", prefix, found)
+				}
+			}
+			for _, want := range []string{
+				"deployment_service_up", "deployment_service_exporter_build_info",
+				"deployment_service_exporter_config_last_reload_successful",
+				"deployment_service_exporter_config_last_reload_success_timestamp_seconds",
+				"deployment_service_request_duration_seconds_bucket", "deployment_service_requests_total",
+			} {
+				if !names[want] {
+					t.Errorf("%s is missing", want)
+				}
+			}
+			if err := checkOpenMetrics(string(body)); err != nil {
+				t.Errorf("invalid OpenMetrics: %v", err)
+			}
+		})
+	}
+}
+
+// writeCertPEM writes the certificate der as a PEM file.
+func writeCertPEM(t *testing.T, dir, name string, der []byte) string {
+	t.Helper()
+	return writeTestFile(t, dir, name, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+}
+
+// writeClientCert writes a self-signed client certificate and its key,
+// and returns the certificate for the server to trust.
+func writeClientCert(t *testing.T, dir string) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(7),
+		Subject:               pkix.Name{CommonName: "exporter"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeCertPEM(t, dir, "client.pem", der)
+	writeTestFile(t, dir, "client-key.pem", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// TestHTTPConfigFileTLS watches services behind a private CA, one of them
+// asking for a client certificate too, reachable only with the settings of
+// --api.http-config.file; relative paths in it are the file's directory's.
+func TestHTTPConfigFileTLS(t *testing.T) {
+	const key = "tls-key"
+	dir := t.TempDir()
+	clientCert := writeClientCert(t, dir)
+	writeTestFile(t, dir, "key", key+"\n")
+
+	plain := sampleservice.New(sampleservice.Options{Key: key, Locations: 6, PageSize: 4})
+	privateCA := httptest.NewUnstartedServer(plain)
+	// The refused handshakes are the point of some cases: not news.
+	privateCA.Config.ErrorLog = log.New(io.Discard, "", 0)
+	privateCA.StartTLS()
+	defer privateCA.Close()
+	writeCertPEM(t, dir, "ca.pem", privateCA.Certificate().Raw)
+
+	strict := sampleservice.New(sampleservice.Options{Key: key, Locations: 7})
+	mutual := httptest.NewUnstartedServer(strict)
+	clients := x509.NewCertPool()
+	clients.AddCert(clientCert)
+	mutual.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients, MinVersion: tls.VersionTLS12}
+	mutual.Config.ErrorLog = privateCA.Config.ErrorLog
+	mutual.StartTLS()
+	defer mutual.Close()
+	writeCertPEM(t, dir, "mutual-ca.pem", mutual.Certificate().Raw)
+
+	tests := []struct {
+		name, url, yaml, key string
+		wantUp               string
+	}{
+		{"no file: the CA is unknown", privateCA.URL, "", key, "0"},
+		{"ca_file", privateCA.URL, "tls_config: {ca_file: ca.pem}\n", key, "1"},
+		{"ca_file and the key in the file", privateCA.URL, "tls_config: {ca_file: ca.pem}\nauthorization: {type: Token, credentials_file: key}\n", "", "1"},
+		{"a name the certificate lacks", privateCA.URL, "tls_config: {ca_file: ca.pem, server_name: other.example}\n", key, "0"},
+		{"no client certificate", mutual.URL, "tls_config: {ca_file: mutual-ca.pem}\n", key, "0"},
+		{"client certificate", mutual.URL, "tls_config: {ca_file: mutual-ca.pem, cert_file: client.pem, key_file: client-key.pem}\n", key, "1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := goodFlags()
+			f.apiURL, f.key = tt.url, tt.key
+			if tt.yaml != "" {
+				f.httpConfigFile = writeTestFile(t, dir, "http.yml", tt.yaml)
+			}
+			exp, _ := serveInProcess(t, f)
+			_, body := fetch(t, exp.URL+"/metrics", nil)
+			if want := "\ndeployment_service_up " + tt.wantUp + "\n"; !strings.Contains(string(body), want) {
+				t.Errorf("want %q in\n%s", strings.TrimSpace(want), body)
+			}
+		})
+	}
+	if plain.SawWrongAuth() || strict.SawWrongAuth() {
+		t.Error("a service saw a wrong key")
+	}
+}
+
+// TestHTTPConfigFileProxy watches a service through a forward proxy on
+// loopback, which records what passed through it.
+func TestHTTPConfigFileProxy(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "proxied-key", Locations: 9, PageSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	var (
+		mu   sync.Mutex
+		seen []string // host and X-Tenant of each proxied request
+	)
+	upstream := &http.Transport{}
+	defer upstream.CloseIdleConnections()
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !r.URL.IsAbs() {
+			http.Error(w, "not a proxy request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		seen = append(seen, r.URL.Host+" "+r.Header.Get("X-Tenant"))
+		mu.Unlock()
+		out := r.Clone(r.Context())
+		out.RequestURI = ""
+		resp, err := upstream.RoundTrip(out)
+		if err != nil {
+			http.Error(w, "proxy: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	defer proxy.Close()
+
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, yaml string
+		proxied    bool
+	}{
+		{"no file", "", false},
+		{"proxy_url and a header", "proxy_url: " + proxy.URL + "\nhttp_headers: {X-Tenant: {values: [blue]}}\n", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			f := goodFlags()
+			f.apiURL, f.key = svc.URL(), "proxied-key"
+			if tt.yaml != "" {
+				f.httpConfigFile = writeTestFile(t, dir, "http.yml", tt.yaml)
+			}
+			exp, _ := serveInProcess(t, f)
+			if _, body := fetch(t, exp.URL+"/metrics", nil); !bytes.Contains(body, []byte("\ndeployment_service_up 1\n")) {
+				t.Errorf("not up:\n%s", body)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if (len(seen) > 0) != tt.proxied {
+				t.Fatalf("requests through the proxy: %d, want some: %v", len(seen), tt.proxied)
+			}
+			for _, s := range seen {
+				if s != svc.Addr()+" blue" {
+					t.Errorf("proxied request: host and X-Tenant %q", s)
+				}
+			}
+		})
+	}
+	if svc.Service.SawWrongAuth() {
+		t.Error("the service saw a wrong key")
+	}
+}
+
+// TestDemoSubsetEndToEnd runs --demo as a newcomer does, and with each
+// way of saying otherwise.
+func TestDemoSubsetEndToEnd(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantIDs []string // location ids with series
+		info    bool     // whether location_info has a name label
+	}{
+		{"demo alone", nil, []string{"1", "2", "3", "4", "5"}, true},
+		{"detail-limit 0 given", []string{"--locations.detail-limit=0"}, nil, false},
+		{"ids given", []string{"--locations.detail-id=2", "--locations.detail-id=40"}, []string{"2", "40"}, false},
+		{"info field given alone", []string{"--locations.info-field=region"}, nil, false},
+		{"limit and field given", []string{"--locations.detail-limit=2", "--locations.info-field=name"}, []string{"1", "2"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := startExporter(t, nil, append([]string{"--demo"}, tt.args...)...)
+			_, body := e.get(t, "/metrics")
+			var ids []string
+			for line := range strings.Lines(body) {
+				if rest, ok := strings.CutPrefix(line, `deployment_service_location_up{location_id="`); ok {
+					id, _, _ := strings.Cut(rest, `"`)
+					ids = append(ids, id)
+					if !strings.HasSuffix(line, "} 1\n") {
+						t.Errorf("location down: %s", line)
+					}
+				}
+			}
+			slices.SortFunc(ids, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+			if !slices.Equal(ids, tt.wantIDs) {
+				t.Errorf("locations with details %v, want %v", ids, tt.wantIDs)
+			}
+			if got := strings.Contains(body, `deployment_service_location_info{location_id="1",name="`); got != tt.info {
+				t.Errorf("location_info with a name: %v, want %v", got, tt.info)
+			}
+			if !strings.Contains(body, "\ndeployment_service_up 1\n") {
+				t.Error("the demo is not up")
+			}
+		})
+	}
+}
+
+func TestDisableExporterMetricsEndToEnd(t *testing.T) {
+	e := startExporter(t, nil, "--demo", "--web.disable-exporter-metrics")
+	e.get(t, "/metrics")
+	_, body := e.get(t, "/metrics")
+	for _, unwanted := range []string{"\ngo_", "\nprocess_", "\npromhttp_"} {
+		if strings.Contains(body, unwanted) {
+			t.Errorf("/metrics has %s* metrics", strings.TrimSpace(unwanted))
+		}
+	}
+	for _, want := range []string{"\ndeployment_service_up 1\n", "\ndeployment_service_exporter_build_info{", "\ndeployment_service_exporter_config_last_reload_successful 1\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
+	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 )
 
 // defaultTimeout is the default of --api.timeout.
@@ -42,13 +43,35 @@ type flagValues struct {
 	demo             bool
 	configFile       string
 	metricsPath      string
+
+	httpConfigFile         string
+	disableExporterMetrics bool
+	maxRequests            int
+	// locationsGiven is true when any --locations.* flag is on the
+	// command line: then --demo takes them as given, not its own subset.
+	locationsGiven bool
 }
+
+// Demo defaults, so that every dashboard panel has data: a detail subset
+// and the info field the dashboards label locations with.
+const (
+	demoDetailLimit = 5
+	demoInfoField   = "name"
+)
+
+// defaultMaxRequests is the default of --web.max-requests, node_exporter's.
+const defaultMaxRequests = 40
 
 // settings is the validated configuration of the single target behind
 // /metrics. base is nil when no single target is configured.
 type settings struct {
 	base   *url.URL
 	target collector.TargetSettings
+	// maxRequests bounds the scrapes (/metrics and /probe) served at once;
+	// 0 is no limit.
+	maxRequests int
+	// exporterMetrics adds the go_*, process_* and promhttp_* metrics.
+	exporterMetrics bool
 }
 
 // validate checks the flags and returns one error naming what to fix.
@@ -72,6 +95,8 @@ func validate(f flagValues) (*settings, error) {
 		return nil, errors.New("--api.min-interval must be 0 (poll on every scrape) or more")
 	case len(f.detailIDs) > 0 && f.detailLimit > 0:
 		return nil, errors.New("--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both")
+	case f.maxRequests < 0:
+		return nil, errors.New("--web.max-requests must be 0 (no limit) or more")
 	}
 	if err := validateMetricsPath(f.metricsPath); err != nil {
 		return nil, err
@@ -97,9 +122,15 @@ func validate(f flagValues) (*settings, error) {
 		Timeout:     f.timeout,
 		MinInterval: f.minInterval,
 	}
+	s.maxRequests = f.maxRequests
+	s.exporterMetrics = !f.disableExporterMetrics
 	if f.demo {
 		if f.apiURL != "" {
 			return nil, errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
+		}
+		if !f.locationsGiven {
+			s.target.DetailLimit = demoDetailLimit
+			s.target.InfoFields = []string{demoInfoField}
 		}
 		return s, nil
 	}
@@ -115,12 +146,48 @@ func validate(f flagValues) (*settings, error) {
 		return nil, err
 	}
 	s.base = base
+	hc, err := httpClientConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	s.target.Client.HTTPClientConfig = *hc
+	return s, nil
+}
+
+// httpClientConfig returns the HTTP client settings of the service behind
+// /metrics: those of --api.http-config.file, if given, with the key from
+// the key flags unless the file has its own authorization.
+func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
+	keyGiven := strings.TrimSpace(f.key) != "" || f.keyFile != ""
+	if f.httpConfigFile == "" {
+		auth, err := keyAuthorization(f.key, f.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		return &config.HTTPClientConfig{Authorization: auth}, nil
+	}
+	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
+	}
+	switch {
+	case hc.Authorization != nil && keyGiven:
+		other := keyEnv
+		if f.keyFile != "" {
+			other = "--api.key-file"
+		}
+		return nil, fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", other)
+	case hc.Authorization != nil:
+		return hc, nil
+	case !keyGiven:
+		return nil, fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
+	}
 	auth, err := keyAuthorization(f.key, f.keyFile)
 	if err != nil {
 		return nil, err
 	}
-	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{Authorization: auth}
-	return s, nil
+	hc.Authorization = auth
+	return hc, nil
 }
 
 func parseBaseURL(raw string) (*url.URL, error) {
@@ -157,9 +224,15 @@ func keyAuthorization(key, keyFile string) (*config.Authorization, error) {
 // for a warning: they are harmless, but their author expects something.
 func ineffectiveFlags(f flagValues) []string {
 	var out []string
+	if len(f.infoFields) > 0 && len(f.detailIDs) == 0 && f.detailLimit == 0 && (f.demo || f.apiURL != "") {
+		out = append(out, "--locations.info-field labels the detail subset, and there is none: add --locations.detail-id or --locations.detail-limit")
+	}
 	if f.demo {
 		if strings.TrimSpace(f.key) != "" || f.keyFile != "" {
 			out = append(out, "the API key ("+keyEnv+" or --api.key-file) is ignored with --demo, which generates its own")
+		}
+		if f.httpConfigFile != "" {
+			out = append(out, "--api.http-config.file is ignored with --demo, whose sample service speaks plain HTTP on loopback")
 		}
 		return out
 	}
@@ -178,6 +251,7 @@ func ineffectiveFlags(f flagValues) []string {
 		"--api.concurrency":                  f.concurrency != client.DefaultConcurrency,
 		"--api.max-pages":                    f.maxPages != client.DefaultMaxPages,
 		"--api.max-response-bytes":           int64(f.maxResponseBytes) != client.DefaultMaxResponseBytes,
+		"--api.http-config.file":             f.httpConfigFile != "",
 	} {
 		if set {
 			given = append(given, name)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,7 @@ func TestValidateRefusesBadFlags(t *testing.T) {
 		{"telemetry path with a pattern", func(f *flagValues) { f.metricsPath = "/metrics{x}" }, "plain, clean path"},
 		{"telemetry path not clean", func(f *flagValues) { f.metricsPath = "/x/../metrics" }, "plain, clean path"},
 		{"telemetry path with a double slash", func(f *flagValues) { f.metricsPath = "//metrics" }, "plain, clean path"},
+		{"negative max requests", func(f *flagValues) { f.maxRequests = -1 }, "--web.max-requests"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,5 +150,159 @@ func TestIneffectiveFlagsAreNamed(t *testing.T) {
 	if len(w) != 1 || !strings.Contains(w[0], "--locations.detail-id") || !strings.Contains(w[0], "--api.rate-limit") ||
 		!strings.Contains(w[0], "--api.key-file") || !strings.Contains(w[0], "--api.concurrency") || strings.Contains(w[0], "--api.timeout") {
 		t.Errorf("probe-only mode with single-target flags: %v", w)
+	}
+	f = goodFlags()
+	f.apiURL, f.key, f.configFile, f.httpConfigFile = "", "", "modules.yml", "http.yml"
+	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--api.http-config.file") {
+		t.Errorf("probe-only mode with --api.http-config.file: %v", w)
+	}
+	f.demo = true
+	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--api.http-config.file is ignored with --demo") {
+		t.Errorf("demo with --api.http-config.file: %v", w)
+	}
+	f = goodFlags()
+	f.infoFields = []string{"name"}
+	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--locations.info-field") {
+		t.Errorf("info field without a subset: %v", w)
+	}
+	f.detailLimit = 2
+	if w := ineffectiveFlags(f); len(w) != 0 {
+		t.Errorf("info field with a subset: %v", w)
+	}
+}
+
+func TestValidateHTTPConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	if err := os.WriteFile(keyFile, []byte("from-key-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	withToken := write("token.yml", "authorization: {type: Token, credentials: hunter2}\n")
+	withoutAuth := write("plain.yml", "enable_http2: false\n")
+
+	refused := []struct {
+		name   string
+		modify func(*flagValues)
+		want   []string
+	}{
+		{"missing file", func(f *flagValues) { f.httpConfigFile = filepath.Join(dir, "none.yml") }, []string{"--api.http-config.file", "none.yml"}},
+		{"authorization and the key variable", func(f *flagValues) { f.httpConfigFile = withToken }, []string{"--api.http-config.file", keyEnv, "one place"}},
+		{"authorization and a key file", func(f *flagValues) { f.key, f.keyFile, f.httpConfigFile = "", keyFile, withToken }, []string{"--api.http-config.file", "--api.key-file", "one place"}},
+		{"no key anywhere", func(f *flagValues) { f.key, f.httpConfigFile = "", withoutAuth }, []string{"no API key", "--api.http-config.file"}},
+		{"basic auth", func(f *flagValues) {
+			f.httpConfigFile = write("basic.yml", "basic_auth: {username: u, password: hunter2}\n")
+		}, []string{"--api.http-config.file", "Token"}},
+		{"oauth2", func(f *flagValues) {
+			f.httpConfigFile = write("oauth2.yml", "oauth2: {client_id: c, client_secret: hunter2, token_url: 'http://127.0.0.1:1/'}\n")
+		}, []string{"--api.http-config.file", "Token"}},
+		{"bearer token", func(f *flagValues) { f.httpConfigFile = write("bearer.yml", "bearer_token: hunter2\n") }, []string{"--api.http-config.file", "type must be Token"}},
+		{"authorization of type Bearer", func(f *flagValues) {
+			f.key, f.httpConfigFile = "", write("bearer2.yml", "authorization: {type: Bearer, credentials: hunter2}\n")
+		}, []string{"--api.http-config.file", "type must be Token"}},
+		{"Authorization header", func(f *flagValues) {
+			f.httpConfigFile = write("header.yml", "http_headers: {Authorization: {secrets: [Token hunter2]}}\n")
+		}, []string{"--api.http-config.file", `"Authorization" is not allowed`}},
+		{"unknown key", func(f *flagValues) { f.httpConfigFile = write("typo.yml", "tls_confg: {}\n") }, []string{"--api.http-config.file", "tls_confg", "unknown key"}},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			f := goodFlags()
+			tt.modify(&f)
+			_, err := validate(f)
+			if err == nil {
+				t.Fatal("validate accepted it")
+			}
+			msg := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "\n") || strings.Contains(msg, "hunter2") {
+				t.Errorf("error %q: want one line without the secret", msg)
+			}
+		})
+	}
+
+	accepted := []struct {
+		name    string
+		modify  func(*flagValues)
+		wantKey string // the credentials or the credentials file
+	}{
+		{"no file: the key variable", func(*flagValues) {}, "k"},
+		{"file without authorization: the key variable", func(f *flagValues) { f.httpConfigFile = withoutAuth }, "k"},
+		{"file without authorization: the key file", func(f *flagValues) { f.key, f.keyFile, f.httpConfigFile = "", keyFile, withoutAuth }, keyFile},
+		{"file with the key", func(f *flagValues) { f.key, f.httpConfigFile = "", withToken }, "hunter2"},
+		{"file with a relative key file", func(f *flagValues) {
+			f.key, f.httpConfigFile = "", write("keyfile.yml", "authorization: {type: Token, credentials_file: key}\n")
+		}, keyFile},
+	}
+	for _, tt := range accepted {
+		t.Run(tt.name, func(t *testing.T) {
+			f := goodFlags()
+			tt.modify(&f)
+			s, err := validate(f)
+			if err != nil {
+				t.Fatalf("validate: %v", err)
+			}
+			hc := s.target.Client.HTTPClientConfig
+			a := hc.Authorization
+			if a == nil || a.Type != "Token" {
+				t.Fatalf("authorization %+v, want type Token", a)
+			}
+			if got := string(a.Credentials) + a.CredentialsFile; got != tt.wantKey {
+				t.Errorf("key %q, want %q", got, tt.wantKey)
+			}
+			if f.httpConfigFile == withoutAuth && hc.EnableHTTP2 {
+				t.Error("the file's enable_http2: false was lost")
+			}
+		})
+	}
+}
+
+func TestValidateDemoSubset(t *testing.T) {
+	tests := []struct {
+		name       string
+		modify     func(*flagValues)
+		wantLimit  int
+		wantIDs    []int64
+		wantFields []string
+	}{
+		{"no --locations.* flag: five locations with their name", func(*flagValues) {}, 5, nil, []string{"name"}},
+		{"detail-limit 0 given: none", func(f *flagValues) { f.locationsGiven = true }, 0, nil, nil},
+		{"detail-limit given", func(f *flagValues) { f.detailLimit, f.locationsGiven = 2, true }, 2, nil, nil},
+		{"ids given", func(f *flagValues) { f.detailIDs, f.locationsGiven = []int64{7, 9}, true }, 0, []int64{7, 9}, nil},
+		{"info field given", func(f *flagValues) { f.infoFields, f.locationsGiven = []string{"region"}, true }, 0, nil, []string{"region"}},
+		{"limit and field given", func(f *flagValues) {
+			f.detailLimit, f.infoFields, f.locationsGiven = 3, []string{"slug"}, true
+		}, 3, nil, []string{"slug"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := goodFlags()
+			f.apiURL, f.key, f.demo = "", "", true
+			tt.modify(&f)
+			s, err := validate(f)
+			if err != nil {
+				t.Fatalf("validate: %v", err)
+			}
+			if s.target.DetailLimit != tt.wantLimit || !slices.Equal(s.target.DetailIDs, tt.wantIDs) || !slices.Equal(s.target.InfoFields, tt.wantFields) {
+				t.Errorf("limit %d, ids %v, fields %v; want %d, %v, %v",
+					s.target.DetailLimit, s.target.DetailIDs, s.target.InfoFields, tt.wantLimit, tt.wantIDs, tt.wantFields)
+			}
+		})
+	}
+	// Outside the demo, no flag means no subset.
+	f := goodFlags()
+	s, err := validate(f)
+	if err != nil || s.target.DetailLimit != 0 || len(s.target.InfoFields) != 0 {
+		t.Errorf("single target without --locations.* flags: %+v, %v", s, err)
 	}
 }

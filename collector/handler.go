@@ -12,6 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	// zstd lets promhttp answer "Accept-Encoding: zstd", which Prometheus
+	// 3 sends with --enable-feature=zstd-scrape; it links
+	// github.com/klauspost/compress, a pure-Go library without further
+	// dependencies (about 350 KB of binary).
+	_ "github.com/prometheus/client_golang/prometheus/promhttp/zstd"
 )
 
 // scrapeTimeoutHeader is where Prometheus tells how long it will wait.
@@ -50,17 +55,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveGatherer(w, r, g, h.logger)
 }
 
+// NewGathererHandler serves g as every scrape endpoint of the exporter
+// does: in the format and encoding the scraper asks for.
+func NewGathererHandler(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serveGatherer(w, r, g, logger)
+	})
+}
+
 // serveGatherer writes g's metrics, unless Prometheus has already hung up.
+// The format follows the Accept header: OpenMetrics for Prometheus 2.5 and
+// later (3.x asks for it first), protobuf when native histograms are
+// scraped, the classic text format otherwise (curl, promtool). The body is
+// compressed with zstd or gzip when Accept-Encoding asks for it.
 func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer, logger *slog.Logger) {
 	if r.Context().Err() != nil {
 		logger.Debug("Scrape abandoned before the answer was ready")
 		return
 	}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:      scrapeErrorLog{ctx: r.Context(), logger: logger},
-		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:          scrapeErrorLog{ctx: r.Context(), logger: logger},
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+		// zstd first: Prometheus asks for "zstd,gzip" when its zstd-scrape
+		// feature is on, and promhttp breaks ties by this order.
+		OfferedCompressions: offeredCompressions,
 	}).ServeHTTP(w, r)
 }
+
+// offeredCompressions are the encodings served, by preference.
+var offeredCompressions = []promhttp.Compression{promhttp.Zstd, promhttp.Gzip, promhttp.Identity}
 
 // scrapeErrorLog passes promhttp's errors to the log, at debug level once
 // Prometheus has hung up: writes to a closed connection are expected then

@@ -53,6 +53,9 @@ type Locations struct {
 	InfoFields  []string `yaml:"info_fields"`
 }
 
+// moduleBlock is the key of a module's HTTP client settings.
+const moduleBlock = "http_client_config"
+
 // Defaults of a module, the same as those of the command line.
 const (
 	DefaultTimeout = 10 * time.Second
@@ -104,7 +107,7 @@ func Parse(b []byte, dir string) (*Config, error) {
 			return nil, fmt.Errorf("module %q: %w", name, err)
 		}
 		m.HTTPClientConfig.SetDirectory(dir)
-		if err := checkCredentialsFile(m.HTTPClientConfig.Authorization); err != nil {
+		if err := checkCredentialsFile(m.HTTPClientConfig.Authorization, moduleBlock); err != nil {
 			return nil, fmt.Errorf("module %q: %w", name, err)
 		}
 	}
@@ -125,6 +128,8 @@ func explainYAML(err error) error {
 	// the start of a wrong value, which could be a key in the wrong place.
 	msg = goTypeRE.ReplaceAllString(strings.Join(parts, "; "), "")
 	msg = quotedValueRE.ReplaceAllString(msg, "a value")
+	// net/url quotes the whole URL, password included (proxy_url).
+	msg = urlParseRE.ReplaceAllString(msg, "a URL does not parse")
 	switch {
 	case strings.Contains(msg, "not found"):
 		return fmt.Errorf("%s (unknown key: check its spelling and indentation against the README)", msg)
@@ -137,6 +142,7 @@ func explainYAML(err error) error {
 var (
 	goTypeRE      = regexp.MustCompile(` in type [\w.]+`)
 	quotedValueRE = regexp.MustCompile("`[^`]*`")
+	urlParseRE    = regexp.MustCompile(`parse "[^"]*"`)
 )
 
 func (m *Module) validate() error {
@@ -166,42 +172,62 @@ func (m *Module) validate() error {
 	if err := collector.ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
 	}
-	return validateAuth(&m.HTTPClientConfig)
+	return validateAuth(&m.HTTPClientConfig, moduleBlock)
 }
 
-// validateAuth holds modules to the service's scheme: every request carries
-// "Authorization: Token <key>". prometheus/common would otherwise send
-// Bearer when the type is left out, and other schemes would never work.
-func validateAuth(c *commoncfg.HTTPClientConfig) error {
+// validateAuth holds an http_client_config block to the service's scheme:
+// every request carries "Authorization: Token <key>". prometheus/common
+// would otherwise send Bearer when the type is left out, and other schemes
+// would never work. block names the block in errors: "http_client_config"
+// in a module, "" in the file of --api.http-config.file, which is the
+// block itself.
+func validateAuth(c *commoncfg.HTTPClientConfig, block string) error {
+	key := blockKey(block)
 	switch {
 	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
-		return errors.New("http_client_config: the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token")
+		msg := "the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token"
+		if block != "" {
+			msg = block + ": " + msg
+		}
+		return errors.New(msg)
 	case c.Authorization == nil:
-		return errors.New("http_client_config.authorization is missing: the service needs a key, such as authorization: {type: Token, credentials_file: /path/to/key}")
+		return fmt.Errorf("%s is missing: the service needs a key, such as authorization: {type: Token, credentials_file: /path/to/key}", key("authorization"))
 	case c.Authorization.Type == "Bearer":
-		return errors.New("http_client_config.authorization.type must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)")
+		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", key("authorization.type"))
 	case c.Authorization.Type != "Token":
-		return fmt.Errorf("http_client_config.authorization.type must be Token (spelled so), the service's scheme, not %s", c.Authorization.Type)
+		return fmt.Errorf("%s must be Token (spelled so), the service's scheme, not %s", key("authorization.type"), c.Authorization.Type)
 	case c.Authorization.Credentials == "" && c.Authorization.CredentialsFile == "":
-		return errors.New("http_client_config.authorization has no key: add credentials_file (or credentials)")
+		return fmt.Errorf("%s has no key: add credentials_file (or credentials)", key("authorization"))
 	}
 	return nil
 }
 
+// blockKey returns a function naming a key inside block for errors.
+func blockKey(block string) func(string) string {
+	return func(k string) string {
+		if block == "" {
+			return k
+		}
+		return block + "." + k
+	}
+}
+
 // checkCredentialsFile fails early on a key file that cannot be read, as
-// the command line does, rather than on every poll.
-func checkCredentialsFile(a *commoncfg.Authorization) error {
+// the command line does, rather than on every poll. block is as for
+// validateAuth.
+func checkCredentialsFile(a *commoncfg.Authorization, block string) error {
 	if a == nil {
 		return nil
 	}
+	key := blockKey(block)
 	if a.Credentials != "" && !client.ValidKey(string(a.Credentials)) {
-		return errors.New("http_client_config.authorization.credentials has control characters such as a line break inside it")
+		return fmt.Errorf("%s has control characters such as a line break inside it", key("authorization.credentials"))
 	}
 	if a.CredentialsFile == "" {
 		return nil
 	}
 	if _, err := client.ReadKeyFile(a.CredentialsFile); err != nil {
-		return fmt.Errorf("http_client_config.authorization.credentials_file: %w", err)
+		return fmt.Errorf("%s: %w", key("authorization.credentials_file"), err)
 	}
 	return nil
 }
