@@ -83,7 +83,7 @@ var pageTemplates = template.Must(template.New("landing").Funcs(pageFuncs).Parse
 {{if .Polls}}<table class="stack" id="polls">
 <thead><tr><th>Time (UTC)</th><th>Target</th><th>Module</th><th>Result</th><th>Duration</th><th></th></tr></thead>
 <tbody>{{range .Polls}}<tr><td data-label="Time (UTC)">{{utc .Start}}</td><td data-label="Target" class="url">{{.Target}}</td><td data-label="Module">{{moduleName .Module}}</td>
-<td data-label="Result" class="{{.State}} wrap">{{.Summary}}</td><td data-label="Duration">{{duration .Duration}}</td><td><a href="polls/{{.ID}}">details</a></td></tr>
+<td data-label="Result" class="{{.State}} wrap">{{.Summary}}</td><td data-label="Duration">{{duration .Duration}}</td><td data-label="Poll"><a href="polls/{{.ID}}">details</a></td></tr>
 {{end}}</tbody></table>{{else}}<p>No polls yet: scrape <a href="{{.MetricsPath}}">{{.MetricsPath}}</a> or probe a target.</p>{{end}}
 </body></html>
 `))
