@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,67 +15,186 @@ import (
 )
 
 // pageCSS keeps the pages readable on a phone without any external asset.
-const pageCSS = `body{font-family:system-ui,sans-serif;margin:0 auto;max-width:70rem;padding:1rem;line-height:1.4}
+// Below 48rem the tables stack: each row becomes a block and each cell
+// shows its column's name from data-label, so nothing is off-screen and a
+// URL gets the whole width instead of one character per line.
+const pageCSS = `body{font-family:system-ui,sans-serif;margin:0 auto;max-width:80rem;padding:1rem;line-height:1.4;overflow-wrap:break-word}
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.5rem}
-.scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;font-size:.9rem}
+table{border-collapse:collapse;width:100%;font-size:.9rem}
 th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd;vertical-align:top}
-td.url{word-break:break-all}.ok{color:#1a7f37}.bad{color:#cf222e}
-code{background:#f4f4f4;padding:0 .2rem}form input{margin:.2rem 0;max-width:100%}`
+.url,.wrap{overflow-wrap:anywhere}.num{text-align:right}
+.ok{color:#1a7f37}.partial{color:#9a6700}.failed,.bad{color:#cf222e}
+td.ok,td.partial,td.failed{font-weight:600}
+tr.partial{background:#fff8c5;color:inherit}tr.failed{background:#ffebe9;color:inherit}
+pre.excerpt{white-space:pre-wrap;overflow-wrap:anywhere;background:#f4f4f4;margin:.2rem 0;padding:.2rem .4rem;font-size:.85rem}
+code{background:#f4f4f4;padding:0 .2rem}
+form label{display:inline-block;margin:.2rem 1rem .2rem 0;max-width:100%}
+form input[type=url]{box-sizing:border-box;width:28rem;max-width:100%}
+@media (max-width:48rem){
+body{padding:.5rem}
+table.stack thead{display:none}
+table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:auto}
+table.stack tr{border-bottom:2px solid #aaa;padding:.3rem 0}
+table.stack td{border:0;padding:.1rem .3rem;text-align:left}
+table.stack td:empty{display:none}
+table.stack td[data-label]::before{content:attr(data-label) ": ";font-weight:400;color:#555}
+form label{display:block}
+}`
 
-var pageTemplates = template.Must(template.New("landing").Funcs(template.FuncMap{"duration": roundDuration}).Parse(`<!DOCTYPE html>
+var pageFuncs = template.FuncMap{
+	"duration": roundDuration,
+	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"moduleName": func(m string) string {
+		if m == "" {
+			return "(flags)"
+		}
+		return m
+	},
+}
+
+var pageTemplates = template.Must(template.New("landing").Funcs(pageFuncs).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>
 <title>Deployment Service Exporter</title><style>{{.CSS}}</style></head>
 <body>
 <h1>Deployment Service Exporter</h1>
 <p>Prometheus exporter for a deployment service's HTTP JSON API. Version {{.Version}}.</p>
 <ul>
-<li><a href="{{.MetricsPath}}">Metrics</a> ({{if .SingleTarget}}polls {{.SingleTarget}}{{else}}exporter metrics only: no --api.url{{end}})</li>
+<li><a href="{{.MetricsPath}}">Metrics</a> ({{if .SingleTarget}}polls <span class="url">{{.SingleTarget}}</span>{{else}}exporter metrics only: no --api.url{{end}})</li>
 <li><a href="-/healthy">Health</a> and <a href="-/ready">readiness</a></li>
 </ul>
+<h2>Targets</h2>
+{{if .Targets}}<table class="stack" id="targets">
+<thead><tr><th>Target</th><th>Module</th><th>State</th><th class="num">Projects</th><th class="num">Locations</th><th>Last poll</th><th>Failing since</th><th>Held off until</th></tr></thead>
+<tbody>{{range .Targets}}<tr class="{{.State}}"><td data-label="Target" class="url">{{.Target}}</td><td data-label="Module">{{moduleName .Module}}</td>
+<td data-label="State" class="{{.State}}">{{.StateText}}</td>
+<td data-label="Projects" class="num">{{.ProjectsText}}</td><td data-label="Locations" class="num">{{.LocationsText}}</td>
+<td data-label="Last poll">{{if .LastKept}}<a href="polls/{{.LastID}}">{{.Age}} ago</a>{{else}}{{.Age}} ago{{end}}</td>
+<td data-label="Failing since" class="wrap">{{if .FailingID}}{{utc .FailingSince}} UTC ({{.FailingFor}} ago){{if .FailingKept}}, <a href="polls/{{.FailingID}}">poll {{.FailingID}}</a>{{end}}: {{.FailingSummary}}{{else}}—{{end}}</td>
+<td data-label="Held off until">{{.HeldOffText}}</td></tr>
+{{end}}</tbody></table>{{else}}<p>No target polled yet.</p>{{end}}
 {{if .Modules}}<h2>Probe a service</h2>
 <form action="probe" method="get">
-<label>Target <input name="target" type="url" placeholder="https://deploy.example.com" size="40" required="required"/></label>
-<label>Module <select name="module">{{range .Modules}}<option>{{.}}</option>{{end}}</select></label>
+<label>Target <input name="target" type="url" placeholder="https://deploy.example.com" required="required"/></label>
+<label>Module <select name="module">{{range .Modules}}<option{{if eq . $.DefaultModule}} selected="selected"{{end}}>{{.}}</option>{{end}}</select></label>
 <label><input type="checkbox" name="debug" value="true"/> debug view</label>
 <input type="submit" value="Probe"/>
 </form>{{end}}
 <h2>Recent polls</h2>
-{{if .Polls}}<div class="scroll"><table>
-<tr><th>Time (UTC)</th><th>Target</th><th>Module</th><th>Result</th><th>Duration</th><th></th></tr>
-{{range .Polls}}<tr><td>{{.Start.UTC.Format "2006-01-02 15:04:05"}}</td><td class="url">{{.Target}}</td><td>{{if .Module}}{{.Module}}{{else}}(flags){{end}}</td>
-<td class="{{if .Up}}ok{{else}}bad{{end}}">{{.Summary}}</td><td>{{duration .Duration}}</td><td><a href="polls/{{.ID}}">details</a></td></tr>
-{{end}}</table></div>{{else}}<p>No polls yet: scrape <a href="{{.MetricsPath}}">{{.MetricsPath}}</a> or probe a target.</p>{{end}}
+{{if .Polls}}<table class="stack" id="polls">
+<thead><tr><th>Time (UTC)</th><th>Target</th><th>Module</th><th>Result</th><th>Duration</th><th></th></tr></thead>
+<tbody>{{range .Polls}}<tr><td data-label="Time (UTC)">{{utc .Start}}</td><td data-label="Target" class="url">{{.Target}}</td><td data-label="Module">{{moduleName .Module}}</td>
+<td data-label="Result" class="{{.State}} wrap">{{.Summary}}</td><td data-label="Duration">{{duration .Duration}}</td><td data-label="Poll"><a href="polls/{{.ID}}">details</a></td></tr>
+{{end}}</tbody></table>{{else}}<p>No polls yet: scrape <a href="{{.MetricsPath}}">{{.MetricsPath}}</a> or probe a target.</p>{{end}}
 </body></html>
 `))
 
-var pollTemplate = template.Must(template.New("poll").Funcs(template.FuncMap{"duration": roundDuration}).Parse(`<!DOCTYPE html>
+var pollTemplate = template.Must(template.New("poll").Funcs(pageFuncs).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>
 <title>Poll {{.Poll.ID}}</title><style>{{.CSS}}</style></head>
 <body>
 <p><a href="../">Back</a></p>
 <h1>Poll {{.Poll.ID}}</h1>
-<p>{{.Poll.Target}}, module {{if .Poll.Module}}{{.Poll.Module}}{{else}}(flags){{end}}; started {{.Poll.Start.UTC.Format "2006-01-02 15:04:05.000"}} UTC, took {{duration .Poll.Duration}}.
-Result: <span class="{{if .Poll.Up}}ok{{else}}bad{{end}}">{{.Poll.Summary}}</span></p>
-<div class="scroll"><table>
-<tr><th>Endpoint</th><th>Page</th><th>Method</th><th>URL</th><th>Status</th><th>Bytes</th><th>Duration</th><th>Error</th></tr>
-{{range .Poll.Requests}}{{if .Note}}<tr><td>{{.Endpoint}}</td><td>{{.Page}}</td><td colspan="6"><em>{{.Note}}</em></td></tr>
-{{else}}<tr><td>{{.Endpoint}}</td><td>{{if .Page}}{{.Page}}{{end}}</td><td>{{.Method}}</td><td class="url">{{.URL}}</td><td>{{.Status}}</td><td>{{.Bytes}}</td><td>{{duration .Duration}}</td>
-<td>{{if .Error}}<span class="bad">{{.Reason}}</span>: {{.Error}}{{end}}</td></tr>
-{{end}}{{end}}</table></div>
+<p><span class="url">{{.Poll.Target}}</span>, module {{moduleName .Poll.Module}}; started {{.Poll.Start.UTC.Format "2006-01-02 15:04:05.000"}} UTC, took {{duration .Poll.Duration}}.
+Result: <span class="{{.Poll.State}}" id="result">{{.Poll.Summary}}</span></p>
+{{if not .Poll.HeldOffUntil.IsZero}}<p>The service asked to hold off: no requests until {{utc .Poll.HeldOffUntil}} UTC.</p>{{end}}
+<table class="stack" id="requests">
+<thead><tr><th>Endpoint</th><th>Page</th><th>Method</th><th>URL</th><th>Status</th><th class="num">Bytes</th><th>Duration</th><th>Answer</th></tr></thead>
+<tbody>{{range .Poll.Requests}}{{if .Note}}<tr><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{.Page}}</td><td colspan="6" data-label="Pagination" class="wrap"><em>{{.Note}}</em></td></tr>
+{{else}}<tr{{if .Error}} class="failed"{{end}}><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{if .Page}}{{.Page}}{{end}}</td><td data-label="Method">{{.Method}}</td><td data-label="URL" class="url">{{.URL}}</td><td data-label="Status">{{.Status}}</td><td data-label="Bytes" class="num">{{.Bytes}}</td><td data-label="Duration">{{duration .Duration}}</td>
+<td data-label="Answer" class="wrap">{{if .Error}}<span class="bad">{{.Reason}}</span>: {{.Error}}{{end}}
+{{- if .ContentType}}<div>Content-Type: {{.ContentType}}</div>{{end}}
+{{- if .Location}}<div>Location: <span class="url">{{.Location}}</span></div>{{end}}
+{{- if or .RetryAfter (not .HoldOffUntil.IsZero)}}<div>Retry-After: {{or .RetryAfter "(none)"}}{{if not .HoldOffUntil.IsZero}}; held off until {{utc .HoldOffUntil}} UTC{{end}}</div>{{end}}
+{{- if .BodyExcerpt}}<pre class="excerpt">{{.BodyExcerpt}}</pre>{{end}}</td></tr>
+{{end}}{{end}}</tbody></table>
 {{if .Poll.Dropped}}<p>{{.Poll.Dropped}} more requests were not kept.</p>{{end}}
 </body></html>
 `))
 
 func roundDuration(d time.Duration) string { return d.Round(time.Microsecond).String() }
 
-// pages serves the landing page with the recent polls, and one page per
-// poll.
+// ago renders how long ago something happened, to the precision a person
+// reading a status page needs.
+func ago(d time.Duration) string {
+	s := int64(max(d, 0) / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
+	}
+	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
+}
+
+// pages serves the landing page with the watched targets and the recent
+// polls, and one page per poll.
 type pages struct {
 	metricsPath  string
 	singleTarget string
 	modules      func() []string
 	recent       *collector.PollLog
 	logger       *slog.Logger
+	// now is the clock for ages; nil means time.Now.
+	now func() time.Time
+}
+
+// targetRow is one line of the targets table, with the times rendered
+// relative to the moment the page is served.
+type targetRow struct {
+	collector.TargetState
+	StateText, ProjectsText, LocationsText string
+	Age, FailingFor, HeldOffText           string
+}
+
+func newTargetRow(st collector.TargetState, now time.Time) targetRow {
+	r := targetRow{
+		TargetState: st, Age: ago(now.Sub(st.LastStart)),
+		ProjectsText: countText(st.Projects), LocationsText: countText(st.Locations),
+		HeldOffText: "—",
+	}
+	switch st.State {
+	case collector.PollOK:
+		r.StateText = "up"
+	case collector.PollPartial:
+		r.StateText = "up, some details failing"
+	default:
+		r.StateText = "down"
+	}
+	if st.FailingID != 0 {
+		r.FailingFor = ago(now.Sub(st.FailingSince))
+	}
+	switch {
+	case st.HeldOffUntil.After(now):
+		r.HeldOffText = fmt.Sprintf("%s UTC (%s from now)", st.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(st.HeldOffUntil.Sub(now)))
+	case st.HeldOff && st.HeldOffUntil.IsZero():
+		r.HeldOffText = "held off (end not known)"
+	}
+	return r
+}
+
+func countText(c collector.Count) string {
+	if !c.Known {
+		return "—"
+	}
+	return strconv.FormatInt(c.Value, 10)
+}
+
+// defaultModule is the module the probe form preselects: the one /probe
+// uses when none is named, else the first.
+func defaultModule(modules []string) string {
+	if slices.Contains(modules, "default") || len(modules) == 0 {
+		return "default"
+	}
+	return modules[0]
+}
+
+func (p *pages) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
 }
 
 func (p *pages) landing(w http.ResponseWriter, r *http.Request) {
@@ -81,14 +202,22 @@ func (p *pages) landing(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	now := p.clock()
+	var targets []targetRow
+	for _, st := range p.recent.Targets() {
+		targets = append(targets, newTargetRow(st, now))
+	}
+	modules := p.modules()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	err := pageTemplates.Execute(w, map[string]any{
-		"CSS":          template.CSS(pageCSS),
-		"Version":      version.Version,
-		"MetricsPath":  p.metricsPath,
-		"SingleTarget": p.singleTarget,
-		"Modules":      p.modules(),
-		"Polls":        p.recent.Recent(),
+		"CSS":           template.CSS(pageCSS),
+		"Version":       version.Version,
+		"MetricsPath":   p.metricsPath,
+		"SingleTarget":  p.singleTarget,
+		"Modules":       modules,
+		"DefaultModule": defaultModule(modules),
+		"Targets":       targets,
+		"Polls":         p.recent.Recent(),
 	})
 	if err != nil {
 		p.logger.Error("Cannot render the landing page", "err", err)

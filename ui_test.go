@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +18,54 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
-// checkHTML parses page with a strict XML parser that knows HTML's
+// node is an element of a page, or a piece of text (name "#text"), as the
+// strict parser saw it.
+type node struct {
+	name     string
+	attrs    map[string]string
+	children []*node
+	text     string
+}
+
+// Text returns the text of n and everything inside it, in page order.
+func (n *node) Text() string {
+	if n.name == "#text" {
+		return n.text
+	}
+	var b strings.Builder
+	for _, c := range n.children {
+		b.WriteString(c.Text())
+	}
+	return b.String()
+}
+
+// all returns n and every element inside it for which keep says yes.
+func (n *node) all(keep func(*node) bool) []*node {
+	var out []*node
+	if keep(n) {
+		out = append(out, n)
+	}
+	for _, c := range n.children {
+		out = append(out, c.all(keep)...)
+	}
+	return out
+}
+
+func (n *node) hasClass(class string) bool {
+	return slices.Contains(strings.Fields(n.attrs["class"]), class)
+}
+
+// parseHTML parses page with a strict XML parser that knows HTML's
 // entities: every element must be closed and properly nested, every
 // attribute quoted. The templates write void elements as <meta/>, which
 // HTML5 accepts, so this check holds them to the stricter standard.
-func checkHTML(t *testing.T, page string) string {
+func parseHTML(t *testing.T, page string) *node {
 	t.Helper()
 	d := xml.NewDecoder(strings.NewReader(page))
 	d.Strict = true
 	d.Entity = xml.HTMLEntity
-	var text strings.Builder
-	var stack []string
+	root := &node{name: "#document"}
+	stack := []*node{root}
 	for {
 		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
@@ -35,22 +74,34 @@ func checkHTML(t *testing.T, page string) string {
 		if err != nil {
 			t.Fatalf("page is not well-formed HTML: %v\n%s", err, page)
 		}
+		top := stack[len(stack)-1]
 		switch tok := tok.(type) {
 		case xml.StartElement:
-			stack = append(stack, tok.Name.Local)
-			if tok.Name.Local == "script" || tok.Name.Local == "link" {
-				t.Errorf("page loads %s: it must carry no scripts or external assets", tok.Name.Local)
+			n := &node{name: tok.Name.Local, attrs: map[string]string{}}
+			for _, a := range tok.Attr {
+				n.attrs[a.Name.Local] = a.Value
+			}
+			top.children = append(top.children, n)
+			stack = append(stack, n)
+			if n.name == "script" || n.name == "link" {
+				t.Errorf("page loads %s: it must carry no scripts or external assets", n.name)
 			}
 		case xml.EndElement:
 			stack = stack[:len(stack)-1]
 		case xml.CharData:
-			text.Write(tok)
+			top.children = append(top.children, &node{name: "#text", text: string(tok)})
 		}
 	}
-	if len(stack) != 0 {
-		t.Errorf("unclosed elements %v", stack)
+	if len(stack) != 1 {
+		t.Errorf("unclosed elements %d", len(stack)-1)
 	}
-	return text.String()
+	return root
+}
+
+// checkHTML parses page strictly and returns its text.
+func checkHTML(t *testing.T, page string) string {
+	t.Helper()
+	return parseHTML(t, page).Text()
 }
 
 func testPages(t *testing.T) (*pages, *collector.PollLog) {
@@ -58,7 +109,7 @@ func testPages(t *testing.T) (*pages, *collector.PollLog) {
 	log := collector.NewPollLog(10)
 	log.Add(&collector.PollRecord{
 		Start: time.Unix(1700000000, 0), Duration: 42 * time.Millisecond,
-		Target: "https://deploy.example.com/<b>x</b>", Module: "prod&staging", Summary: "failed: locations http_status 500",
+		Target: "https://deploy.example.com/<b>x</b>", Module: "prod&staging", State: collector.PollFailed, Summary: "failed: locations http_status 500",
 		Requests: []client.TraceRequest{
 			{Endpoint: client.EndpointLocations, Method: "GET", URL: "https://deploy.example.com/api/projects/locations/?page=2&token=REDACTED", Status: 500, Bytes: 12, Reason: client.ReasonHTTPStatus, Error: "unexpected status <Internal Server Error>", Page: 2},
 			{Endpoint: client.EndpointLocations, Page: 2, Note: "walk stopped"},
@@ -125,5 +176,226 @@ func TestPollPage(t *testing.T) {
 	}
 	if rec := get("/polls/x"); rec.Code != http.StatusBadRequest {
 		t.Errorf("bad poll id answered %d", rec.Code)
+	}
+}
+
+// render serves path through the page handlers and parses the answer.
+func render(t *testing.T, p *pages, path string) *node {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /polls/{id}", p.poll)
+	mux.HandleFunc("GET /{$}", p.landing)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%s answered %d", path, rec.Code)
+	}
+	return parseHTML(t, rec.Body.String())
+}
+
+func byLabel(label string) func(*node) bool {
+	return func(n *node) bool { return n.name == "td" && n.attrs["data-label"] == label }
+}
+
+func TestResultsAreNeverGreenWithFailures(t *testing.T) {
+	log := collector.NewPollLog(10)
+	for _, r := range []struct {
+		state   collector.PollState
+		summary string
+	}{
+		{collector.PollOK, "ok"},
+		{collector.PollPartial, "partial: location_detail (1 of 5) http_status 404"},
+		{collector.PollFailed, "failed: root, projects, locations http_status 401"},
+	} {
+		log.Add(&collector.PollRecord{Target: "https://deploy.example.com", State: r.state, Summary: r.summary})
+	}
+	p := &pages{metricsPath: "/metrics", modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
+	cells := render(t, p, "/").all(byLabel("Result"))
+	if len(cells) != 3 {
+		t.Fatalf("%d result cells, want 3", len(cells))
+	}
+	for _, c := range cells {
+		state, _, _ := strings.Cut(c.Text(), ":")
+		if !c.hasClass(state) || (state != "ok" && c.hasClass("ok")) {
+			t.Errorf("result %q has classes %q, want %q and not ok", c.Text(), c.attrs["class"], state)
+		}
+	}
+	css := pageCSS
+	for _, rule := range []string{".ok{color:#1a7f37}", ".partial{color:#9a6700}", ".failed,.bad{color:#cf222e}"} {
+		if !strings.Contains(css, rule) {
+			t.Errorf("the page style lacks %s: each state needs a colour of its own", rule)
+		}
+	}
+	for id, want := range map[uint64]string{2: "partial", 3: "failed"} {
+		result := render(t, p, fmt.Sprintf("/polls/%d", id)).all(func(n *node) bool { return n.attrs["id"] == "result" })
+		if len(result) != 1 || !result[0].hasClass(want) {
+			t.Errorf("poll %d: result %v, want class %s", id, result, want)
+		}
+	}
+}
+
+func TestTargetsTable(t *testing.T) {
+	now := time.Date(2026, 11, 22, 7, 30, 0, 0, time.UTC)
+	log := collector.NewPollLog(3)
+	add := func(target, module string, ago time.Duration, state collector.PollState, summary string, edit func(*collector.PollRecord)) {
+		r := &collector.PollRecord{Target: target, Module: module, Start: now.Add(-ago), State: state, Summary: summary}
+		if edit != nil {
+			edit(r)
+		}
+		log.Add(r)
+	}
+	counts := func(r *collector.PollRecord) {
+		r.Projects, r.Locations = collector.Count{Value: 5, Known: true}, collector.Count{Value: 300, Known: true}
+	}
+	// Polls 1 and 2 fall out of the ring of 3: the first failing poll of
+	// the probe target is no longer kept, but its time and reason are.
+	add("https://probe.example.com", "default", 2*time.Hour, collector.PollFailed, "failed: root, projects, locations http_status 401", nil)
+	add("https://probe.example.com", "default", time.Hour, collector.PollFailed, "failed: root, projects, locations network", nil)
+	add("https://deploy.example.com", "", 12*time.Second, collector.PollOK, "ok", counts)
+	add("https://busy.example.com", "staging", 90*time.Second, collector.PollFailed, "failed: root, projects, locations held off 429", func(r *collector.PollRecord) {
+		r.HeldOff, r.HeldOffUntil = true, now.Add(4*time.Minute)
+	})
+	add("https://probe.example.com", "default", 3*time.Second, collector.PollPartial, "partial: location_detail (1 of 2) http_status 404", counts)
+	p := &pages{
+		metricsPath: "/metrics", modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger(),
+		now: func() time.Time { return now },
+	}
+	doc := render(t, p, "/")
+	tables := doc.all(func(n *node) bool { return n.attrs["id"] == "targets" })
+	if len(tables) != 1 {
+		t.Fatal("the landing page has no targets table")
+	}
+	var rows []string
+	for _, tr := range tables[0].all(func(n *node) bool { return n.name == "tr" && n.attrs["class"] != "" }) {
+		var cells []string
+		for _, td := range tr.all(func(n *node) bool { return n.name == "td" }) {
+			cells = append(cells, td.attrs["data-label"]+"="+strings.Join(strings.Fields(td.Text()), " "))
+		}
+		rows = append(rows, tr.attrs["class"]+": "+strings.Join(cells, " | "))
+	}
+	want := []string{
+		"ok: Target=https://deploy.example.com | Module=(flags) | State=up | Projects=5 | Locations=300 | Last poll=12s ago | Failing since=— | Held off until=—",
+		"failed: Target=https://busy.example.com | Module=staging | State=down | Projects=— | Locations=— | Last poll=1m30s ago | " +
+			"Failing since=2026-11-22 07:28:30 UTC (1m30s ago), poll 4: failed: root, projects, locations held off 429 | Held off until=2026-11-22 07:34:00 UTC (4m00s from now)",
+		"partial: Target=https://probe.example.com | Module=default | State=up, some details failing | Projects=5 | Locations=300 | Last poll=3s ago | " +
+			"Failing since=2026-11-22 05:30:00 UTC (2h00m ago): failed: root, projects, locations http_status 401 | Held off until=—",
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("targets table:\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+	var links []string
+	for _, a := range tables[0].all(func(n *node) bool { return n.name == "a" }) {
+		links = append(links, a.attrs["href"])
+	}
+	if strings.Join(links, " ") != "polls/3 polls/4 polls/4 polls/5" {
+		t.Errorf("targets table links %v: want the last polls and the first failing ones still kept", links)
+	}
+	// The targets come before the recent polls: they are what an operator
+	// opens the page for.
+	text := doc.Text()
+	if strings.Index(text, "Targets") > strings.Index(text, "Recent polls") {
+		t.Error("the targets table is not above the recent polls")
+	}
+}
+
+func TestTargetHeldOffWithoutAKnownEnd(t *testing.T) {
+	log := collector.NewPollLog(3)
+	log.Add(&collector.PollRecord{Target: "t", State: collector.PollFailed, Summary: "failed: root, projects, locations held off 429", HeldOff: true})
+	p := &pages{modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
+	cells := render(t, p, "/").all(byLabel("Held off until"))
+	if len(cells) != 1 || cells[0].Text() != "held off (end not known)" {
+		t.Errorf("held-off cell %v", cells)
+	}
+}
+
+func TestProbeFormPreselectsTheDefaultModule(t *testing.T) {
+	for _, tc := range []struct {
+		modules []string
+		want    string
+	}{
+		{[]string{"alpha", "default", "zeta"}, "default"},
+		{[]string{"alpha", "beta"}, "alpha"},
+	} {
+		p := &pages{modules: func() []string { return tc.modules }, recent: collector.NewPollLog(1), logger: promslog.NewNopLogger()}
+		selected := render(t, p, "/").all(func(n *node) bool { return n.name == "option" && n.attrs["selected"] != "" })
+		if len(selected) != 1 || selected[0].Text() != tc.want {
+			t.Errorf("modules %v: selected %v, want only %s", tc.modules, selected, tc.want)
+		}
+	}
+}
+
+// TestTablesStackOnPhones checks the markup the narrow-screen style needs:
+// every cell carries its column's name, and no table hides in a sideways
+// scrolling box. The browser check in test/browser measures the result.
+func TestTablesStackOnPhones(t *testing.T) {
+	p, _ := testPages(t)
+	for _, path := range []string{"/", "/polls/1"} {
+		doc := render(t, p, path)
+		tables := doc.all(func(n *node) bool { return n.name == "table" })
+		if len(tables) == 0 {
+			t.Fatalf("%s has no table", path)
+		}
+		for _, table := range tables {
+			if !table.hasClass("stack") {
+				t.Errorf("%s: a table does not stack on narrow screens", path)
+			}
+			for _, td := range table.all(func(n *node) bool { return n.name == "td" }) {
+				if td.attrs["data-label"] == "" {
+					t.Errorf("%s: cell %q has no data-label", path, td.Text())
+				}
+			}
+		}
+		if boxes := doc.all(func(n *node) bool { return n.hasClass("scroll") }); len(boxes) > 0 {
+			t.Errorf("%s: a table scrolls sideways inside the page", path)
+		}
+	}
+	if !strings.Contains(pageCSS, "@media (max-width:48rem)") || !strings.Contains(pageCSS, "content:attr(data-label)") {
+		t.Error("the page style has no narrow-screen layout")
+	}
+}
+
+func TestPollPageShowsTheAnswer(t *testing.T) {
+	log := collector.NewPollLog(3)
+	until := time.Date(2026, 11, 22, 7, 0, 14, 0, time.UTC)
+	log.Add(&collector.PollRecord{
+		Target: "https://deploy.example.com", State: collector.PollFailed, Summary: "failed: root, projects, locations http_status 401",
+		HeldOffUntil: until,
+		Requests: []client.TraceRequest{
+			{
+				Endpoint: client.EndpointRoot, Method: "GET", URL: "https://deploy.example.com/api/", Status: 401, Bytes: 27,
+				Reason: client.ReasonHTTPStatus, Error: "unexpected status Unauthorized",
+				ContentType: "application/json", BodyExcerpt: `Invalid token. <script>alert(1)</script>`,
+			},
+			{
+				Endpoint: client.EndpointProjects, Method: "GET", URL: "https://deploy.example.com/api/projects/projects/", Status: 302,
+				Reason: client.ReasonNetwork, Error: "redirect refused", Location: "https://other.example.com/?token=REDACTED",
+			},
+			{
+				Endpoint: client.EndpointLocations, Method: "GET", URL: "https://deploy.example.com/api/projects/locations/", Status: 429,
+				Reason: client.ReasonHTTPStatus, Error: "unexpected status Too Many Requests", RetryAfter: "14", HoldOffUntil: until,
+			},
+			{Endpoint: client.EndpointLocations, Method: "GET", URL: "https://deploy.example.com/api/projects/locations/?page=2", Status: 200, Bytes: 10},
+		},
+	})
+	p := &pages{modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
+	answers := render(t, p, "/polls/1").all(byLabel("Answer"))
+	if len(answers) != 4 {
+		t.Fatalf("%d answer cells, want 4", len(answers))
+	}
+	for i, want := range []string{
+		"http_status: unexpected status UnauthorizedContent-Type: application/jsonInvalid token. <script>alert(1)</script>",
+		"network: redirect refusedLocation: https://other.example.com/?token=REDACTED",
+		"http_status: unexpected status Too Many RequestsRetry-After: 14; held off until 2026-11-22 07:00:14 UTC",
+		"",
+	} {
+		if got := answers[i].Text(); got != want {
+			t.Errorf("answer %d: %q\nwant %q", i, got, want)
+		}
+	}
+	if ex := answers[0].all(func(n *node) bool { return n.hasClass("excerpt") }); len(ex) != 1 || ex[0].name != "pre" {
+		t.Error("the body excerpt is not set apart as preformatted text")
+	}
+	if text := render(t, p, "/polls/1").Text(); !strings.Contains(text, "no requests until 2026-11-22 07:00:14 UTC") {
+		t.Errorf("the poll page does not say until when the service asked to hold off:\n%s", text)
 	}
 }

@@ -39,6 +39,18 @@ type TraceRequest struct {
 	Page int
 	// Note tells what the walk did after this page.
 	Note string
+	// BodyExcerpt is the start of the response body, or its JSON detail,
+	// message or error field, with the key cut out; empty when there was
+	// no body or it was not kept.
+	BodyExcerpt string
+	// ContentType is the response's Content-Type header.
+	ContentType string
+	// Location is a redirect's Location header, redacted as URL is.
+	Location string
+	// RetryAfter is the Retry-After header as the service sent it, and
+	// HoldOffUntil the end of the hold-off it started; zero when none.
+	RetryAfter   string
+	HoldOffUntil time.Time
 }
 
 // Requests returns a copy of the recorded requests, in the order they

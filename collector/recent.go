@@ -1,9 +1,11 @@
 package collector
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,13 +26,49 @@ type PollRecord struct {
 	// the service behind /metrics.
 	Target string
 	Module string
-	Up     bool
-	// Summary says in one line what failed, or "ok".
+	// Up is deployment_service_up: root and both lists answered well.
+	Up bool
+	// State is how the poll went as a whole, and Summary says in one line
+	// what failed, or "ok".
+	State   PollState
 	Summary string
+	// Projects and Locations are the list counts, when the lists were read.
+	Projects, Locations Count
+	// HeldOff tells whether the poll sent nothing because the service had
+	// asked to hold off. HeldOffUntil is the end of a hold-off that an
+	// answer in this poll started, zero when none did.
+	HeldOff      bool
+	HeldOffUntil time.Time
 	// Requests are the requests and pagination steps of the poll; Dropped
 	// counts those left out past the trace's bound.
 	Requests []client.TraceRequest
 	Dropped  int
+}
+
+// PollState is how a poll went as a whole.
+type PollState int
+
+// The states of a poll, from best to worst.
+const (
+	// PollOK means every request answered well.
+	PollOK PollState = iota
+	// PollPartial means root and both lists answered well, so
+	// deployment_service_up is 1, but some detail views did not.
+	PollPartial
+	// PollFailed means root or a list did not answer well.
+	PollFailed
+)
+
+// String returns "ok", "partial" or "failed"; the pages use it as a CSS
+// class too.
+func (s PollState) String() string {
+	switch s {
+	case PollOK:
+		return "ok"
+	case PollPartial:
+		return "partial"
+	}
+	return "failed"
 }
 
 // PollLog is a bounded ring of the most recent polls, shared by every
@@ -40,20 +78,29 @@ type PollLog struct {
 	ring []*PollRecord
 	next int
 	seq  uint64
+	// targets holds the state of each target polled lately, at most
+	// maxTargets of them.
+	targets    map[targetKey]*TargetState
+	maxTargets int
 }
 
-// NewPollLog returns a log that keeps the last size polls.
+// NewPollLog returns a log that keeps the last size polls, and the state
+// of every target polled lately.
 func NewPollLog(size int) *PollLog {
-	return &PollLog{ring: make([]*PollRecord, 0, max(size, 1))}
+	return &PollLog{
+		ring:    make([]*PollRecord, 0, max(size, 1)),
+		targets: make(map[targetKey]*TargetState), maxTargets: maxTargets,
+	}
 }
 
 // Add stores rec, giving it the next id, and drops the oldest record once
-// the ring is full.
+// the ring is full. It also brings the state of rec's target up to date.
 func (l *PollLog) Add(rec *PollRecord) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
 	rec.ID = l.seq
+	l.updateTarget(rec)
 	if len(l.ring) < cap(l.ring) {
 		l.ring = append(l.ring, rec)
 		return
@@ -88,30 +135,130 @@ func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 
 // newPollRecord sums up a snapshot.
 func newPollRecord(target, module string, s *Snapshot) *PollRecord {
-	rec := &PollRecord{Start: s.Start, Duration: s.Duration, Target: target, Module: module, Up: s.Up()}
+	rec := &PollRecord{
+		Start: s.Start, Duration: s.Duration, Target: target, Module: module, Up: s.Up(),
+		Projects: s.Projects, Locations: s.Locations,
+	}
 	if s.trace != nil {
 		rec.Requests, rec.Dropped = s.trace.Requests()
 	}
-	var failed []string
-	for _, ep := range client.Endpoints {
-		st, ok := s.Endpoints[ep]
-		if !ok || st.OK() {
+	for _, st := range s.Endpoints {
+		if errors.Is(st.Err, client.ErrHeldOff) {
+			rec.HeldOff = true
+		}
+	}
+	// Hook (issue 11): once the Snapshot carries the end of the hold-off
+	// in force, take it from there too; until then a held-off poll, which
+	// sends nothing, knows no end, and the end comes from the request
+	// whose answer started the hold-off.
+	rec.HeldOffUntil = holdOffEnd(rec.Requests)
+	rec.State, rec.Summary = summarize(s)
+	return rec
+}
+
+// holdOffEnd is the latest hold-off end that the requests of a poll set.
+func holdOffEnd(reqs []client.TraceRequest) time.Time {
+	var end time.Time
+	for _, r := range reqs {
+		if r.HoldOffUntil.After(end) {
+			end = r.HoldOffUntil
+		}
+	}
+	return end
+}
+
+// failure is one thing that went wrong in a poll: which endpoint, how and
+// with which status (0 when no response came).
+type failure struct {
+	what   string
+	status int
+}
+
+func (f failure) String() string {
+	if f.status == 0 {
+		return f.what
+	}
+	return fmt.Sprintf("%s %d", f.what, f.status)
+}
+
+// summarize tells how a poll went, in one line that names every failure
+// with its status, the highest status first. The detail views are counted
+// one by one rather than taken from the location_detail endpoint, whose
+// status need not be a failing one.
+func summarize(s *Snapshot) (PollState, string) {
+	var order []failure
+	groups := map[failure][]string{}
+	add := func(name string, f failure) {
+		if _, ok := groups[f]; !ok {
+			order = append(order, f)
+		}
+		groups[f] = append(groups[f], name)
+	}
+	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
+		if st, ok := s.Endpoints[ep]; ok && !st.OK() {
+			add(string(ep), failure{failureKind(st.Err), st.Status})
+		}
+	}
+	detailFailures := detailFailures(s)
+	for _, f := range detailFailures.order {
+		name := string(client.EndpointLocationDetail)
+		if n := detailFailures.count[f]; n < len(s.Details) {
+			name = fmt.Sprintf("%s (%d of %d)", name, n, len(s.Details))
+		}
+		add(name, f)
+	}
+	if len(order) == 0 {
+		return PollOK, "ok"
+	}
+	slices.SortStableFunc(order, func(a, b failure) int { return cmp.Compare(b.status, a.status) })
+	parts := make([]string, 0, len(order))
+	for _, f := range order {
+		parts = append(parts, strings.Join(groups[f], ", ")+" "+f.String())
+	}
+	state := PollFailed
+	if s.Up() {
+		state = PollPartial
+	}
+	return state, state.String() + ": " + strings.Join(parts, ", ")
+}
+
+type detailTally struct {
+	order []failure
+	count map[failure]int
+}
+
+// detailFailures groups the failed detail views by kind and status. When
+// the snapshot lists no detail views but the location_detail endpoint
+// failed, that failure stands for them.
+func detailFailures(s *Snapshot) detailTally {
+	t := detailTally{count: map[failure]int{}}
+	for _, d := range s.Details {
+		if d.Err == nil {
 			continue
 		}
-		what := string(client.ReasonOf(st.Err))
-		switch {
-		case errors.Is(st.Err, client.ErrHeldOff):
-			what = "held off"
-		case errors.Is(st.Err, errTooLate):
-			what = "too late"
+		f := failure{failureKind(d.Err), d.Status}
+		if t.count[f] == 0 {
+			t.order = append(t.order, f)
 		}
-		failed = append(failed, fmt.Sprintf("%s %s %d", ep, what, st.Status))
+		t.count[f]++
 	}
-	rec.Summary = "ok"
-	if len(failed) > 0 {
-		rec.Summary = "failed: " + strings.Join(failed, ", ")
+	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.OK() && len(t.order) == 0 {
+		f := failure{failureKind(st.Err), st.Status}
+		t.order, t.count[f] = []failure{f}, len(s.Details)
 	}
-	return rec
+	return t
+}
+
+// failureKind names how err failed: its reason, or what kept the request
+// from being sent or waited for.
+func failureKind(err error) string {
+	switch {
+	case errors.Is(err, client.ErrHeldOff):
+		return "held off"
+	case errors.Is(err, errTooLate):
+		return "too late"
+	}
+	return string(client.ReasonOf(err))
 }
 
 // WriteText writes the debug view of rec as plain text, for curl users.
@@ -138,10 +285,33 @@ func (rec *PollRecord) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, ", %s: %s", r.Reason, r.Error)
 		}
 		b.WriteByte('\n')
+		writeAnswerText(&b, r)
 	}
 	if rec.Dropped > 0 {
 		fmt.Fprintf(&b, "(%d more requests not kept)\n", rec.Dropped)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeAnswerText adds what the service sent back, as far as the trace
+// kept it, on indented lines below the request. The excerpt is quoted, so
+// control characters from the service cannot reach a terminal.
+func writeAnswerText(b *strings.Builder, r client.TraceRequest) {
+	if r.ContentType != "" {
+		fmt.Fprintf(b, "    Content-Type: %s\n", r.ContentType)
+	}
+	if r.Location != "" {
+		fmt.Fprintf(b, "    Location: %s\n", r.Location)
+	}
+	if r.RetryAfter != "" || !r.HoldOffUntil.IsZero() {
+		fmt.Fprintf(b, "    Retry-After: %s", cmp.Or(r.RetryAfter, "(none)"))
+		if !r.HoldOffUntil.IsZero() {
+			fmt.Fprintf(b, "; held off until %s", r.HoldOffUntil.UTC().Format(time.RFC3339))
+		}
+		b.WriteByte('\n')
+	}
+	if r.BodyExcerpt != "" {
+		fmt.Fprintf(b, "    Body: %q\n", r.BodyExcerpt)
+	}
 }

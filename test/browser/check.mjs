@@ -1,0 +1,204 @@
+// Browser check of the exporter's pages: starts the exporter in demo mode
+// with faults (a detail id that does not exist, a /probe target where
+// nothing listens, a module whose key is refused), then loads the landing
+// page and poll pages with failures in headless Chromium at 1280 and 390 px
+// wide. It asserts that nothing overflows the viewport, that URL cells keep
+// a readable width, and that a poll with failures is never shown in green,
+// and saves a full-page screenshot of each.
+//
+//   EXPORTER_BIN  exporter binary (default: built with go build into a temp dir)
+//   CHROMIUM      browser (default /usr/bin/chromium, Debian's package)
+//   ARTIFACT_DIR  where screenshots go (default: a new temp dir)
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..');
+const work = mkdtempSync(path.join(os.tmpdir(), 'dse-browser-'));
+const artifacts = process.env.ARTIFACT_DIR || path.join(work, 'screenshots');
+mkdirSync(artifacts, { recursive: true });
+
+const widths = [1280, 390];
+const green = 'rgb(26, 127, 55)';
+let passed = 0;
+let failed = 0;
+
+function check(ok, what) {
+  if (ok) {
+    passed++;
+    console.log(`ok - ${what}`);
+  } else {
+    failed++;
+    console.log(`not ok - ${what}`);
+  }
+}
+
+// freePort asks the kernel for a loopback port nobody uses right now.
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// startExporter runs the exporter and resolves with the demo service's URL
+// once the exporter listens.
+function startExporter(bin, args) {
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // However the check ends, the exporter it started ends with it.
+  process.on('exit', () => child.kill('SIGTERM'));
+  let log = '';
+  const ready = new Promise((resolve, reject) => {
+    const onData = (chunk) => {
+      log += chunk;
+      const demo = log.match(/Demo mode: watching the embedded sample service" url=(\S+)/);
+      if (demo && /Listening on/.test(log)) resolve(demo[1]);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`exporter exited with ${code}:\n${log}`)));
+  });
+  return { child, ready, log: () => log };
+}
+
+async function get(url) {
+  const res = await fetch(url);
+  await res.arrayBuffer();
+  return res.status;
+}
+
+// layoutProblems runs in the page: every element must lie inside the
+// viewport (which also catches a table scrolling inside its own box), the
+// page must not scroll sideways, and URL cells must stay wide enough that a
+// URL does not break one character per line.
+function layoutProblems() {
+  const problems = [];
+  const vw = window.innerWidth;
+  const doc = document.documentElement;
+  if (doc.scrollWidth > vw) problems.push(`documentElement.scrollWidth ${doc.scrollWidth} > ${vw}`);
+  if (document.body.scrollWidth > vw) problems.push(`body.scrollWidth ${document.body.scrollWidth} > ${vw}`);
+  const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className ? '.' + String(el.className).replace(/ /g, '.') : '');
+  for (const el of document.body.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    if (r.right > vw + 1 || r.left < -1) {
+      problems.push(`${name(el)} spans ${Math.round(r.left)}..${Math.round(r.right)} px, outside 0..${vw}: ${el.textContent.slice(0, 60)}`);
+    }
+  }
+  for (const td of document.querySelectorAll('td.url')) {
+    const w = td.getBoundingClientRect().width;
+    if (w < 120) problems.push(`URL cell only ${Math.round(w)} px wide: ${td.textContent.slice(0, 60)}`);
+  }
+  return problems.slice(0, 10);
+}
+
+// colourProblems runs in the page: a result that names failures must carry
+// the class of its state, and must not be drawn in the colour of success.
+function colourProblems(green) {
+  const problems = [];
+  for (const el of document.querySelectorAll('td.failed, td.partial, td.ok, span#result')) {
+    const text = el.textContent.trim();
+    const state = ['failed', 'partial', 'ok', 'up', 'down'].find((s) => text.startsWith(s));
+    if (!state) continue;
+    const bad = text.startsWith('failed') || text.startsWith('partial') || text.startsWith('down') || text.startsWith('up, some');
+    const colour = getComputedStyle(el).color;
+    if (bad && (el.classList.contains('ok') || colour === green)) {
+      problems.push(`"${text.slice(0, 60)}" is shown as success (class ${el.className}, colour ${colour})`);
+    }
+  }
+  return problems;
+}
+
+async function main() {
+  let bin = process.env.EXPORTER_BIN;
+  if (!bin) {
+    bin = path.join(work, 'deployment_service_exporter');
+    execFileSync('go', ['build', '-o', bin, '.'], { cwd: repo, stdio: 'inherit' });
+  }
+  const port = await freePort();
+  const closed = await freePort(); // nothing listens here: a network failure
+  const config = path.join(work, 'modules.yml');
+  writeFileSync(config, `modules:
+  default:
+    http_client_config:
+      authorization: {type: Token, credentials: key-the-demo-service-refuses}
+    timeout: 5s
+`);
+  const exporter = startExporter(bin, [
+    '--demo', '--locations.detail-id=1', '--locations.detail-id=2', '--locations.detail-id=999999',
+    `--config.file=${config}`, `--web.listen-address=127.0.0.1:${port}`,
+  ]);
+  const base = `http://127.0.0.1:${port}`;
+  let browser;
+  try {
+    const demo = await exporter.ready;
+    // A poll with one detail view at 404 (partial), one with nothing
+    // listening (failed, network) and one with a refused key (failed, 401).
+    check((await get(`${base}/metrics`)) === 200, '/metrics answers');
+    check((await get(`${base}/probe?target=${encodeURIComponent(`http://127.0.0.1:${closed}/a/rather/long/path/prefix/that/must/wrap/on/a/phone`)}`)) === 200, '/probe of a closed port answers');
+    check((await get(`${base}/probe?target=${encodeURIComponent(demo)}`)) === 200, '/probe with a refused key answers');
+
+    browser = await chromium.launch({
+      executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+      headless: true,
+      chromiumSandbox: false,
+      args: ['--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync'],
+    });
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${base}/`);
+    const links = await page.$$eval('#polls tbody tr', (rows) => rows.map((tr) => ({
+      state: tr.querySelector('td[data-label="Result"]').className.split(' ')[0],
+      href: tr.querySelector('a').getAttribute('href'),
+    })));
+    const failedPoll = links.find((l) => l.state === 'failed');
+    const partialPoll = links.find((l) => l.state === 'partial');
+    check(failedPoll && partialPoll, `the landing page lists a failed and a partial poll (${JSON.stringify(links)})`);
+    const targets = await page.$$eval('#targets tbody tr', (rows) => rows.length);
+    check(targets === 3, `the targets table has the /metrics service and the two /probe targets (${targets} rows)`);
+
+    const pages = [['landing', '/']];
+    if (failedPoll) pages.push(['poll-failed', '/' + failedPoll.href]);
+    if (partialPoll) pages.push(['poll-partial', '/' + partialPoll.href]);
+    for (const width of widths) {
+      await page.setViewportSize({ width, height: 900 });
+      for (const [name, url] of pages) {
+        await page.goto(base + url);
+        const layout = await page.evaluate(layoutProblems);
+        check(layout.length === 0, `${name} at ${width} px fits the width${layout.length ? ':\n    ' + layout.join('\n    ') : ''}`);
+        const colours = await page.evaluate(colourProblems, green);
+        check(colours.length === 0, `${name} at ${width} px shows no failure in green${colours.length ? ':\n    ' + colours.join('\n    ') : ''}`);
+        const shot = path.join(artifacts, `${name}-${width}.png`);
+        await page.screenshot({ path: shot, fullPage: true });
+        console.log(`    screenshot ${shot}`);
+      }
+    }
+  } finally {
+    if (browser) await browser.close();
+    exporter.child.kill('SIGTERM');
+  }
+}
+
+const deadline = setTimeout(() => {
+  console.log('not ok - the browser check did not finish within 120 s');
+  process.exit(1);
+}, 120_000);
+deadline.unref();
+
+main().then(() => {
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+}, (err) => {
+  console.log(`not ok - ${err.stack || err}`);
+  console.log(`${passed} passed, ${failed + 1} failed`);
+  process.exit(1);
+});
