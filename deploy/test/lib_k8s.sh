@@ -18,6 +18,7 @@ ensure_go_tool() {
   echo "${gobin}"
 }
 
+# shellcheck disable=SC2154 # repo is set by lib.sh.
 # readme_block MARKER: prints the first ```sh block of README.md that follows
 # the line MARKER (an HTML comment, invisible on the rendered page), so that
 # a check can run a quick start exactly as the README writes it.
