@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"path"
 	"slices"
 	"strings"
-	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,36 +17,42 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 
 	"github.com/deployment-service/deployment_service_exporter/tools/internal/flagcheck"
 )
 
-const keyFileFlag = "--api.key-file="
-
 type checker struct {
-	objs   *objects
-	job    string
-	flags  flagcheck.Set
+	objs            *objects
+	job, probeJob   string
+	want            map[string]int
+	externalSecrets stringList
+	rules           *monitoringv1.PrometheusRuleSpec
+	flags           flagcheck.Set
+
+	// modules names the modules of the --config.file in the manifests, nil
+	// when there is none or it is in a Secret made by the user.
+	modules    map[string]bool
+	configFile bool
+
 	passed int
 	errs   []string
 }
 
 // expect records one check: ok, or a failure described by format and args.
-func (c *checker) expect(ok bool, format string, args ...any) {
+// It returns ok, so that checks depending on this one can be skipped.
+func (c *checker) expect(ok bool, format string, args ...any) bool {
 	if ok {
 		c.passed++
-		return
+		return true
 	}
 	c.errs = append(c.errs, fmt.Sprintf(format, args...))
+	return false
 }
 
 func (c *checker) run() {
 	o := c.objs
-	c.expect(len(o.deployments) == 1, "want 1 Deployment, have %d", len(o.deployments))
-	c.expect(len(o.services) == 1, "want 1 Service, have %d", len(o.services))
-	c.expect(len(o.secrets) == 1, "want 1 Secret, have %d", len(o.secrets))
-	c.expect(len(o.serviceMonitors) == 1, "want 1 ServiceMonitor, have %d", len(o.serviceMonitors))
-	c.expect(len(o.prometheusRules) == 1, "want 1 PrometheusRule, have %d", len(o.prometheusRules))
+	c.counts()
 	c.metadata()
 	for _, d := range o.deployments {
 		c.deployment(d)
@@ -54,11 +60,33 @@ func (c *checker) run() {
 	for _, s := range o.services {
 		c.service(s)
 	}
-	for _, sm := range o.serviceMonitors {
-		c.serviceMonitor(sm)
+	for _, sa := range o.serviceAccounts {
+		c.expect(sa.AutomountServiceAccountToken == nil || !*sa.AutomountServiceAccountToken,
+			"ServiceAccount %s: automountServiceAccountToken must not be true (the exporter needs no Kubernetes API)", sa.Name)
 	}
+	c.serviceMonitors()
 	for _, pr := range o.prometheusRules {
 		c.prometheusRule(pr)
+	}
+	for _, np := range o.networkPolicies {
+		c.networkPolicy(np)
+	}
+	for _, pdb := range o.podDisruptionBudgets {
+		c.podDisruptionBudget(pdb)
+	}
+}
+
+// counts checks the number of objects of each kind against -want.
+func (c *checker) counts() {
+	kinds := map[string]bool{}
+	for k := range c.want {
+		kinds[k] = true
+	}
+	for k := range c.objs.counts {
+		kinds[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		c.expect(c.objs.counts[k] == c.want[k], "want %d %s, have %d", c.want[k], k, c.objs.counts[k])
 	}
 }
 
@@ -83,6 +111,15 @@ func (c *checker) metadata() {
 	for _, m := range c.objs.prometheusRules {
 		metas = append(metas, &m.ObjectMeta)
 	}
+	for _, m := range c.objs.serviceAccounts {
+		metas = append(metas, &m.ObjectMeta)
+	}
+	for _, m := range c.objs.networkPolicies {
+		metas = append(metas, &m.ObjectMeta)
+	}
+	for _, m := range c.objs.podDisruptionBudgets {
+		metas = append(metas, &m.ObjectMeta)
+	}
 	for _, m := range metas {
 		if m.Name != "" { // a pod template has no name
 			errs := validation.IsDNS1123Subdomain(m.Name)
@@ -104,21 +141,40 @@ func (c *checker) deployment(d *appsv1.Deployment) {
 	}
 	c.expect(pod.AutomountServiceAccountToken != nil && !*pod.AutomountServiceAccountToken,
 		"Deployment %s: automountServiceAccountToken must be false (the exporter needs no Kubernetes API)", d.Name)
+	if len(c.objs.serviceAccounts) > 0 {
+		c.expect(slices.ContainsFunc(c.objs.serviceAccounts, func(sa *corev1.ServiceAccount) bool { return sa.Name == pod.ServiceAccountName }),
+			"Deployment %s: serviceAccountName %q is not the ServiceAccount of the manifests", d.Name, pod.ServiceAccountName)
+	}
 	c.expect(len(pod.Containers) == 1, "Deployment %s: want 1 container, have %d", d.Name, len(pod.Containers))
 	for i := range pod.Containers {
 		ct := &pod.Containers[i]
+		c.image(d.Name, ct)
 		c.securityContext(d.Name, psc, ct)
 		c.resources(d.Name, ct)
 		c.probes(d.Name, ct)
 		c.args(d.Name, ct)
-		c.apiKey(d.Name, &pod, ct)
-		c.apiURL(d.Name, ct)
+		c.mode(d.Name, &pod, ct)
 	}
 	for _, v := range pod.Volumes {
 		if v.Secret != nil {
-			c.expect(c.secret(v.Secret.SecretName) != nil, "Deployment %s: volume %s uses Secret %s, which is not in the manifests", d.Name, v.Name, v.Secret.SecretName)
+			c.expect(c.secret(v.Secret.SecretName) != nil || c.externalSecrets.has(v.Secret.SecretName),
+				"Deployment %s: volume %s uses Secret %s, which is neither in the manifests nor named by -external-secret", d.Name, v.Name, v.Secret.SecretName)
 		}
 	}
+}
+
+// image requires a pinned image: a digest, or a tag other than latest.
+func (c *checker) image(name string, ct *corev1.Container) {
+	ref := ct.Image
+	if _, digest, ok := strings.Cut(ref, "@"); ok {
+		c.expect(strings.HasPrefix(digest, "sha256:") && len(digest) == len("sha256:")+64,
+			"Deployment %s container %s: image %q has a malformed digest", name, ct.Name, ref)
+		return
+	}
+	last := ref[strings.LastIndex(ref, "/")+1:]
+	_, tag, ok := strings.Cut(last, ":")
+	c.expect(ok && tag != "" && tag != "latest",
+		"Deployment %s container %s: image %q needs a tag other than latest, or a digest", name, ct.Name, ref)
 }
 
 // securityContext requires what the "restricted" Pod Security Standard
@@ -176,58 +232,44 @@ func (c *checker) args(name string, ct *corev1.Container) {
 	c.expect(len(errs) == 0, "Deployment %s container %s: arguments the binary refuses: %v", name, ct.Name, errs)
 }
 
-// apiKey checks that the key comes from a Secret volume through
-// --api.key-file, never from a literal in the manifests.
-func (c *checker) apiKey(name string, pod *corev1.PodSpec, ct *corev1.Container) {
+// mode checks what the container watches: the service of --api.url (or
+// DEPLOYMENT_SERVICE_URL) with its key, the modules of --config.file, or the
+// demo; at least one of them, the key and the configuration in files the
+// pod can read.
+func (c *checker) mode(name string, pod *corev1.PodSpec, ct *corev1.Container) {
 	where := fmt.Sprintf("Deployment %s container %s", name, ct.Name)
+	demo := slices.Contains(ct.Args, "--demo")
+	rawURL := c.apiURL(name, ct)
+	configFile := lastFlag(ct.Args, "--config.file")
+	c.expect(demo || rawURL != "" || configFile != "",
+		"%s: watches nothing; needs --api.url (or DEPLOYMENT_SERVICE_URL), --config.file or --demo", where)
+	c.expect(!(demo && rawURL != ""), "%s: --demo conflicts with the service URL", where)
 	for _, e := range ct.Env {
 		c.expect(!(e.Name == "DEPLOYMENT_SERVICE_API_KEY" && e.Value != ""), "%s: the API key must not be a literal env value", where)
 	}
-	var keyFile string
-	for _, a := range ct.Args {
-		if strings.HasPrefix(a, keyFileFlag) {
-			keyFile = strings.TrimPrefix(a, keyFileFlag)
+	if rawURL != "" {
+		u, err := url.Parse(rawURL)
+		c.expect(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil,
+			"%s: the service URL %q is no http(s) base URL without credentials", where, rawURL)
+		keyFile := lastFlag(ct.Args, "--api.key-file")
+		if c.expect(path.IsAbs(keyFile), "%s: the service URL needs --api.key-file with an absolute path", where) {
+			c.secretFile(where, pod, ct, keyFile)
 		}
 	}
-	if !path.IsAbs(keyFile) {
-		c.expect(false, "%s: needs %s with an absolute path", where, keyFileFlag)
-		return
-	}
-	for _, m := range ct.VolumeMounts {
-		rel, ok := strings.CutPrefix(keyFile, strings.TrimSuffix(m.MountPath, "/")+"/")
-		if !ok {
-			continue
+	if configFile != "" {
+		c.configFile = true
+		if c.expect(path.IsAbs(configFile), "%s: --config.file needs an absolute path", where) {
+			c.config(where, pod, ct, configFile)
 		}
-		c.expect(m.SubPath == "" && m.SubPathExpr == "", "%s: the key's mount must not use subPath, or the kubelet never updates it", where)
-		vol := volume(pod, m.Name)
-		if vol == nil || vol.Secret == nil {
-			c.expect(false, "%s: %s is not on a Secret volume", where, keyFile)
-			return
-		}
-		key := secretKeyForPath(vol.Secret, rel)
-		s := c.secret(vol.Secret.SecretName)
-		c.expect(s != nil && key != "" && hasKey(s, key),
-			"%s: %s needs key %q in Secret %s", where, keyFile, key, vol.Secret.SecretName)
-		return
 	}
-	c.expect(false, "%s: no volume is mounted where %s points (%s)", where, keyFileFlag, keyFile)
 }
 
-// apiURL checks that the container gets a base URL: --api.url, or
-// DEPLOYMENT_SERVICE_URL from env or a ConfigMap, or --demo.
-func (c *checker) apiURL(name string, ct *corev1.Container) {
-	var raw string
-	for _, a := range ct.Args {
-		if v, ok := strings.CutPrefix(a, "--api.url="); ok {
-			raw = v
-		}
-		if a == "--demo" {
-			c.passed++
-			return
-		}
-	}
+// apiURL returns the base URL the container is given: --api.url, or
+// DEPLOYMENT_SERVICE_URL from env or a ConfigMap.
+func (c *checker) apiURL(name string, ct *corev1.Container) string {
+	raw := lastFlag(ct.Args, "--api.url")
 	for _, e := range ct.Env {
-		if e.Name == "DEPLOYMENT_SERVICE_URL" && e.Value != "" {
+		if e.Name == "DEPLOYMENT_SERVICE_URL" && e.Value != "" && raw == "" {
 			raw = e.Value
 		}
 	}
@@ -237,13 +279,103 @@ func (c *checker) apiURL(name string, ct *corev1.Container) {
 		}
 		cm := c.configMap(ef.ConfigMapRef.Name)
 		c.expect(cm != nil, "Deployment %s: envFrom ConfigMap %s is not in the manifests", name, ef.ConfigMapRef.Name)
-		if cm != nil && cm.Data["DEPLOYMENT_SERVICE_URL"] != "" {
+		if cm != nil && cm.Data["DEPLOYMENT_SERVICE_URL"] != "" && raw == "" {
 			raw = cm.Data["DEPLOYMENT_SERVICE_URL"]
 		}
 	}
-	u, err := url.Parse(raw)
-	c.expect(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "",
-		"Deployment %s container %s: needs an http(s) base URL through --api.url or DEPLOYMENT_SERVICE_URL (have %q)", name, ct.Name, raw)
+	return raw
+}
+
+// moduleConfig is the part of the exporter's --config.file this check reads.
+type moduleConfig struct {
+	Modules map[string]struct {
+		HTTPClientConfig struct {
+			Authorization *struct {
+				Type            string `json:"type"`
+				Credentials     string `json:"credentials"`
+				CredentialsFile string `json:"credentials_file"`
+			} `json:"authorization"`
+		} `json:"http_client_config"`
+	} `json:"modules"`
+}
+
+// config checks the --config.file: on a Secret volume and, when the Secret
+// is in the manifests, a YAML file of modules each carrying a Token key,
+// whose key files are on Secret volumes too.
+func (c *checker) config(where string, pod *corev1.PodSpec, ct *corev1.Container, file string) {
+	content, ok := c.secretFile(where, pod, ct, file)
+	if !ok || content == nil {
+		return // refused already, or a Secret made by the user
+	}
+	var cfg moduleConfig
+	if err := yaml.Unmarshal(content, &cfg); err != nil {
+		c.expect(false, "%s: %s: %v", where, file, err)
+		return
+	}
+	c.expect(len(cfg.Modules) > 0, "%s: %s has no modules", where, file)
+	c.modules = map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Modules)) {
+		c.modules[name] = true
+		auth := cfg.Modules[name].HTTPClientConfig.Authorization
+		if !c.expect(auth != nil && auth.Type == "Token" && (auth.Credentials != "" || auth.CredentialsFile != ""),
+			"%s: module %s needs http_client_config.authorization of type Token with credentials_file (the exporter refuses it otherwise)", where, name) {
+			continue
+		}
+		if auth.CredentialsFile != "" {
+			keyFile := auth.CredentialsFile
+			if !path.IsAbs(keyFile) {
+				keyFile = path.Join(path.Dir(file), keyFile)
+			}
+			c.secretFile(fmt.Sprintf("%s module %s", where, name), pod, ct, keyFile)
+		}
+	}
+}
+
+// secretFile checks that file lies on a Secret volume mounted without
+// subPath (or the kubelet never updates it) and, when the Secret is in the
+// manifests, that it holds the key behind the file. It returns the file's
+// content when the manifests hold it, and whether the checks passed.
+func (c *checker) secretFile(where string, pod *corev1.PodSpec, ct *corev1.Container, file string) ([]byte, bool) {
+	for _, m := range ct.VolumeMounts {
+		rel, ok := strings.CutPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")
+		if !ok {
+			continue
+		}
+		if !c.expect(m.SubPath == "" && m.SubPathExpr == "", "%s: the mount of %s must not use subPath, or the kubelet never updates it", where, file) {
+			return nil, false
+		}
+		vol := volume(pod, m.Name)
+		if !c.expect(vol != nil && vol.Secret != nil, "%s: %s is not on a Secret volume", where, file) {
+			return nil, false
+		}
+		key := secretKeyForPath(vol.Secret, rel)
+		s := c.secret(vol.Secret.SecretName)
+		if s == nil && c.externalSecrets.has(vol.Secret.SecretName) {
+			c.passed++ // the user's Secret: its keys cannot be seen here
+			return nil, true
+		}
+		if !c.expect(s != nil && key != "" && hasKey(s, key), "%s: %s needs key %q in Secret %s", where, file, key, vol.Secret.SecretName) {
+			return nil, false
+		}
+		if v, ok := s.StringData[key]; ok {
+			return []byte(v), true
+		}
+		return s.Data[key], true
+	}
+	c.expect(false, "%s: no volume is mounted where %s lies", where, file)
+	return nil, false
+}
+
+// lastFlag returns the value of the last --name=value argument, as kingpin
+// takes the last one.
+func lastFlag(args []string, name string) string {
+	var v string
+	for _, a := range args {
+		if rest, ok := strings.CutPrefix(a, name+"="); ok {
+			v = rest
+		}
+	}
+	return v
 }
 
 func (c *checker) service(s *corev1.Service) {
@@ -269,51 +401,6 @@ func (c *checker) service(s *corev1.Service) {
 		}
 		c.expect(found, "Service %s port %s: targetPort %s is no container port", s.Name, p.Name, target.String())
 	}
-}
-
-func (c *checker) serviceMonitor(sm *monitoringv1.ServiceMonitor) {
-	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
-	var svc *corev1.Service
-	for _, s := range c.objs.services {
-		if err == nil && !sel.Empty() && sel.Matches(labels.Set(s.Labels)) {
-			svc = s
-		}
-	}
-	if svc == nil {
-		c.expect(false, "ServiceMonitor %s: selector selects no Service", sm.Name)
-		return
-	}
-	c.passed++
-	c.expect(len(sm.Spec.Endpoints) > 0, "ServiceMonitor %s: no endpoints", sm.Name)
-	for _, ep := range sm.Spec.Endpoints {
-		c.expect(slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep.Port }),
-			"ServiceMonitor %s: port %q is not a port name of Service %s", sm.Name, ep.Port, svc.Name)
-		c.expect(ep.Path == "" || ep.Path == "/metrics", "ServiceMonitor %s: path %q is not the metrics path", sm.Name, ep.Path)
-		interval, err1 := time.ParseDuration(string(ep.Interval))
-		timeout, err2 := time.ParseDuration(string(ep.ScrapeTimeout))
-		c.expect(err1 == nil && err2 == nil && timeout > 0 && timeout <= interval,
-			"ServiceMonitor %s: needs interval and scrapeTimeout with scrapeTimeout <= interval", sm.Name)
-		setsJob := slices.ContainsFunc(ep.RelabelConfigs, func(r monitoringv1.RelabelConfig) bool {
-			return r.TargetLabel == "job" && r.Replacement != nil && *r.Replacement == c.job &&
-				(r.Action == "" || strings.EqualFold(r.Action, "replace"))
-		})
-		c.expect(setsJob, "ServiceMonitor %s: must set job=%q, which the alert rules select", sm.Name, c.job)
-	}
-}
-
-func (c *checker) prometheusRule(pr *monitoringv1.PrometheusRule) {
-	n := 0
-	for _, g := range pr.Spec.Groups {
-		for _, r := range g.Rules {
-			n++
-			if r.Alert != "" {
-				c.expect(r.For != nil && r.Labels["severity"] != "" && r.Annotations["summary"] != "" &&
-					r.Annotations["description"] != "" && r.Annotations["runbook_url"] != "",
-					"PrometheusRule %s alert %s: needs for, severity, summary, description and runbook_url", pr.Name, r.Alert)
-			}
-		}
-	}
-	c.expect(n > 0, "PrometheusRule %s has no rules", pr.Name)
 }
 
 func (c *checker) secret(name string) *corev1.Secret {

@@ -1,16 +1,24 @@
-// Command k8scheck checks the rendered Kubernetes manifests of
-// deploy/kubernetes (the output of `kubectl kustomize`) without a cluster.
+// Command k8scheck checks rendered Kubernetes manifests without a cluster:
+// the output of `kubectl kustomize deploy/kubernetes` and of `helm template`
+// on deploy/helm/deployment-service-exporter.
 //
 // Every object is decoded strictly into its Kubernetes API type (k8s.io/api,
 // and the Prometheus Operator's types for ServiceMonitor and PrometheusRule):
 // an unknown or misspelt field, a duplicate field or a malformed quantity is
 // an error, as is a kind the check does not know. Then the objects are checked
-// against each other and against what the exporter needs: a restricted
-// security context, resources, probes on /-/healthy and /-/ready, the API key
-// mounted from a Secret and read through --api.key-file, selectors and ports
-// that connect, and (with -help) container arguments the binary accepts.
+// against each other and against what the exporter needs: the number of
+// objects of each kind (-want), a restricted security context, resources,
+// probes on /-/healthy and /-/ready, the API key mounted from a Secret and
+// read through --api.key-file, the --config.file modules and the key files
+// they name, /metrics and /probe ServiceMonitors with the job labels the
+// rules select and the multi-target relabelling, selectors and ports that
+// connect (Service, ServiceMonitor, NetworkPolicy, PodDisruptionBudget), rules
+// equal to those of deploy/prometheus/rules (-rules), and (with -help)
+// container arguments the binary accepts.
 //
 //	kubectl kustomize deploy/kubernetes | k8scheck -help help.txt
+//	helm template x deploy/helm/deployment-service-exporter -f values.yaml |
+//	  k8scheck -help help.txt -want Deployment=1,Service=1,... -rules rules.yaml
 package main
 
 import (
@@ -20,11 +28,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -32,20 +44,37 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/tools/internal/flagcheck"
 )
 
-// objects holds the decoded manifests by kind.
+// objects holds the decoded manifests by kind, and how many of each kind.
 type objects struct {
-	deployments     []*appsv1.Deployment
-	services        []*corev1.Service
-	secrets         []*corev1.Secret
-	configMaps      []*corev1.ConfigMap
-	serviceMonitors []*monitoringv1.ServiceMonitor
-	prometheusRules []*monitoringv1.PrometheusRule
+	deployments          []*appsv1.Deployment
+	services             []*corev1.Service
+	secrets              []*corev1.Secret
+	configMaps           []*corev1.ConfigMap
+	serviceAccounts      []*corev1.ServiceAccount
+	networkPolicies      []*networkingv1.NetworkPolicy
+	podDisruptionBudgets []*policyv1.PodDisruptionBudget
+	serviceMonitors      []*monitoringv1.ServiceMonitor
+	prometheusRules      []*monitoringv1.PrometheusRule
+	counts               map[string]int
 }
+
+// defaultWant is what the kustomize base renders.
+const defaultWant = "Deployment=1,Service=1,Secret=1,ConfigMap=1,ServiceMonitor=1,PrometheusRule=1"
 
 func main() {
 	helpFile := flag.String("help", "", "file with the exporter's --help output; container arguments must be flags it lists")
-	job := flag.String("job", "deployment_service", "job label the ServiceMonitor must set (the alert rules select it)")
+	job := flag.String("job", "deployment_service", "job label the /metrics ServiceMonitor must set (the alert rules select it)")
+	probeJob := flag.String("probe-job", "deployment_service_probe", "job label each /probe ServiceMonitor must set")
+	wantFlag := flag.String("want", defaultWant, "KIND=N,...: exactly N objects of each kind; kinds not named must be absent")
+	rulesFile := flag.String("rules", "", "PrometheusRule file (promrulegen's output) whose spec every PrometheusRule must equal")
+	var external stringList
+	flag.Var(&external, "external-secret", "a Secret the manifests reference but do not hold (made by the user); repeatable")
 	flag.Parse()
+
+	want, err := parseWant(*wantFlag)
+	if err != nil {
+		fatal(err)
+	}
 
 	in := io.Reader(os.Stdin)
 	if flag.NArg() == 1 {
@@ -62,7 +91,12 @@ func main() {
 	}
 	fmt.Printf("ok   %d objects decoded strictly into their API types\n", n)
 
-	c := &checker{objs: objs, job: *job}
+	c := &checker{objs: objs, job: *job, probeJob: *probeJob, want: want, externalSecrets: external}
+	if *rulesFile != "" {
+		if c.rules, err = loadRules(*rulesFile); err != nil {
+			fatal(err)
+		}
+	}
 	if *helpFile != "" {
 		flags, err := flagcheck.ParseFile(*helpFile)
 		if err != nil {
@@ -83,7 +117,7 @@ func main() {
 // decodeAll reads a multi-document YAML stream and decodes each document
 // strictly into the API type named by its apiVersion and kind.
 func decodeAll(r io.Reader) (*objects, int, error) {
-	objs := &objects{}
+	objs := &objects{counts: map[string]int{}}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
 	n := 0
 	for {
@@ -127,6 +161,15 @@ func decode(doc []byte, objs *objects) error {
 	case "v1 ConfigMap":
 		o := &corev1.ConfigMap{}
 		objs.configMaps, target = append(objs.configMaps, o), o
+	case "v1 ServiceAccount":
+		o := &corev1.ServiceAccount{}
+		objs.serviceAccounts, target = append(objs.serviceAccounts, o), o
+	case "networking.k8s.io/v1 NetworkPolicy":
+		o := &networkingv1.NetworkPolicy{}
+		objs.networkPolicies, target = append(objs.networkPolicies, o), o
+	case "policy/v1 PodDisruptionBudget":
+		o := &policyv1.PodDisruptionBudget{}
+		objs.podDisruptionBudgets, target = append(objs.podDisruptionBudgets, o), o
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		o := &monitoringv1.ServiceMonitor{}
 		objs.serviceMonitors, target = append(objs.serviceMonitors, o), o
@@ -139,8 +182,52 @@ func decode(doc []byte, objs *objects) error {
 	if err := yaml.UnmarshalStrict(doc, target); err != nil {
 		return fmt.Errorf("%s: %w", tm.Kind, err)
 	}
+	objs.counts[tm.Kind]++
 	return nil
 }
+
+// parseWant reads -want: KIND=N pairs separated by commas.
+func parseWant(s string) (map[string]int, error) {
+	want := map[string]int{}
+	for pair := range strings.SplitSeq(s, ",") {
+		kind, n, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		count, err := strconv.Atoi(n)
+		if !ok || kind == "" || err != nil || count < 0 {
+			return nil, fmt.Errorf("-want: %q is not KIND=N", pair)
+		}
+		want[kind] = count
+	}
+	return want, nil
+}
+
+// loadRules reads the PrometheusRule that promrulegen made of the rule files.
+func loadRules(path string) (*monitoringv1.PrometheusRuleSpec, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var pr monitoringv1.PrometheusRule
+	if err := yaml.UnmarshalStrict(b, &pr); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(pr.Spec.Groups) == 0 {
+		return nil, fmt.Errorf("%s: no rule groups", path)
+	}
+	return &pr.Spec, nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// has reports whether v is in the list.
+func (l stringList) has(v string) bool { return slices.Contains(l, v) }
 
 func stripComments(b []byte) string {
 	var sb strings.Builder

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,6 +23,124 @@ func TestDecodeStrict(t *testing.T) {
 			_, _, err := decodeAll(strings.NewReader("# comment\n---\n" + tt.doc))
 			if (err == nil) != tt.ok {
 				t.Errorf("decodeAll error = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// fixture returns the rendered full-values case of the Helm chart.
+func fixture(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/helm-full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// check runs every check on manifests as helm.sh does for the full case.
+func check(t *testing.T, manifests, want string, external ...string) []string {
+	t.Helper()
+	objs, _, err := decodeAll(strings.NewReader(manifests))
+	if err != nil {
+		t.Fatalf("decodeAll: %v", err)
+	}
+	wantCounts, err := parseWant(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := loadRules("testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &checker{objs: objs, job: "deployment_service", probeJob: "deployment_service_probe",
+		want: wantCounts, externalSecrets: external, rules: rules}
+	c.run()
+	return c.errs
+}
+
+const fullWant = "Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1"
+
+func TestChecks(t *testing.T) {
+	tests := []struct {
+		name      string
+		old, new  string // replaced once in the fixture
+		want      string // -want; fullWant when empty
+		noExtern  bool   // leave out -external-secret deployment-service-keys
+		wantError string // substring of an expected failure; "" = no failure
+	}{
+		{name: "valid"},
+		{name: "counts", want: strings.Replace(fullWant, "NetworkPolicy=1", "NetworkPolicy=0", 1),
+			wantError: "want 0 NetworkPolicy, have 1"},
+		{name: "unlisted kind", want: strings.Replace(fullWant, ",PodDisruptionBudget=1", "", 1),
+			wantError: "want 0 PodDisruptionBudget, have 1"},
+		{name: "external secret not named", noExtern: true,
+			wantError: "Secret deployment-service-keys, which is neither in the manifests nor named by -external-secret"},
+		{name: "image latest",
+			old:       `image: "registry.example.com/team/deployment-service-exporter@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"`,
+			new:       `image: registry.example.com/team/deployment-service-exporter:latest`,
+			wantError: "needs a tag other than latest"},
+		{name: "service account", old: "serviceAccountName: dse-exporter", new: "serviceAccountName: other",
+			wantError: `serviceAccountName "other" is not the ServiceAccount`},
+		{name: "demo with a URL", old: `- "--log.level=debug"`, new: `- "--demo"`,
+			wantError: "--demo conflicts with the service URL"},
+		{name: "module without a Token", old: "type: Token", new: "type: Bearer",
+			wantError: "module default needs http_client_config.authorization of type Token"},
+		{name: "module key file not mounted", old: "credentials_file: /etc/deployment-service/api-key", new: "credentials_file: /etc/elsewhere/key",
+			wantError: "module default: no volume is mounted where /etc/elsewhere/key lies"},
+		{name: "metrics job", old: "replacement: deployment_service\n", new: "replacement: exporter\n",
+			wantError: `must set job="deployment_service"`},
+		{name: "probe instance", old: "sourceLabels: [__param_target]", new: "sourceLabels: [__address__]",
+			wantError: "/probe must copy __param_target to instance"},
+		{name: "probe job", old: "replacement: deployment_service_probe", new: "replacement: deployment_service",
+			wantError: `/probe must set job="deployment_service_probe"`},
+		{name: "probe module unknown", old: `- "staging"`, new: `- "prod"`,
+			wantError: `module "prod" is not in the exporter's --config.file`},
+		{name: "probe target", old: `- "https://deploy-staging.example.com"`, new: `- "deploy-staging.example.com"`,
+			wantError: `target "deploy-staging.example.com" is no http(s) base URL`},
+		{name: "probes collide", old: "- \"https://deploy-staging.example.com\"\n        module:\n          - \"staging\"",
+			new:       "- \"https://deploy.example.com/prefix\"\n        module:\n          - \"default\"",
+			wantError: "probe the same target with the same module"},
+		{name: "service monitor namespace", old: "    matchNames:\n      - observability\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: dse\n      app.kubernetes.io/instance: dse\n  endpoints:\n    - port: http-metrics\n      path: /metrics",
+			new:       "    matchNames:\n      - elsewhere\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: dse\n      app.kubernetes.io/instance: dse\n  endpoints:\n    - port: http-metrics\n      path: /metrics",
+			wantError: `its namespaceSelector must name the Service's namespace "observability"`},
+		{name: "rules differ", old: "for: 5m", new: "for: 10m",
+			wantError: "differs from the rule files"},
+		{name: "network policy port", old: "- port: http-metrics\n          protocol: TCP\n      from:", new: "- port: metrics\n          protocol: TCP\n      from:",
+			wantError: "ingress port metrics is no container port"},
+		{name: "network policy DNS", old: "        - port: 53\n          protocol: UDP\n        - port: 53\n", new: "        - port: 80\n          protocol: UDP\n        - port: 80\n",
+			wantError: "restricts egress without allowing DNS"},
+		{name: "pdb maxUnavailable 0", old: "maxUnavailable: 1", new: "maxUnavailable: 0",
+			wantError: "maxUnavailable 0 of 2 replicas blocks every eviction"},
+		{name: "pdb minAvailable all", old: "maxUnavailable: 1", new: "minAvailable: 100%",
+			wantError: "minAvailable 100% of 2 replicas blocks every eviction"},
+		{name: "pdb selector", old: "spec:\n  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: dse",
+			new:       "spec:\n  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: other",
+			wantError: "PodDisruptionBudget dse: selector selects no Deployment's pods"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			manifests := fixture(t)
+			if tt.old != "" {
+				if !strings.Contains(manifests, tt.old) {
+					t.Fatalf("fixture has no %q", tt.old)
+				}
+				manifests = strings.Replace(manifests, tt.old, tt.new, 1)
+			}
+			want := tt.want
+			if want == "" {
+				want = fullWant
+			}
+			var external []string
+			if !tt.noExtern {
+				external = []string{"deployment-service-keys"}
+			}
+			errs := check(t, manifests, want, external...)
+			switch {
+			case tt.wantError == "" && len(errs) > 0:
+				t.Errorf("failures on valid manifests: %q", errs)
+			case tt.wantError != "" && !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, tt.wantError) }):
+				t.Errorf("failures %q, want one saying %q", errs, tt.wantError)
 			}
 		})
 	}

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Checks the Helm chart deploy/helm/deployment-service-exporter without a
+# cluster:
+#   1. the chart's appVersion is the VERSION file's;
+#   2. the chart's copies of the rule files (files/rules) are up to date with
+#      deploy/prometheus/rules (tools/cmd/promrulegen -check -copy-to);
+#   3. `helm lint --strict` with each values file of the chart's ci/;
+#   4. `helm template` with each of them renders objects that decode strictly
+#      into their Kubernetes and Prometheus Operator types and pass
+#      tools/cmd/k8scheck (the kinds and counts expected for the case, the
+#      restricted security context, probes, resources, the key and modules
+#      from Secret files, ServiceMonitors for /metrics and /probe, the
+#      PrometheusRule equal to the rule files, NetworkPolicy and
+#      PodDisruptionBudget, and container arguments the binary accepts); the
+#      key given as a value appears nowhere but base64 in its Secret;
+#   5. values the exporter would refuse, or that watch nothing, fail the
+#      render with the message that says what to set;
+#   6. the README's Helm quick start, run as written (a dummy key; kubectl
+#      stubbed out; `helm install` replaced by `helm template`), renders
+#      manifests that pass the same checks.
+#
+# Helm comes from PATH or $(go env GOPATH)/bin, else it is built with
+# `go install` (a few minutes).
+# Environment: EXPORTER_BIN=path skips the build and uses that binary.
+set -euo pipefail
+# shellcheck source=deploy/test/lib.sh source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=deploy/test/lib_k8s.sh source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib_k8s.sh"
+
+readonly helm_version=v3.22.0
+# The Kubernetes version helm template renders for. A helm built with go
+# install believes in v1.20, older than the chart's kubeVersion allows.
+readonly kube_version=1.33.0
+chart="${repo}/deploy/helm/deployment-service-exporter"
+
+work=$(mktemp -d)
+trap 'rm -rf "${work}"' EXIT
+export LC_ALL=C # the rule files' order, as Helm's .Files.Glob sorts them
+
+helm=$(ensure_go_tool helm "helm.sh/helm/v3/cmd/helm@${helm_version}")
+log "using $("${helm}" version --short)"
+
+app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "${chart}/Chart.yaml")
+version=$(tr -d '[:space:]' <"${repo}/VERSION")
+[[ "${app_version}" == "${version}" ]] || die "Chart.yaml appVersion ${app_version} is not VERSION ${version}"
+
+(cd "${repo}/tools" && go run ./cmd/promrulegen -check \
+  -copy-to ../deploy/helm/deployment-service-exporter/files/rules ../deploy/prometheus/rules/*.yml)
+# The PrometheusRule the rule files make, to compare the chart's with.
+(cd "${repo}/tools" && go run ./cmd/promrulegen -out "${work}/rules.yaml" ../deploy/prometheus/rules/*.yml)
+
+exporter=$(exporter_binary "${work}")
+"${exporter}" --help >"${work}/help.txt" 2>&1 || die "${exporter} --help failed: $(cat "${work}/help.txt")"
+k8scheck=$(tools_binary k8scheck "${work}")
+
+# case VALUES-FILE WANT [K8SCHECK-ARGS...]: lint, render and check one case.
+check_case() {
+  local values=$1 want=$2
+  shift 2
+  local name
+  name=$(basename "${values}" .yaml)
+  "${helm}" lint --strict "${chart}" -f "${values}" >"${work}/lint.txt" 2>&1 ||
+    die "helm lint --strict -f ${values}: $(cat "${work}/lint.txt")"
+  "${helm}" template dse "${chart}" --kube-version "${kube_version}" --namespace observability -f "${values}" >"${work}/${name}.yaml" 2>"${work}/err.txt" ||
+    die "helm template -f ${values}: $(cat "${work}/err.txt")"
+  log "ok: ${name}: helm lint --strict, helm template rendered $(grep -c '^kind:' "${work}/${name}.yaml") objects"
+  "${k8scheck}" -help "${work}/help.txt" -rules "${work}/rules.yaml" -want "${want}" "$@" "${work}/${name}.yaml" ||
+    die "k8scheck on the ${name} case (rendered: ${work}/${name}.yaml)"
+}
+
+ci="${chart}/ci"
+check_case "${ci}/default-values.yaml" Deployment=1,Service=1,ServiceAccount=1 \
+  -external-secret deployment-service-api-key
+check_case "${ci}/demo-values.yaml" Deployment=1,Service=1,ServiceAccount=1
+check_case "${ci}/probe-values.yaml" Deployment=1,Service=1,ServiceAccount=1,ServiceMonitor=3 \
+  -external-secret deployment-service-exporter-modules -external-secret deployment-service-keys
+check_case "${ci}/full-values.yaml" \
+  Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1 \
+  -external-secret deployment-service-keys
+n_cases=$(find "${ci}" -name '*-values.yaml' | wc -l)
+[[ "${n_cases}" -eq 4 ]] || die "ci/ has ${n_cases} values files; give each a case here"
+
+# The key given as a value is only ever base64 in its Secret: never an
+# argument, an environment value or an annotation.
+key=$(sed -n 's/^  value: //p' "${ci}/full-values.yaml")
+[[ -n "${key}" ]] || die "no apiKey.value in full-values.yaml"
+if grep -qF -- "${key}" "${work}/full-values.yaml"; then
+  die "the API key appears in clear in the rendered manifests"
+fi
+grep -qF -- "$(printf '%s' "${key}" | base64)" "${work}/full-values.yaml" || die "the API key's Secret is missing"
+log "ok: the API key appears only base64-encoded in its Secret"
+
+# refuse MESSAGE HELM-ARGS...: the render must fail, saying MESSAGE.
+refuse() {
+  local want=$1
+  shift
+  if "${helm}" template dse "${chart}" --kube-version "${kube_version}" "$@" >/dev/null 2>"${work}/err.txt"; then
+    die "helm template $* rendered; want a failure saying: ${want}"
+  fi
+  grep -qF -- "${want}" "${work}/err.txt" || die "helm template $*: want an error saying '${want}', got: $(cat "${work}/err.txt")"
+}
+img=(--set image.repository=registry.example.com/deployment-service-exporter)
+url=(--set apiUrl=https://deploy.example.com)
+key=(--set apiKey.existingSecret=k)
+modules=(--set-json 'config.modules={"default":{"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}')
+refuse "image.repository is required"
+refuse "nothing to watch" "${img[@]}"
+refuse "apiUrl needs a key" "${img[@]}" "${url[@]}"
+refuse "must be an http:// or https:// URL" "${img[@]}" "${key[@]}" --set apiUrl=deploy.example.com
+refuse "demo and apiUrl conflict" "${img[@]}" "${url[@]}" "${key[@]}" --set demo=true
+refuse "apiKey.existingSecret and apiKey.value conflict" "${img[@]}" "${url[@]}" "${key[@]}" --set apiKey.value=x
+refuse "is not sha256:" "${img[@]}" "${url[@]}" "${key[@]}" --set image.digest=latest
+refuse "serviceMonitor.targets are polled through /probe" "${img[@]}" "${url[@]}" "${key[@]}" \
+  --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://a.example.com'
+refuse 'module "staging" is not in config.modules' "${img[@]}" "${modules[@]}" \
+  --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://a.example.com' \
+  --set 'serviceMonitor.targets[0].module=staging'
+refuse 'name "Prod" must be lower-case' "${img[@]}" "${modules[@]}" \
+  --set 'serviceMonitor.targets[0].name=Prod' --set 'serviceMonitor.targets[0].url=https://a.example.com'
+refuse 'name "a" is given twice' "${img[@]}" "${modules[@]}" \
+  --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://a.example.com' \
+  --set 'serviceMonitor.targets[1].name=a' --set 'serviceMonitor.targets[1].url=https://b.example.com'
+refuse "url \"ftp://a\" must be the http:// or https:// base URL" "${img[@]}" "${modules[@]}" \
+  --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=ftp://a'
+refuse "additional properties 'apikey' not allowed" "${img[@]}" "${url[@]}" "${key[@]}" --set apikey.value=x
+log "ok: 13 kinds of wrong values fail the render with a message saying what to set"
+
+# The quick start, as README.md writes it.
+readme_block '<!-- quick start: helm (run by deploy/test/helm.sh) -->' >"${work}/quickstart.sh"
+cat >"${work}/run.sh" <<EOF
+set -euo pipefail
+export KEY='ci-dummy-key-${RANDOM}'
+# kubectl: only what the quick start needs, recorded instead of done.
+kubectl() {
+  local args="\$*"
+  case "\${args}" in
+    "create namespace "*) ;;
+    *"create secret generic "*)
+      local rest=\${args#*create secret generic }
+      printf '%s\n' "\${rest%% *}" >>'${work}/secrets'
+      [[ "\${args}" == *" --from-file=api-key="* ]] || { echo "the key's Secret needs the key api-key (apiKey.existingSecretKey): \${args}" >&2; return 1; }
+      cat >/dev/null ;;
+    *) echo "the quick start runs kubectl \${args}; this check does not know it" >&2; return 1 ;;
+  esac
+}
+helm() {
+  [[ "\$1" == install ]] || { echo "the quick start runs helm \$*; this check knows only helm install" >&2; return 1; }
+  shift
+  '${helm}' template "\$@" --kube-version '${kube_version}' >'${work}/quickstart.yaml'
+}
+cd '${repo}'
+source '${work}/quickstart.sh'
+EOF
+bash "${work}/run.sh" || die "the README's Helm quick start failed (script: ${work}/quickstart.sh)"
+[[ -s "${work}/quickstart.yaml" ]] || die "the README's Helm quick start installs nothing"
+external=()
+while read -r secret; do external+=(-external-secret "${secret}"); done <"${work}/secrets"
+"${k8scheck}" -help "${work}/help.txt" -rules "${work}/rules.yaml" "${external[@]}" \
+  -want Deployment=1,Service=1,ServiceAccount=1,ServiceMonitor=1,PrometheusRule=1 "${work}/quickstart.yaml" ||
+  die "k8scheck on the README's Helm quick start (rendered: ${work}/quickstart.yaml)"
+log "ok: the README's Helm quick start ran as written"
