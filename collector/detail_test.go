@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -148,4 +149,50 @@ func (p *Poller) recorded(id int64) bool {
 	defer c.run.mu.Unlock()
 	_, ok := c.run.details[id]
 	return ok
+}
+
+// TestDetailSummary checks the folding of detail views, and of failures
+// that stand for detail views, into location_detail.
+func TestDetailSummary(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	fail := errors.New("x")
+	type view struct {
+		status int
+		err    error
+	}
+	tests := []struct {
+		name    string
+		views   []view
+		fails   []view
+		pending bool
+		want    int
+		ok      bool
+	}{
+		{"all well", []view{{200, nil}, {204, nil}}, nil, false, 200, true},
+		{"one refused among good ones", []view{{403, fail}, {200, nil}}, nil, false, 403, false},
+		{"highest failed, not last", []view{{500, fail}, {404, fail}, {200, nil}}, nil, false, 500, false},
+		{"failed without a response", []view{{0, fail}, {200, nil}}, nil, false, 0, false},
+		{"pending only", []view{{200, nil}}, nil, true, 0, false},
+		{"pending and refused", []view{{401, fail}}, nil, true, 401, false},
+		{"a failure folded in, no view tried", nil, []view{{200, fail}}, false, 200, false},
+		{"a failure folded in next to good views", []view{{200, nil}}, []view{{0, fail}}, false, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d detailSummary
+			for i, v := range tt.views {
+				start := t0.Add(time.Duration(i) * time.Second)
+				d.add(start, start.Add(time.Second), v.status, v.err)
+			}
+			for _, v := range tt.fails {
+				d.fail(v.status, v.err)
+			}
+			if got := d.status(tt.pending); got != tt.want {
+				t.Errorf("status %d, want %d", got, tt.want)
+			}
+			if ok := !d.failed && !tt.pending; ok != tt.ok {
+				t.Errorf("up %v, want %v", ok, tt.ok)
+			}
+		})
+	}
 }

@@ -44,9 +44,10 @@ type pollRun struct {
 	seen      map[int64]bool
 	details   map[int64]*LocationState
 	detailSum detailSummary
-	// finished tells that every result has arrived; cancelled that every
-	// scrape gave up on the poll before that.
-	finished, cancelled bool
+	// settled tells that the poll's outcome no longer depends on its
+	// scrapes: every result has arrived, or its deadline has passed.
+	// cancelled tells that every scrape gave up on the poll before that.
+	settled, cancelled bool
 }
 
 // detailSummary sums up the detail views as the location_detail endpoint:
@@ -162,9 +163,7 @@ func (p *pollRun) run(logger *slog.Logger) *Snapshot {
 		p.detail(id)
 	}
 	p.wg.Wait()
-	p.mu.Lock()
-	p.finished = true
-	p.mu.Unlock()
+	p.settle()
 	s := p.snapshot()
 	if p.abandoned() {
 		logger.Debug("Poll abandoned: every scrape waiting for it gave up")
@@ -241,7 +240,7 @@ func (p *pollRun) snapshot() *Snapshot {
 	switch d := &p.detailSum; {
 	case pending:
 		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.status(true), Duration: now.Sub(p.start), Err: errTooLate}
-	case d.tried:
+	case d.tried || d.failed:
 		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.status(false), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
 	}
 	s.HoldOffUntil = holdOffAt(p.t.Client, now)
@@ -256,12 +255,20 @@ func (p *pollRun) setBudget(d time.Duration) {
 	p.budget = d
 }
 
-// abandon marks the poll as given up by every scrape, unless all its
-// results have already arrived: a complete poll stays complete.
+// settle marks the poll's outcome as fixed: every result has arrived, or
+// the deadline has passed and what is still out will be a timeout.
+func (p *pollRun) settle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settled = true
+}
+
+// abandon marks the poll as given up by every scrape, unless its outcome
+// is already fixed: a complete poll stays complete.
 func (p *pollRun) abandon() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.finished {
+	if !p.settled {
 		p.cancelled = true
 	}
 }

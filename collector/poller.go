@@ -155,8 +155,8 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 			p.inflight = nil
 		}
 		// Only a poll that every scrape abandoned before all its results
-		// arrived is not worth keeping; one that completed is kept, even
-		// when its last scrape left just after.
+		// arrived (or its deadline passed) is not worth keeping; one that
+		// completed is kept, even when its last scrape left just after.
 		if !c.run.abandoned() {
 			p.last = snap
 		}
@@ -203,6 +203,9 @@ func (p *Poller) horizon(c *pollCall, ctx context.Context) time.Time {
 // expire ends c at its deadline. A scrape arriving from now on starts a
 // poll of its own rather than join one that is being cut short.
 func (p *Poller) expire(c *pollCall) {
+	// What the deadline cuts short is a timeout, whatever the scrapes do
+	// next: the poll stays worth keeping.
+	c.run.settle()
 	c.cancel(errPollDeadline)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -247,8 +250,9 @@ func (p *Poller) leave(c *pollCall) {
 	c.waiters--
 	if c.waiters == 0 {
 		c.timer.Stop()
-		// A poll that has all its results is complete: cancelling it now
-		// changes nothing, and it stays worth keeping.
+		// A poll that has all its results, or has reached its deadline, is
+		// settled: cancelling it now changes nothing, and it stays worth
+		// keeping.
 		c.run.abandon()
 		c.cancel(errAbandoned)
 		// A scrape arriving now must start a poll of its own rather than
