@@ -127,8 +127,9 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 }
 
 // start begins a poll; p.mu is held. The poll does not inherit the
-// scrape's cancellation, only its deadline made a little earlier, so its
-// results reach the scrape before the scrape has to answer.
+// scrape's cancellation, only its deadline made a little earlier (by a
+// timer, which a later scrape joining can move), so its results reach the
+// scrape before the scrape has to answer.
 func (p *Poller) start(ctx context.Context) *pollCall {
 	now := time.Now()
 	pctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
