@@ -29,6 +29,7 @@ type Metrics struct {
 	locationInfoDesc     *prometheus.Desc
 	scrapeDurationDesc   *prometheus.Desc
 	pollTimestampDesc    *prometheus.Desc
+	holdOffUntilDesc     *prometheus.Desc
 	infoFields           []string
 }
 
@@ -43,7 +44,7 @@ func NewMetrics(infoFields []string) *Metrics {
 		upDesc:               desc("up", "Whether the API root, project list and location list all answered well in this scrape (1) or not (0)."),
 		endpointUpDesc:       desc("endpoint_up", "Whether the endpoint answered well in this scrape: 2xx and valid JSON of the expected shape on every page read.", "endpoint"),
 		endpointDurationDesc: desc("endpoint_duration_seconds", "Wall time spent on the endpoint in this scrape, all pages together.", "endpoint"),
-		endpointStatusDesc:   desc("endpoint_status_code", "HTTP status of the endpoint's last response in this scrape, 0 when none came.", "endpoint"),
+		endpointStatusDesc:   desc("endpoint_status_code", "HTTP status of the endpoint's last response in this scrape; 0 when none came. For location_detail: when any detail view failed, the highest status among the failed ones (0 only when none of them got a response); else 200.", "endpoint"),
 		projectsDesc:         desc("projects", "Projects the key can access; absent when the list could not be read."),
 		locationsDesc:        desc("locations", "Locations listed; absent when the list could not be read."),
 		locationUpDesc:       desc("location_up", "Whether the location's detail view answered well in this scrape.", "location_id"),
@@ -51,6 +52,7 @@ func NewMetrics(infoFields []string) *Metrics {
 		locationInfoDesc:     desc("location_info", "Selected fields of the location's detail view, as labels; always 1.", infoLabels...),
 		scrapeDurationDesc:   desc("scrape_duration_seconds", "Wall time of the whole poll of the API."),
 		pollTimestampDesc:    desc("poll_timestamp_seconds", "Unix time at which the poll behind this answer started."),
+		holdOffUntilDesc:     desc("hold_off_until_timestamp_seconds", "Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force."),
 		infoFields:           infoFields,
 	}
 }
@@ -60,7 +62,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		m.upDesc, m.endpointUpDesc, m.endpointDurationDesc, m.endpointStatusDesc,
 		m.projectsDesc, m.locationsDesc, m.locationUpDesc, m.locationDurationDesc,
-		m.locationInfoDesc, m.scrapeDurationDesc, m.pollTimestampDesc,
+		m.locationInfoDesc, m.scrapeDurationDesc, m.pollTimestampDesc, m.holdOffUntilDesc,
 	} {
 		ch <- d
 	}
@@ -121,6 +123,11 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(m.scrapeDurationDesc, s.Duration.Seconds())
 	gauge(m.pollTimestampDesc, float64(s.Start.UnixNano())/1e9)
+	holdOff := 0.0
+	if !s.HoldOffUntil.IsZero() {
+		holdOff = float64(s.HoldOffUntil.UnixMilli()) / 1e3
+	}
+	gauge(m.holdOffUntilDesc, holdOff)
 }
 
 func boolValue(b bool) float64 {

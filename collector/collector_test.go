@@ -26,7 +26,8 @@ func TestSnapshotExposition(t *testing.T) {
 			client.EndpointLocations:      {Status: 500, Duration: time.Second, Err: fail},
 			client.EndpointLocationDetail: {Status: 404, Duration: 500 * time.Millisecond, Err: fail},
 		},
-		Projects: Count{Value: 0, Known: true},
+		Projects:     Count{Value: 0, Known: true},
+		HoldOffUntil: time.Unix(1700000060, 250_000_000),
 		Details: []LocationState{
 			{ID: 3, Status: 200, Duration: 200 * time.Millisecond, Fields: map[string]string{"name": "eu-west", "region": "eu\xff"}},
 			{ID: 7, Status: 404, Duration: 300 * time.Millisecond, Err: fail},
@@ -41,7 +42,7 @@ deployment_service_endpoint_duration_seconds{endpoint="location_detail"} 0.5
 deployment_service_endpoint_duration_seconds{endpoint="locations"} 1
 deployment_service_endpoint_duration_seconds{endpoint="projects"} 0.25
 deployment_service_endpoint_duration_seconds{endpoint="root"} 0.1
-# HELP deployment_service_endpoint_status_code HTTP status of the endpoint's last response in this scrape, 0 when none came.
+# HELP deployment_service_endpoint_status_code HTTP status of the endpoint's last response in this scrape; 0 when none came. For location_detail: when any detail view failed, the highest status among the failed ones (0 only when none of them got a response); else 200.
 # TYPE deployment_service_endpoint_status_code gauge
 deployment_service_endpoint_status_code{endpoint="location_detail"} 404
 deployment_service_endpoint_status_code{endpoint="locations"} 500
@@ -53,6 +54,9 @@ deployment_service_endpoint_up{endpoint="location_detail"} 0
 deployment_service_endpoint_up{endpoint="locations"} 0
 deployment_service_endpoint_up{endpoint="projects"} 1
 deployment_service_endpoint_up{endpoint="root"} 1
+# HELP deployment_service_hold_off_until_timestamp_seconds Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force.
+# TYPE deployment_service_hold_off_until_timestamp_seconds gauge
+deployment_service_hold_off_until_timestamp_seconds 1.70000006025e+09
 # HELP deployment_service_location_detail_duration_seconds Time taken by the location's detail request in this scrape.
 # TYPE deployment_service_location_detail_duration_seconds gauge
 deployment_service_location_detail_duration_seconds{location_id="3"} 0.2
@@ -106,5 +110,30 @@ func TestRepeatedDetailIDsAreOneLocation(t *testing.T) {
 	got := uniqueIDs([]int64{3, 5, 3, 1, 5})
 	if len(got) != 3 || got[0] != 3 || got[1] != 5 || got[2] != 1 {
 		t.Errorf("uniqueIDs = %v, want [3 5 1]", got)
+	}
+}
+
+// TestHoldOffEndsInAReusedPoll serves a poll that met a hold-off after the
+// hold-off ended, as --api.min-interval does: none is in force any more.
+func TestHoldOffEndsInAReusedPoll(t *testing.T) {
+	now := time.Now()
+	s := &Snapshot{Start: now, HoldOffUntil: now.Add(time.Minute)}
+	if got := s.at(now.Add(time.Second)); got != s {
+		t.Error("a snapshot inside its hold-off was copied")
+	}
+	later := s.at(now.Add(2 * time.Minute))
+	if !later.HoldOffUntil.IsZero() {
+		t.Errorf("hold-off until %v served after it ended", later.HoldOffUntil)
+	}
+	if s.HoldOffUntil.IsZero() {
+		t.Error("the shared snapshot was changed")
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewMetrics(nil).Collector(later))
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP deployment_service_hold_off_until_timestamp_seconds Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force.
+# TYPE deployment_service_hold_off_until_timestamp_seconds gauge
+deployment_service_hold_off_until_timestamp_seconds 0
+`), "deployment_service_hold_off_until_timestamp_seconds"); err != nil {
+		t.Error(err)
 	}
 }

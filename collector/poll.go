@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -43,17 +44,57 @@ type pollRun struct {
 	seen      map[int64]bool
 	details   map[int64]*LocationState
 	detailSum detailSummary
+	// settled tells that the poll's outcome no longer depends on its
+	// scrapes: every result has arrived, or its deadline has passed.
+	// cancelled tells that every scrape gave up on the poll before that.
+	settled, cancelled bool
 }
 
 // detailSummary sums up the detail views as the location_detail endpoint:
 // up when every one answered well, timed from the first start to the last
-// end, with the status of the last response.
+// end. Its status is the highest among the failed views, so that a refused
+// view (401, 403) shows even when others answered after it; 200 when
+// none failed.
 type detailSummary struct {
 	tried               bool
 	firstStart, lastEnd time.Time
-	lastStatus          int
-	lastStatusEnd       time.Time
+	failed              bool
+	failedStatus        int
 	err                 error
+}
+
+// add folds one detail view that ran from start to end into the summary.
+func (d *detailSummary) add(start, end time.Time, status int, err error) {
+	if !d.tried || start.Before(d.firstStart) {
+		d.firstStart = start
+	}
+	d.tried = true
+	d.lastEnd = maxTime(d.lastEnd, end)
+	if err != nil {
+		d.fail(status, err)
+	}
+}
+
+// fail folds a failure with the status of its response (0 when none came)
+// into the summary: a failed detail view, or anything else that stands for
+// detail views that could not be read.
+func (d *detailSummary) fail(status int, err error) {
+	d.failed = true
+	d.failedStatus = max(d.failedStatus, status)
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+// status is the location_detail status code: the highest status among the
+// failed views, 0 when none of them got a response, 200 when none failed.
+// pending tells that some views are still out, which counts as failed
+// without a response.
+func (d *detailSummary) status(pending bool) int {
+	if d.failed || pending {
+		return d.failedStatus
+	}
+	return http.StatusOK
 }
 
 func newPollRun(ctx context.Context, t *Target, trace *client.Trace, budget time.Duration) *pollRun {
@@ -122,8 +163,9 @@ func (p *pollRun) run(logger *slog.Logger) *Snapshot {
 		p.detail(id)
 	}
 	p.wg.Wait()
+	p.settle()
 	s := p.snapshot()
-	if errors.Is(context.Cause(p.ctx), context.Canceled) {
+	if p.abandoned() {
 		logger.Debug("Poll abandoned: every scrape waiting for it gave up")
 	} else {
 		logFailures(logger, s)
@@ -151,18 +193,7 @@ func (p *pollRun) detail(id int64) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.details[id] = &LocationState{ID: id, Status: r.Status, Duration: r.Duration, Err: r.Err, Fields: r.Fields}
-		d := &p.detailSum
-		if !d.tried || start.Before(d.firstStart) {
-			d.firstStart = start
-		}
-		d.tried = true
-		d.lastEnd = maxTime(d.lastEnd, end)
-		if r.Status != 0 && !end.Before(d.lastStatusEnd) {
-			d.lastStatus, d.lastStatusEnd = r.Status, end
-		}
-		if r.Err != nil && d.err == nil {
-			d.err = r.Err
-		}
+		p.detailSum.add(start, end, r.Status, r.Err)
 	}()
 }
 
@@ -206,13 +237,48 @@ func (p *pollRun) snapshot() *Snapshot {
 		s.Details = append(s.Details, LocationState{ID: id, Duration: now.Sub(p.start), Err: errTooLate})
 	}
 	slices.SortFunc(s.Details, func(a, b LocationState) int { return cmp.Compare(a.ID, b.ID) })
-	switch d := p.detailSum; {
+	switch d := &p.detailSum; {
 	case pending:
-		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.lastStatus, Duration: now.Sub(p.start), Err: errTooLate}
-	case d.tried:
-		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.lastStatus, Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
+		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.status(true), Duration: now.Sub(p.start), Err: errTooLate}
+	case d.tried || d.failed:
+		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.status(false), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
 	}
+	s.HoldOffUntil = holdOffAt(p.t.Client, now)
 	return s
+}
+
+// setBudget records the time the poll was given, which grows when a scrape
+// with more time joins it.
+func (p *pollRun) setBudget(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.budget = d
+}
+
+// settle marks the poll's outcome as fixed: every result has arrived, or
+// the deadline has passed and what is still out will be a timeout.
+func (p *pollRun) settle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settled = true
+}
+
+// abandon marks the poll as given up by every scrape, unless its outcome
+// is already fixed: a complete poll stays complete.
+func (p *pollRun) abandon() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.settled {
+		p.cancelled = true
+	}
+}
+
+// abandoned tells whether every scrape gave up on the poll before all its
+// results arrived, so that what it holds is cut short by the cancellation.
+func (p *pollRun) abandoned() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cancelled
 }
 
 func endpointState(r client.Result) EndpointState {
@@ -238,7 +304,7 @@ func logFailures(logger *slog.Logger, s *Snapshot) {
 	}
 	if failed > 0 {
 		st := s.Endpoints[client.EndpointLocationDetail]
-		logger.Warn("Location details failed", "failed", failed, "total", len(s.Details), "last_status", st.Status, "err", st.Err)
+		logger.Warn("Location details failed", "failed", failed, "total", len(s.Details), "status", st.Status, "err", st.Err)
 	}
 }
 

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,9 +15,18 @@ import (
 // scrape had to answer.
 var errTooLate = errors.New("poll did not finish before the scrape deadline")
 
+// The causes a poll's context ends with. The deadline's wraps
+// context.DeadlineExceeded, so the client still classifies what it cut
+// short as a timeout.
+var (
+	errPollDeadline = fmt.Errorf("the poll reached the deadline of the last scrape waiting for it: %w", context.DeadlineExceeded)
+	errAbandoned    = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
+)
+
 // PollerOptions tunes a Poller.
 type PollerOptions struct {
-	// Timeout bounds a poll when the caller's context has no deadline.
+	// Timeout bounds a poll: it ends at the latest waiting scrape's
+	// deadline, and never later than Timeout after it started.
 	Timeout time.Duration
 	// MinInterval is the least time between the starts of two polls; a
 	// scrape inside it is answered from the last poll. 0 polls every scrape.
@@ -41,15 +51,26 @@ type Poller struct {
 	last     *Snapshot
 	// heldUntil is the end of the last hold-off logged, so each is logged once.
 	heldUntil time.Time
+
+	// ranHook, set by tests only, runs once a poll has gathered all its
+	// results and before the poller keeps them.
+	ranHook func()
 }
 
-// pollCall is one poll in flight and the scrapes waiting for it.
+// pollCall is one poll in flight and the scrapes waiting for it. Its
+// fields other than run and done are guarded by the Poller's mu.
 type pollCall struct {
 	run     *pollRun
 	done    chan struct{}
 	snap    *Snapshot
 	waiters int
-	cancel  context.CancelFunc
+	cancel  context.CancelCauseFunc
+	// The poll ends at end, which a timer enforces: the deadline of the
+	// latest waiting scrape (its horizon) less the handoff margin, and
+	// never later than limit, --api.timeout after the start. A context
+	// deadline could not move; the timer can.
+	start, horizon, end, limit time.Time
+	timer                      *time.Timer
 }
 
 // NewPoller returns a Poller for t.
@@ -67,26 +88,28 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 func (p *Poller) Target() *Target { return p.target }
 
 // Poll returns a snapshot for one scrape, by the time ctx is done at the
-// latest. It joins the poll in flight if there is one; a scrape that gives
-// up leaves the poll running for the others, and the last one to give up
-// cancels it.
+// latest. It joins the poll in flight if there is one, moving its end to
+// this scrape's deadline when that is later: sharing a poll never shortens
+// a scrape's budget. A scrape that gives up leaves the poll running for the
+// others, and the last one to give up cancels it.
 func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()
 	if until, status := p.target.Client.HoldOff(); now.Before(until) {
 		p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
 		s := failedSnapshot(now, p.target, status, client.ErrHeldOff)
+		s.HoldOffUntil = until
 		p.record(s)
 		return s
 	}
 
 	p.mu.Lock()
 	if p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(p.budget(ctx)) {
-		last := p.last
+		last := p.last.at(now)
 		p.mu.Unlock()
 		return last
 	}
 	c := p.inflight
-	if c == nil {
+	if c == nil || !p.extend(c, ctx) {
 		c = p.start(ctx)
 	}
 	c.waiters++
@@ -104,28 +127,38 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 }
 
 // start begins a poll; p.mu is held. The poll does not inherit the
-// scrape's cancellation, only its deadline made a little earlier, so its
-// results reach the scrape before the scrape has to answer.
+// scrape's cancellation, only its deadline made a little earlier (by a
+// timer, which a later scrape joining can move), so its results reach the
+// scrape before the scrape has to answer.
 func (p *Poller) start(ctx context.Context) *pollCall {
-	budget := p.budget(ctx)
-	deadline := time.Now().Add(budget - handoffMargin(budget))
-	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	now := time.Now()
+	pctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	// Every poll is traced, so that the debug views can show any of them.
 	trace := &client.Trace{}
 	pctx = client.WithTrace(pctx, trace)
-	c := &pollCall{run: newPollRun(pctx, p.target, trace, budget), done: make(chan struct{}), cancel: cancel}
+	c := &pollCall{done: make(chan struct{}), cancel: cancel, start: now, limit: now.Add(p.opts.Timeout)}
+	c.horizon = p.horizon(c, ctx)
+	c.end = c.horizon.Add(-handoffMargin(c.horizon.Sub(now)))
+	c.run = newPollRun(pctx, p.target, trace, c.horizon.Sub(now))
+	c.timer = time.AfterFunc(c.end.Sub(now), func() { p.expire(c) })
 	p.inflight = c
 	go func() {
-		defer cancel()
+		defer cancel(nil)
 		snap := c.run.run(p.opts.Logger)
+		if p.ranHook != nil {
+			p.ranHook()
+		}
 		p.record(snap)
 		p.logHoldOff()
 		p.mu.Lock()
+		c.timer.Stop()
 		if p.inflight == c {
 			p.inflight = nil
 		}
-		// A poll cancelled because every scrape left is not worth keeping.
-		if !errors.Is(context.Cause(pctx), context.Canceled) {
+		// Only a poll that every scrape abandoned before all its results
+		// arrived (or its deadline passed) is not worth keeping; one that
+		// completed is kept, even when its last scrape left just after.
+		if !c.run.abandoned() {
 			p.last = snap
 		}
 		c.snap = snap
@@ -135,10 +168,57 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 	return c
 }
 
+// extend lets the scrape of ctx join c, moving the poll's end to the
+// scrape's deadline when that is later; p.mu is held. It reports false
+// when c has already reached its end: it is winding down, and the scrape
+// needs a poll of its own.
+func (p *Poller) extend(c *pollCall, ctx context.Context) bool {
+	horizon := p.horizon(c, ctx)
+	if !horizon.After(c.horizon) {
+		return true
+	}
+	if !c.timer.Stop() {
+		// The timer fired: expire is about to drop c from inflight.
+		if p.inflight == c {
+			p.inflight = nil
+		}
+		return false
+	}
+	now := time.Now()
+	c.horizon = horizon
+	c.end = horizon.Add(-handoffMargin(horizon.Sub(now)))
+	c.timer.Reset(c.end.Sub(now))
+	c.run.setBudget(horizon.Sub(c.start))
+	return true
+}
+
+// horizon is the time until which the scrape of ctx may wait for c: its
+// deadline, bounded by c's limit.
+func (p *Poller) horizon(c *pollCall, ctx context.Context) time.Time {
+	if deadline, ok := ctx.Deadline(); ok && deadline.Before(c.limit) {
+		return deadline
+	}
+	return c.limit
+}
+
+// expire ends c at its deadline. A scrape arriving from now on starts a
+// poll of its own rather than join one that is being cut short.
+func (p *Poller) expire(c *pollCall) {
+	// What the deadline cuts short is a timeout, whatever the scrapes do
+	// next: the poll stays worth keeping.
+	c.run.settle()
+	c.cancel(errPollDeadline)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inflight == c {
+		p.inflight = nil
+	}
+}
+
 // budget is the time a poll started now for ctx may take.
 func (p *Poller) budget(ctx context.Context) time.Duration {
 	if deadline, ok := ctx.Deadline(); ok {
-		return time.Until(deadline)
+		return min(time.Until(deadline), p.opts.Timeout)
 	}
 	return p.opts.Timeout
 }
@@ -170,7 +250,12 @@ func (p *Poller) leave(c *pollCall) {
 	defer p.mu.Unlock()
 	c.waiters--
 	if c.waiters == 0 {
-		c.cancel()
+		c.timer.Stop()
+		// A poll that has all its results, or has reached its deadline, is
+		// settled: cancelling it now changes nothing, and it stays worth
+		// keeping.
+		c.run.abandon()
+		c.cancel(errAbandoned)
 		// A scrape arriving now must start a poll of its own rather than
 		// join one that is being cancelled.
 		if p.inflight == c {

@@ -44,6 +44,9 @@ type rigOptions struct {
 	infoFields  []string
 	timeout     time.Duration
 	minInterval time.Duration
+	// wrap, when set, stands between the sample service and the network,
+	// so that a test can hold or order answers.
+	wrap func(http.Handler) http.Handler
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -52,7 +55,11 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		o.service.Key = "rig-key-0f1e2d3c"
 	}
 	r := &rig{svc: sampleservice.New(o.service), logs: &syncBuffer{}}
-	r.srv = httptest.NewServer(r.svc)
+	var h http.Handler = r.svc
+	if o.wrap != nil {
+		h = o.wrap(h)
+	}
+	r.srv = httptest.NewServer(h)
 	t.Cleanup(r.srv.Close)
 	u, _ := url.Parse(r.srv.URL + r.svc.Prefix())
 	r.longLive = prometheus.NewPedanticRegistry()
@@ -122,7 +129,7 @@ const (
 	endpointUpHelp = `# HELP deployment_service_endpoint_up Whether the endpoint answered well in this scrape: 2xx and valid JSON of the expected shape on every page read.
 # TYPE deployment_service_endpoint_up gauge
 `
-	statusHelp = `# HELP deployment_service_endpoint_status_code HTTP status of the endpoint's last response in this scrape, 0 when none came.
+	statusHelp = `# HELP deployment_service_endpoint_status_code HTTP status of the endpoint's last response in this scrape; 0 when none came. For location_detail: when any detail view failed, the highest status among the failed ones (0 only when none of them got a response); else 200.
 # TYPE deployment_service_endpoint_status_code gauge
 `
 	projectsHelp = `# HELP deployment_service_projects Projects the key can access; absent when the list could not be read.
@@ -168,6 +175,7 @@ deployment_service_location_info{id="3",location_id="3"} 1
 		"deployment_service_location_detail_duration_seconds": 2,
 		"deployment_service_scrape_duration_seconds":          1,
 		"deployment_service_poll_timestamp_seconds":           1,
+		"deployment_service_hold_off_until_timestamp_seconds": 1,
 	} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
 			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
@@ -288,6 +296,12 @@ func TestHoldOffAfterRetryAfter(t *testing.T) {
 	// the hold-off starts.
 	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "1", Delay: 300 * time.Millisecond})
 	first := r.gather(t)
+	until, _ := r.target.Client.HoldOff()
+	if until.IsZero() {
+		t.Fatal("no hold-off after a 429 with Retry-After")
+	}
+	// The poll that met the 429 already tells until when nothing is sent.
+	holdOffGauge(t, first, until)
 	compare(t, first, statusHelp+`deployment_service_endpoint_status_code{endpoint="location_detail"} 200
 deployment_service_endpoint_status_code{endpoint="locations"} 200
 deployment_service_endpoint_status_code{endpoint="projects"} 429
@@ -297,6 +311,7 @@ deployment_service_endpoint_status_code{endpoint="root"} 200
 	// Inside the hold-off nothing is sent and everything is down with 429.
 	sent := r.svc.TotalRequests()
 	held := r.gather(t)
+	holdOffGauge(t, held, until)
 	if n := r.svc.TotalRequests(); n != sent {
 		t.Errorf("%d requests sent during the hold-off", n-sent)
 	}
@@ -314,9 +329,10 @@ deployment_service_endpoint_status_code{endpoint="root"} 429
 
 	// Once the time given has passed, polling resumes.
 	r.svc.ClearFaults()
-	until, _ := r.target.Client.HoldOff()
 	time.Sleep(time.Until(until) + 10*time.Millisecond)
-	compare(t, r.gather(t), upHelp+"deployment_service_up 1\n", "deployment_service_up")
+	after := r.gather(t)
+	compare(t, after, upHelp+"deployment_service_up 1\n", "deployment_service_up")
+	holdOffGauge(t, after, time.Time{})
 	if r.svc.TotalRequests() == sent {
 		t.Error("no requests sent after the hold-off ended")
 	}
@@ -641,15 +657,33 @@ var _ io.Writer = (*syncBuffer)(nil)
 
 func pollTimestamp(t *testing.T, g prometheus.Gatherer) float64 {
 	t.Helper()
+	return gaugeValue(t, g, "deployment_service_poll_timestamp_seconds")
+}
+
+// gaugeValue returns the value of the gauge without labels named name.
+func gaugeValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "deployment_service_poll_timestamp_seconds" {
+		if mf.GetName() == name {
 			return mf.GetMetric()[0].GetGauge().GetValue()
 		}
 	}
-	t.Fatal("no poll timestamp")
+	t.Fatalf("no %s", name)
 	return 0
+}
+
+// holdOffGauge checks deployment_service_hold_off_until_timestamp_seconds.
+func holdOffGauge(t *testing.T, g prometheus.Gatherer, want time.Time) {
+	t.Helper()
+	w := 0.0
+	if !want.IsZero() {
+		w = float64(want.UnixMilli()) / 1e3
+	}
+	if got := gaugeValue(t, g, "deployment_service_hold_off_until_timestamp_seconds"); got != w {
+		t.Errorf("hold_off_until_timestamp_seconds %v, want %v", got, w)
+	}
 }

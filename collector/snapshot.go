@@ -21,6 +21,10 @@ type Snapshot struct {
 	Projects, Locations Count
 	// Details holds the detail subset, sorted by id.
 	Details []LocationState
+	// HoldOffUntil is when the hold-off in force as the snapshot was made
+	// ends, the zero time when none was: the service answered 429 or 503
+	// with Retry-After, and the exporter sends it nothing until then.
+	HoldOffUntil time.Time
 
 	trace *client.Trace
 	// budget is the time the poll was given.
@@ -51,6 +55,26 @@ func (s *Snapshot) timedOut() bool {
 		}
 	}
 	return false
+}
+
+// holdOffAt returns the end of c's hold-off when one is in force at now,
+// else the zero time.
+func holdOffAt(c *client.Client, now time.Time) time.Time {
+	if until, _ := c.HoldOff(); now.Before(until) {
+		return until
+	}
+	return time.Time{}
+}
+
+// at returns s as served at now: a hold-off that has ended since the poll
+// is no longer in force. s itself is shared and never changed.
+func (s *Snapshot) at(now time.Time) *Snapshot {
+	if s.HoldOffUntil.IsZero() || now.Before(s.HoldOffUntil) {
+		return s
+	}
+	c := *s
+	c.HoldOffUntil = time.Time{}
+	return &c
 }
 
 // EndpointState is how one endpoint answered during a poll.

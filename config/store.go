@@ -17,6 +17,16 @@ type Store struct {
 	path   string
 	logger *slog.Logger
 
+	// reloadMu runs reloads one at a time, from reading the file to
+	// setting the gauges: otherwise a reload that read the file before it
+	// changed could swap its modules in after one that read it after, or
+	// its failure overwrite a later success.
+	reloadMu sync.Mutex
+	// Set by tests only: queuedHook runs when a reload waits for another
+	// one to end, loadedHook between reading the file and using what it
+	// held.
+	queuedHook, loadedHook func()
+
 	mu     sync.RWMutex
 	cfg    *Config
 	loaded bool
@@ -46,14 +56,28 @@ func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Stor
 
 // Reload reads the file again. Without a file there is nothing to read and
 // the command line is the whole configuration, which counts as loaded.
+// Reloads run one at a time, so once Reload has succeeded the modules in
+// force are those of the file as it was when Reload was called, or of a
+// later version: never those of an earlier reload that finished last.
 func (s *Store) Reload() error {
-	cfg := &Config{}
-	if s.path != "" {
-		var err error
-		if cfg, err = Load(s.path); err != nil {
-			s.lastSuccess.Set(0)
-			return err
+	if !s.reloadMu.TryLock() {
+		if s.queuedHook != nil {
+			s.queuedHook()
 		}
+		s.reloadMu.Lock()
+	}
+	defer s.reloadMu.Unlock()
+	cfg := &Config{}
+	var err error
+	if s.path != "" {
+		cfg, err = Load(s.path)
+	}
+	if s.loadedHook != nil {
+		s.loadedHook()
+	}
+	if err != nil {
+		s.lastSuccess.Set(0)
+		return err
 	}
 	s.mu.Lock()
 	s.cfg, s.loaded = cfg, true
