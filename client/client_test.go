@@ -302,8 +302,8 @@ func TestErrorReasons(t *testing.T) {
 			reason:  ReasonInvalidBody, status: 200,
 		},
 		{
-			name:    "entry without integer id",
-			handler: func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`[{"id": "one"}]`)) },
+			name:    "entry that is not an object",
+			handler: func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`[{"id": 1}, "two"]`)) },
 			reason:  ReasonInvalidBody, status: 200,
 		},
 		{

@@ -124,7 +124,7 @@ func BenchmarkDecodeObject(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeObject(bytes.NewReader(body), fields); err != nil {
+		if _, err := decodeObject(bytes.NewReader(body), fields, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
