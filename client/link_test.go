@@ -61,7 +61,7 @@ func TestNextLink(t *testing.T) {
 func TestNextLinkMalformed(t *testing.T) {
 	page, _ := url.Parse("https://h.example/api/x/")
 	for _, v := range []string{
-		`https://h.example/?page=2; rel="next"`, // no angle brackets
+		`https://h.example/?page=2; rel="next"`,  // no angle brackets
 		`<https://h.example/?page=2; rel="next"`, // unclosed
 		`<a>; rel="next`,                         // unclosed quote
 		`<a>; rel=`,                              // no value
