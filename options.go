@@ -39,6 +39,7 @@ type flagValues struct {
 	infoFields       []string
 	rateLimit        float64
 	minInterval      time.Duration
+	gzip             bool
 	demo             bool
 	configFile       string
 	metricsPath      string
@@ -90,6 +91,7 @@ func validate(f flagValues) (*settings, error) {
 			MaxPages:         f.maxPages,
 			MaxResponseBytes: int64(f.maxResponseBytes),
 			RateLimit:        f.rateLimit,
+			DisableGzip:      !f.gzip,
 		},
 		DetailIDs:   f.detailIDs,
 		DetailLimit: f.detailLimit,
@@ -178,6 +180,7 @@ func ineffectiveFlags(f flagValues) []string {
 		"--api.concurrency":                  f.concurrency != client.DefaultConcurrency,
 		"--api.max-pages":                    f.maxPages != client.DefaultMaxPages,
 		"--api.max-response-bytes":           int64(f.maxResponseBytes) != client.DefaultMaxResponseBytes,
+		"--no-api.gzip":                      !f.gzip,
 	} {
 		if set {
 			given = append(given, name)
