@@ -53,7 +53,8 @@ type Config struct {
 	Concurrency int
 	// MaxPages is the most pages read for one list.
 	MaxPages int
-	// MaxResponseBytes is the largest body read.
+	// MaxResponseBytes is the largest body read, counted after
+	// decompression; the compressed bytes are bounded too (maxCompressed).
 	MaxResponseBytes int64
 	// RateLimit is the most requests per second, 0 for no limit.
 	RateLimit float64
