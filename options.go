@@ -40,6 +40,7 @@ type flagValues struct {
 	infoFields       []string
 	rateLimit        float64
 	minInterval      time.Duration
+	gzip             bool
 	demo             bool
 	configFile       string
 	metricsPath      string
@@ -115,6 +116,7 @@ func validate(f flagValues) (*settings, error) {
 			MaxPages:         f.maxPages,
 			MaxResponseBytes: int64(f.maxResponseBytes),
 			RateLimit:        f.rateLimit,
+			DisableGzip:      !f.gzip,
 		},
 		DetailIDs:   f.detailIDs,
 		DetailLimit: f.detailLimit,
@@ -252,6 +254,7 @@ func ineffectiveFlags(f flagValues) []string {
 		"--api.max-pages":                    f.maxPages != client.DefaultMaxPages,
 		"--api.max-response-bytes":           int64(f.maxResponseBytes) != client.DefaultMaxResponseBytes,
 		"--api.http-config.file":             f.httpConfigFile != "",
+		"--no-api.gzip":                      !f.gzip,
 	} {
 		if set {
 			given = append(given, name)

@@ -18,7 +18,22 @@ func goodFlags() flagValues {
 		concurrency:      4,
 		maxPages:         1000,
 		maxResponseBytes: 64 << 20,
+		gzip:             true,
 		metricsPath:      "/metrics",
+	}
+}
+
+func TestGzipFlag(t *testing.T) {
+	for _, gzip := range []bool{true, false} {
+		f := goodFlags()
+		f.gzip = gzip
+		s, err := validate(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.target.Client.DisableGzip == gzip {
+			t.Errorf("--api.gzip=%t gave DisableGzip %t", gzip, s.target.Client.DisableGzip)
+		}
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-// Command bench runs the exporter's performance suite (issue 4) and prints
+// Command bench runs the exporter's performance suite (issues 4 and 8) and prints
 // one table: each figure, what was measured, its target, the ratio of the
 // two and whether the target is met. Run it from the repository with
 //
@@ -35,7 +35,7 @@ func logf(format string, args ...any) { fmt.Fprintf(logOut, format+"\n", args...
 func main() {
 	verbose := flag.Bool("v", false, "print the output of every step to stderr")
 	output := flag.String("o", "", "also write the report (machine, command, table) to this file as Markdown")
-	items := flag.String("items", "1,2,3,4,5,6", "comma-separated items of issue 4 to run")
+	items := flag.String("items", "1,2,3,4,5,6,7", "comma-separated items to run (1–6 from issue 4, 7 gzip from issue 8)")
 	flag.Parse()
 	if *verbose {
 		logOut = os.Stderr
@@ -74,6 +74,7 @@ func run(output string, items []string) error {
 		{"4", "size of the service", serviceSize},
 		{"5", "shared polls and CPU per scrape", sharedPolls},
 		{"6", "exposition (go test ./collector)", exposition},
+		{"7", "gzip: wire bytes, CPU and a gzip bomb", gzipItem},
 	}
 	for _, s := range steps {
 		if !slices.Contains(items, s.item) {

@@ -35,6 +35,7 @@ type serviceStats struct {
 	Total       int64            `json:"total"`
 	ByEndpoint  map[string]int64 `json:"by_endpoint"`
 	MaxInFlight int64            `json:"max_in_flight"`
+	BytesSent   int64            `json:"bytes_sent"`
 }
 
 func startFakeAPI(bin string, args ...string) (*fakeAPI, error) {
@@ -186,6 +187,9 @@ type scrape struct {
 	up        float64
 	locations float64
 	bytes     int
+	// tooLarge is the exporter's count of too_large errors on the
+	// location list.
+	tooLarge float64
 }
 
 // scrape requests /metrics the way Prometheus does (with its timeout header
@@ -227,6 +231,8 @@ func (e *exporter) scrapeAny(ctx context.Context) (scrape, error) {
 			s.up, _ = strconv.ParseFloat(value, 64)
 		case "deployment_service_locations":
 			s.locations, _ = strconv.ParseFloat(value, 64)
+		case `deployment_service_request_errors_total{endpoint="locations",reason="too_large"}`:
+			s.tooLarge, _ = strconv.ParseFloat(value, 64)
 		}
 	}
 	return s, nil

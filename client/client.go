@@ -53,10 +53,14 @@ type Config struct {
 	Concurrency int
 	// MaxPages is the most pages read for one list.
 	MaxPages int
-	// MaxResponseBytes is the largest body read.
+	// MaxResponseBytes is the largest body read, counted after
+	// decompression; the compressed bytes are bounded too (maxCompressed).
 	MaxResponseBytes int64
 	// RateLimit is the most requests per second, 0 for no limit.
 	RateLimit float64
+	// DisableGzip stops the client from asking for gzip. Answers that come
+	// gzip all the same are still decompressed.
+	DisableGzip bool
 	// Observer, when set, is told about every request.
 	Observer Observer
 }
@@ -71,6 +75,7 @@ type Client struct {
 	limiter   *rate.Limiter
 	maxPages  int
 	maxBytes  int64
+	gzip      bool
 	observer  Observer
 	redact    redactor
 
@@ -101,13 +106,11 @@ func New(cfg Config) (*Client, error) {
 		slots:     newSlots(orDefault(cfg.Concurrency, DefaultConcurrency)),
 		maxPages:  orDefault(cfg.MaxPages, DefaultMaxPages),
 		maxBytes:  orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes),
+		gzip:      !cfg.DisableGzip,
 		observer:  cfg.Observer,
-		redact:    keyLookup(cfg.HTTPClientConfig.Authorization),
 	}
 	guard := &originGuard{allowed: c.origin, next: rt}
-	if a := cfg.HTTPClientConfig.Authorization; a != nil && a.CredentialsFile != "" {
-		guard.keyFile = c.redact
-	}
+	c.redact, guard.keyFile = keyLookup(cfg.HTTPClientConfig.Authorization)
 	c.http = &http.Client{
 		Transport:     guard,
 		CheckRedirect: redirectPolicy(c.origin),
@@ -206,35 +209,31 @@ type DetailResult struct {
 // Root reads the API root and checks that it is a JSON object.
 func (c *Client) Root(ctx context.Context) Result {
 	start := time.Now()
-	status, _, err := c.get(ctx, EndpointRoot, c.endpointURL("api/"), 0, false, func(body io.Reader) error {
-		_, err := decodeObject(body, nil)
+	status, _, err := c.get(ctx, EndpointRoot, c.endpointURL("api/"), 0, false, func(body io.Reader, _ *http.Response) error {
+		_, err := decodeObject(body, nil, nil)
 		return err
 	})
 	return Result{Status: status, Duration: time.Since(start), Err: err}
 }
 
 // LocationDetail reads the detail view of one location and returns the
-// requested top-level scalar fields.
+// requested top-level scalar fields. A value longer than 1,024 bytes is cut
+// to its first 1,024 bytes, at a character boundary, followed by "…".
 func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) DetailResult {
 	var res DetailResult
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
 	var sent time.Duration
-	res.Status, sent, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader) error {
+	res.Status, sent, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader, _ *http.Response) error {
+		// Field values become label values: a service that echoes the key
+		// in one must not put it on /metrics.
 		var err error
-		res.Fields, err = decodeObject(body, fields)
+		res.Fields, err = decodeObject(body, fields, c.redact.clean)
 		return err
 	})
 	// The time of the request itself, not of its wait for a turn: with a
 	// large subset the last ids would otherwise look slow. A request never
 	// sent took no time.
 	res.Duration = sent
-	// Field values become label values: a service that echoes the key in
-	// one must not put it on /metrics.
-	if len(res.Fields) > 0 {
-		for k, v := range res.Fields {
-			res.Fields[k] = c.redact.clean(v)
-		}
-	}
 	return res
 }
 
@@ -246,21 +245,37 @@ func (c *Client) endpointURL(rel string) *url.URL {
 	return &u
 }
 
-// get sends one GET request and hands the body, bounded by the size limit,
-// to decode. It returns the status of the response (0 when none came) and
-// an *Error on any failure, having reported the request to the observer
-// and to the poll's trace. holding tells that the caller already holds a
-// request slot, as a list walk does for all its pages.
+// decodeFunc reads a response body, bounded by the size limit and
+// decompressed. resp is the response it came with, for its headers and the
+// URL it answered (resp.Request.URL, after redirects); its Body must not be
+// read.
+type decodeFunc func(body io.Reader, resp *http.Response) error
+
+// exchange is what one request leaves for its caller and the trace.
+type exchange struct {
+	// sent is when the request went out, zero when it was never sent.
+	sent time.Time
+	// wire counts the body bytes read from the connection: compressed
+	// ones when the answer is gzip.
+	wire int64
+}
+
+// get sends one GET request and hands the body, bounded by the size limit
+// and decompressed, to decode. It returns the status of the response (0
+// when none came) and an *Error on any failure, having reported the
+// request to the observer and to the poll's trace. holding tells that the
+// caller already holds a request slot, as a list walk does for all its
+// pages.
 //
 // It also returns how long the request took from the moment it was sent,
 // 0 when it was never sent.
-func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode func(io.Reader) error) (int, time.Duration, error) {
+func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode decodeFunc) (int, time.Duration, error) {
 	rec := TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
-	body := &limitedReader{n: c.maxBytes}
-	status, err := c.send(ctx, ep, u, holding, body, decode)
+	var x exchange
+	status, err := c.send(ctx, ep, u, holding, &x, decode)
 	if tr := traceFrom(ctx); tr != nil {
 		rec.URL = c.redact.clean(RedactURL(u))
-		rec.Status, rec.Bytes, rec.Duration = status, body.read, time.Since(rec.Start)
+		rec.Status, rec.Bytes, rec.Duration = status, x.wire, time.Since(rec.Start)
 		if err != nil {
 			rec.Reason, rec.Error = ReasonOf(err), err.Error()
 			var e *Error
@@ -271,13 +286,13 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, hol
 		tr.add(rec)
 	}
 	var took time.Duration
-	if !body.sent.IsZero() {
-		took = time.Since(body.sent)
+	if !x.sent.IsZero() {
+		took = time.Since(x.sent)
 	}
 	return status, took, err
 }
 
-func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool, body *limitedReader, decode func(io.Reader) error) (int, error) {
+func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool, x *exchange, decode decodeFunc) (int, error) {
 	if status, held := c.heldOff(time.Now()); held {
 		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
 	}
@@ -297,9 +312,15 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 		return 0, c.fail(ep, ReasonNetwork, 0, errors.New("cannot build the request"))
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.gzip {
+		// prometheus/common's transport disables Go's transparent
+		// compression, so the client asks and decompresses itself, which
+		// also lets the size limit apply to the decompressed bytes.
+		req.Header.Set("Accept-Encoding", "gzip")
+	}
 
 	start := time.Now()
-	body.sent = start
+	x.sent = start
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// A request the guard stopped was never sent: it is an error, not
@@ -309,43 +330,78 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 		}
 		return 0, c.fail(ep, classifyTransport(ctx, err), 0, scrubURLError(err))
 	}
-	body.r = resp.Body
-	status, err := c.readResponse(ctx, ep, resp, body, decode)
+	status, err := c.readResponse(ctx, ep, resp, x, decode)
 	c.observer.ObserveRequest(ep, status, time.Since(start))
 	return status, err
 }
 
 // readResponse checks the status and size of resp and decodes its body.
-func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, body *limitedReader, decode func(io.Reader) error) (int, error) {
+func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, x *exchange, decode decodeFunc) (int, error) {
+	wire := &limitedReader{r: resp.Body}
 	defer func() {
 		// Draining a little lets the connection be reused; a body with more
 		// left than that is not worth the wait.
 		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
 		_ = resp.Body.Close()
+		x.wire = wire.read
 	}()
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
-		e := &Error{Endpoint: ep, Reason: ReasonHTTPStatus, Status: status, Err: fmt.Errorf("unexpected status %s", http.StatusText(status))}
-		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-			if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
-				e.RetryAfter = d
-				c.holdOff(d, status)
-			}
-		}
-		c.observer.ObserveError(ep, e.Reason)
-		return status, e
+		return status, c.statusError(ep, resp)
 	}
-	if resp.ContentLength > c.maxBytes {
+	gz, err := gzipEncoded(resp.Header)
+	if err != nil {
+		return status, c.fail(ep, ReasonInvalidBody, status, err)
+	}
+	wire.n = c.maxBytes
+	if gz {
+		wire.n = maxCompressed(c.maxBytes)
+	}
+	if resp.ContentLength > wire.n {
 		return status, c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
 	}
-	if err := decode(body); err != nil {
-		reason := ReasonInvalidBody
-		if !errors.Is(err, errInvalidBody) {
-			reason = classifyTransport(ctx, err)
+	var body io.Reader = wire
+	if gz {
+		zr, err := newGunzipReader(wire)
+		if err != nil {
+			return status, c.fail(ep, c.bodyReason(ctx, err), status, err)
 		}
-		return status, c.fail(ep, reason, status, err)
+		defer zr.release()
+		body = &limitedReader{r: zr, n: c.maxBytes}
+	}
+	if err := decode(body, resp); err != nil {
+		return status, c.fail(ep, c.bodyReason(ctx, err), status, err)
 	}
 	return status, nil
+}
+
+// bodyReason classifies an error met while reading and decoding a body.
+func (c *Client) bodyReason(ctx context.Context, err error) Reason {
+	if errors.Is(err, errInvalidBody) {
+		return ReasonInvalidBody
+	}
+	return classifyTransport(ctx, err)
+}
+
+// statusError reports an answer that is not 2xx, and starts a hold-off
+// when a 429 or 503 asks for one.
+func (c *Client) statusError(ep Endpoint, resp *http.Response) *Error {
+	status := resp.StatusCode
+	err := fmt.Errorf("unexpected status %s", http.StatusText(status))
+	if status >= 300 && status <= 399 {
+		// Only redirects that the policy refused reach this point.
+		if why := c.refusedRedirect(resp); why != "" {
+			err = fmt.Errorf("unexpected status %s: %s", http.StatusText(status), why)
+		}
+	}
+	e := c.fail(ep, ReasonHTTPStatus, status, err)
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
+			e.RetryAfter = d
+			c.holdOff(d, status)
+		}
+	}
+	return e
 }
 
 // fail reports a failed request and builds its error, with the key cut out
@@ -397,8 +453,10 @@ type limitedReader struct {
 	r    io.Reader
 	n    int64
 	read int64
-	// sent is when the request whose body this is went out.
-	sent time.Time
+	// err is the first error other than io.EOF that r returned, so that a
+	// decompressor's complaint about a stream cut short can be told from
+	// the connection breaking.
+	err error
 }
 
 func (l *limitedReader) Read(p []byte) (int, error) {
@@ -406,8 +464,9 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 		var probe [1]byte
 		n, err := l.r.Read(probe[:])
 		if n > 0 {
-			return 0, errTooLarge
+			err = errTooLarge
 		}
+		l.noteErr(err)
 		return 0, err
 	}
 	if int64(len(p)) > l.n {
@@ -416,7 +475,14 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.n -= int64(n)
 	l.read += int64(n)
+	l.noteErr(err)
 	return n, err
+}
+
+func (l *limitedReader) noteErr(err error) {
+	if err != nil && err != io.EOF && l.err == nil {
+		l.err = err
+	}
 }
 
 type nopObserver struct{}

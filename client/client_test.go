@@ -302,8 +302,8 @@ func TestErrorReasons(t *testing.T) {
 			reason:  ReasonInvalidBody, status: 200,
 		},
 		{
-			name:    "entry without integer id",
-			handler: func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`[{"id": "one"}]`)) },
+			name:    "entry that is not an object",
+			handler: func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`[{"id": 1}, "two"]`)) },
 			reason:  ReasonInvalidBody, status: 200,
 		},
 		{
@@ -698,20 +698,36 @@ func TestUnusableKeyFileSendsNothing(t *testing.T) {
 		cfg.HTTPClientConfig.Authorization = &config.Authorization{Type: "Token", CredentialsFile: keyFile}
 		cfg.Observer = obs
 	})
-	for name, content := range map[string]string{"emptied": "", "two lines": "good-key\nother-key\n"} {
-		if err := os.WriteFile(keyFile, []byte(content), 0o600); err != nil {
+	// Each way the file can fail says why, and never what it holds. Tests
+	// run as root, where permissions do not stop a read: a directory in
+	// the file's place, or no file, stand for the errors of reading it
+	// (too many open files, permission denied…).
+	for _, tc := range []struct {
+		name  string
+		setup func() error
+		want  string
+	}{
+		{"emptied", func() error { return os.WriteFile(keyFile, nil, 0o600) }, "the key file is empty"},
+		{"two lines", func() error { return os.WriteFile(keyFile, []byte("good-key\nother-key\n"), 0o600) },
+			"the key file has control characters such as a line break inside the key"},
+		{"a directory in its place", func() error {
+			if err := os.Remove(keyFile); err != nil {
+				return err
+			}
+			return os.Mkdir(keyFile, 0o700)
+		}, "cannot read the key file: read " + keyFile + ": is a directory"},
+		{"removed", func() error { return os.Remove(keyFile) }, "cannot read the key file: stat " + keyFile + ": no such file or directory"},
+	} {
+		if err := tc.setup(); err != nil {
 			t.Fatal(err)
 		}
 		r := c.Root(context.Background())
 		if ReasonOf(r.Err) != ReasonNetwork || !errors.Is(r.Err, errKeyUnavailable) {
-			t.Errorf("%s key file: %v, want a network error saying the key is unavailable", name, r.Err)
+			t.Errorf("%s key file: %v, want a network error saying the key is unavailable", tc.name, r.Err)
 		}
-	}
-	if err := os.Remove(keyFile); err != nil {
-		t.Fatal(err)
-	}
-	if r := c.Root(context.Background()); !errors.Is(r.Err, errKeyUnavailable) {
-		t.Errorf("removed key file: %v", r.Err)
+		if msg := fmt.Sprint(r.Err); !strings.Contains(msg, "the API key is unavailable: "+tc.want) || strings.Contains(msg, "other-key") {
+			t.Errorf("%s key file: %q, want it to say %q", tc.name, msg, tc.want)
+		}
 	}
 	if n := f.hitCount("/api/"); n != 0 {
 		t.Errorf("%d requests sent without a usable key", n)

@@ -17,10 +17,11 @@ import (
 // body as JSON while it reads, in fixed-size chunks, so a body of any size
 // costs one pooled buffer plus the ids that are kept.
 //
-// Duplicate keys: a key the exporter reads ("id" in an entry; "results",
-// "count" and "next" in an envelope; a requested field of an object) that
-// appears twice in the same object makes the body invalid, because parsers
-// disagree on which copy wins. Duplicates of any other key are allowed.
+// Duplicate keys: a key the exporter reads ("results", "count" and "next"
+// in an envelope; a requested field of an object) that appears twice in the
+// same object makes the body invalid, because parsers disagree on which
+// copy wins. An entry with "id" twice has no usable id, like an entry
+// without one. Duplicates of any other key are allowed.
 
 // errInvalidBody is wrapped by every error about a body that is not valid
 // JSON of the expected shape, as opposed to an error reading the body.
@@ -31,11 +32,18 @@ const (
 	// top-level value as 1.
 	maxDepth = 512
 	// maxStringValue caps strings and numbers kept in memory: the "next"
-	// link and the fields returned by decodeObject.
+	// link, and the prefix of a field returned by decodeObject.
 	maxStringValue = 16 << 10
+	// maxFieldValue is the longest field value decodeObject returns whole;
+	// a longer one is cut to its first maxFieldValue bytes, at a character
+	// boundary, followed by fieldEllipsis.
+	maxFieldValue = 1024
 	// decodeBufferSize is the size of the chunks read from the body.
 	decodeBufferSize = 32 << 10
 )
+
+// fieldEllipsis ends a field value that was cut.
+const fieldEllipsis = "…"
 
 // bodyErrorKind tells what kind of problem a bodyError reports.
 type bodyErrorKind uint8
@@ -78,16 +86,24 @@ type listPage struct {
 	Count    int64   // envelope "count"
 	HasCount bool    // envelope carried an integer "count"
 	Next     string  // envelope "next" ("" when null or absent)
+	HasNext  bool    // envelope carried "next", a string or null
 	Envelope bool    // body was an envelope rather than a plain array
-	IDs      []int64 // ids of the first wantIDs entries of this page, in order
+	IDs      []int64 // integer ids among the first wantIDs entries, in order
+	// NoID counts the entries among the first wantIDs that have no usable
+	// id: none, one that is not an integer fitting 64 bits, or two.
+	NoID int
+	// FirstNoID is the index on this page of the first of them, numbered
+	// from 0; meaningful when NoID > 0.
+	FirstNoID int
 }
 
 // decodeListPage reads one list body: a plain JSON array of entries or a
 // paginated envelope {"count", "next", "previous", "results"}. Every entry
-// must be an object with an integer "id". It keeps the ids of at most
-// wantIDs entries (0 = none). Errors about the body wrap errInvalidBody
-// (entries are numbered from 0 in their messages); errors reading r are
-// wrapped as they are.
+// must be an object. Of its first wantIDs entries (0 = none) it keeps the
+// integer "id"s and counts those without one; later entries are only
+// validated, their ids are never needed. Errors about the body wrap
+// errInvalidBody (entries are numbered from 0 in their messages); errors
+// reading r are wrapped as they are.
 func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 	s := newScanner(r)
 	defer s.release()
@@ -120,7 +136,12 @@ func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 // the requested top-level scalar fields that are present: strings
 // unescaped, numbers as their literal text, true and false. Fields that are
 // null, objects or arrays are left out. With no fields it only validates.
-func decodeObject(r io.Reader, fields []string) (map[string]string, error) {
+//
+// A value longer than maxFieldValue bytes is cut (see cutField); only its
+// first maxStringValue bytes are ever held. clean, when not nil, is applied
+// to each value before it is cut, so that a secret it removes cannot
+// survive in part at the cut.
+func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[string]string, error) {
 	s := newScanner(r)
 	defer s.release()
 	c, err := s.peekNonSpace()
@@ -144,7 +165,7 @@ func decodeObject(r io.Reader, fields []string) (map[string]string, error) {
 					return shapeError("field %q appears twice", f)
 				}
 				seen[i] = true
-				return s.readField(f, out)
+				return s.readField(f, out, clean)
 			}
 		}
 		return s.skipValue(1)
@@ -159,7 +180,7 @@ func decodeObject(r io.Reader, fields []string) (map[string]string, error) {
 }
 
 // readField reads the value of the requested field f into out.
-func (s *scanner) readField(f string, out map[string]string) error {
+func (s *scanner) readField(f string, out map[string]string, clean func(string) string) error {
 	c, err := s.peekNonSpace()
 	if err != nil {
 		return err
@@ -185,14 +206,31 @@ func (s *scanner) readField(f string, out map[string]string) error {
 	default: // null, objects and arrays are skipped
 		return s.skipValue(1)
 	}
-	if err == nil && tooLong {
-		err = tooLongError()
-	}
 	if err != nil {
 		return withContext(err, "field %q", f)
 	}
-	out[f] = string(v)
+	value := string(v)
+	if clean != nil {
+		value = clean(value)
+	}
+	if tooLong || len(value) > maxFieldValue {
+		value = cutField(value)
+	}
+	out[f] = value
 	return nil
+}
+
+// cutField cuts v to its first maxFieldValue bytes, backing off to the
+// start of a UTF-8 character, and appends fieldEllipsis.
+func cutField(v string) string {
+	if len(v) <= maxFieldValue {
+		return v + fieldEllipsis
+	}
+	cut := maxFieldValue
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + fieldEllipsis
 }
 
 // readEnvelope reads the members of a paginated envelope; '{' is consumed.
@@ -272,9 +310,11 @@ func (s *scanner) readNext(page *listPage) error {
 	switch c {
 	case 'n':
 		s.pos++
+		page.HasNext = true
 		return s.expectLiteral([]byte("ull"))
 	case '"':
 		s.pos++
+		page.HasNext = true
 		v, tooLong, err := s.readString(maxStringValue)
 		if err == nil && tooLong {
 			err = tooLongError()
@@ -303,12 +343,13 @@ func (s *scanner) readEntries(page *listPage, wantIDs, depth int) error {
 		page.IDs = make([]int64, 0, min(wantIDs, 64))
 	}
 	for {
-		id, err := s.readEntry(depth + 1)
+		if page.Entries < wantIDs {
+			err = s.readEntryID(page, depth+1)
+		} else {
+			err = s.skipEntry(depth + 1)
+		}
 		if err != nil {
 			return withContext(err, "list entry %d", page.Entries)
-		}
-		if page.Entries < wantIDs {
-			page.IDs = append(page.IDs, id)
 		}
 		page.Entries++
 		c, err := s.nextNonSpace()
@@ -323,61 +364,76 @@ func (s *scanner) readEntries(page *listPage, wantIDs, depth int) error {
 	}
 }
 
-// readEntry reads one list entry, an object at depth, and returns its id.
-func (s *scanner) readEntry(depth int) (int64, error) {
+// skipEntry skips one list entry, which must be an object at depth.
+func (s *scanner) skipEntry(depth int) error {
 	c, err := s.peekNonSpace()
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if c != '{' {
-		return 0, s.wrongKind(c, depth-1, "expected an object")
+		return s.wrongKind(c, depth-1, "expected an object")
+	}
+	return s.skipValue(depth - 1)
+}
+
+// readEntryID reads one list entry, an object at depth, and adds its id to
+// page, or counts it in page.NoID when it has no usable one.
+func (s *scanner) readEntryID(page *listPage, depth int) error {
+	c, err := s.peekNonSpace()
+	if err != nil {
+		return err
+	}
+	if c != '{' {
+		return s.wrongKind(c, depth-1, "expected an object")
 	}
 	if depth > maxDepth {
-		return 0, s.depthError()
+		return s.depthError()
 	}
 	s.pos++
 	var id int64
-	var hasID bool
+	var ids int // times "id" appears
+	var isInt bool
 	err = s.readObject(depth, len("id"), func(key []byte) error {
 		if string(key) != "id" {
 			return s.skipValue(depth)
 		}
-		if hasID {
-			return shapeError(`"id" appears twice`)
-		}
-		hasID = true
-		v, err := s.readID(depth)
-		id = v
+		ids++
+		var err error
+		id, isInt, err = s.readID(depth)
 		return err
 	})
-	if err == nil && !hasID {
-		err = shapeError(`no "id"`)
+	if err != nil {
+		return err
 	}
-	return id, err
+	if ids == 1 && isInt {
+		page.IDs = append(page.IDs, id)
+		return nil
+	}
+	if page.NoID == 0 {
+		page.FirstNoID = page.Entries
+	}
+	page.NoID++
+	return nil
 }
 
-// readID reads the value of "id" in an entry at depth.
-func (s *scanner) readID(depth int) (int64, error) {
+// readID reads the value of "id" in an entry at depth. It reports whether
+// the value is an integer that fits int64; any other valid value is
+// skipped.
+func (s *scanner) readID(depth int) (int64, bool, error) {
 	c, err := s.peekNonSpace()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if c != '-' && !isDigit(c) {
-		return 0, s.wrongKind(c, depth, `"id" is not an integer`)
+		return 0, false, s.skipValue(depth)
 	}
 	s.pos++
 	n, err := s.scanNumber(c, false)
 	if err != nil {
-		return 0, err
-	}
-	if !n.integer {
-		return 0, shapeError(`"id" is not an integer`)
+		return 0, false, err
 	}
 	v, ok := n.int64()
-	if !ok {
-		return 0, shapeError(`"id" does not fit a 64-bit integer`)
-	}
-	return v, nil
+	return v, ok, nil
 }
 
 // readObject reads the members of an object at depth whose '{' is
@@ -874,8 +930,8 @@ func (s *scanner) readKey(maxKey int) ([]byte, error) {
 
 // readString reads the rest of a string whose opening quote is consumed and
 // returns it unescaped, with invalid UTF-8 replaced as encoding/json does.
-// Past limit bytes it validates the rest without keeping it and reports
-// tooLong. The result is only valid until the scanner reads on.
+// Past limit bytes it keeps the prefix, validates the rest without keeping
+// it and reports tooLong. The result is only valid until the scanner reads on.
 func (s *scanner) readString(limit int) (v []byte, tooLong bool, err error) {
 	b := stringBuilder{v: s.scratch[:0], limit: limit}
 	for {
@@ -927,8 +983,14 @@ func (b *stringBuilder) write(p []byte) {
 	b.put(p)
 }
 
+// put appends p, keeping at most limit bytes in all: past the limit the
+// string is marked too long and only its prefix is kept.
 func (b *stringBuilder) put(p []byte) {
-	if b.tooLong || len(b.v)+len(p) > b.limit {
+	if b.tooLong {
+		return
+	}
+	if room := b.limit - len(b.v); len(p) > room {
+		b.v = append(b.v, p[:room]...)
 		b.tooLong = true
 		return
 	}

@@ -124,8 +124,35 @@ func BenchmarkDecodeObject(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeObject(bytes.NewReader(body), fields); err != nil {
+		if _, err := decodeObject(bytes.NewReader(body), fields, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkGunzipDecode measures how the client reads a gzip answer:
+// the standard library's decompressor, pooled, under the scanner, on the
+// 100k-entry plain list of BenchmarkDecodeList compressed at gzip's default
+// level. MB/s are of decompressed bytes, so they compare with
+// BenchmarkDecodeList/plain/100k/scanner; BENCHMARKS.md compares the
+// decompressor with github.com/klauspost/compress's.
+func BenchmarkGunzipDecode(b *testing.B) {
+	body := benchBody(100_000, false)
+	z := gzipBytes(b, string(body))
+	b.Run("100k/stdlib", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			zr, err := newGunzipReader(&limitedReader{r: bytes.NewReader(z), n: maxCompressed(1 << 30)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			page, err := decodeListPage(&limitedReader{r: zr, n: 1 << 30}, 10)
+			zr.release()
+			if err != nil || page.Entries != 100_000 {
+				b.Fatalf("%+v, %v", page, err)
+			}
+		}
+		b.ReportMetric(float64(len(body))/float64(len(z)), "x-compression")
+	})
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/iotest"
+	"unicode/utf8"
 )
 
 // fuzzSeeds are bodies of every shape, valid and not, for both fuzz targets.
@@ -48,6 +50,10 @@ var fuzzSeeds = []string{
 	`{"name":"loc","id":5,"enabled":true,"region":{"a":1},"x":null}`,
 	`{"name":"a","name":"b"}`,
 	"\ufeff[]",
+	`[{"url":"https://h/api/x/1/"},{"url":"https://h/api/x/2/","id":null}]`,
+	`[{"id":[1]},{"id":{"id":2}},{"id":"3"},{"id":4,"id":4}]`,
+	`{"name":"` + strings.Repeat("\u00e9", 520) + `","n":` + strings.Repeat("9", 1030) + `}`,
+	`{"s":"` + strings.Repeat("€", 350) + `","name":"` + strings.Repeat("x", 1025) + `"}`,
 }
 
 func FuzzDecodeListPage(f *testing.F) {
@@ -84,7 +90,7 @@ func FuzzDecodeObject(f *testing.F) {
 	}
 	fields := []string{"name", "id", "enabled", "region", "x", "s", "n"}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := decodeObject(bytes.NewReader(data), fields)
+		got, err := decodeObject(bytes.NewReader(data), fields, nil)
 		checkAgainstValid(t, data, err)
 
 		if json.Valid(data) && !isLimitError(err) {
@@ -98,7 +104,7 @@ func FuzzDecodeObject(f *testing.F) {
 		}
 
 		for name, r := range chunkedReaders(data) {
-			got2, err2 := decodeObject(r, fields)
+			got2, err2 := decodeObject(r, fields, nil)
 			if !sameError(err, err2) || !equalMaps(got, got2) {
 				t.Fatalf("%s: got %q, %v; want %q, %v", name, got2, err2, got, err)
 			}
@@ -152,7 +158,8 @@ func sameError(a, b error) bool {
 
 func samePage(a, b listPage) bool {
 	return a.Entries == b.Entries && a.Count == b.Count && a.HasCount == b.HasCount &&
-		a.Next == b.Next && a.Envelope == b.Envelope && slices.Equal(a.IDs, b.IDs)
+		a.Next == b.Next && a.HasNext == b.HasNext && a.Envelope == b.Envelope && slices.Equal(a.IDs, b.IDs) &&
+		a.NoID == b.NoID && (a.NoID == 0 || a.FirstNoID == b.FirstNoID)
 }
 
 func equalMaps(a, b map[string]string) bool {
@@ -245,8 +252,9 @@ func referenceListPage(data []byte, wantIDs int) (listPage, error) {
 		}
 		if n, ok, err := lookup(ms, "next"); err != nil {
 			return page, err
-		} else if ok && string(n) != "null" {
-			if n[0] != '"' || json.Unmarshal(n, &page.Next) != nil {
+		} else if ok {
+			page.HasNext = true
+			if string(n) != "null" && (n[0] != '"' || json.Unmarshal(n, &page.Next) != nil) {
 				return page, errors.New("bad next")
 			}
 		}
@@ -257,25 +265,48 @@ func referenceListPage(data []byte, wantIDs int) (listPage, error) {
 	if err := json.Unmarshal(results, &entries); err != nil {
 		return page, err
 	}
+	if wantIDs > 0 && len(entries) > 0 {
+		page.IDs = []int64{}
+	}
 	for _, e := range entries {
 		ms, err := referenceMembers(e)
 		if err != nil {
 			return page, err
 		}
-		raw, ok, err := lookup(ms, "id")
-		if err != nil || !ok {
-			return page, errors.New("bad id")
-		}
-		id, err := referenceInt(raw)
-		if err != nil {
-			return page, err
-		}
 		if page.Entries < wantIDs {
-			page.IDs = append(page.IDs, id)
+			// An entry has a usable id when "id" appears once, as an
+			// integer that fits int64.
+			raw, ok, err := lookup(ms, "id")
+			id, idErr := referenceInt(raw)
+			if err == nil && ok && idErr == nil {
+				page.IDs = append(page.IDs, id)
+			} else {
+				if page.NoID == 0 {
+					page.FirstNoID = page.Entries
+				}
+				page.NoID++
+			}
 		}
 		page.Entries++
 	}
 	return page, nil
+}
+
+// referenceCut applies the length rule of decodeObject: a value over
+// maxFieldValue bytes keeps its longest prefix of whole characters that
+// fits, followed by an ellipsis.
+func referenceCut(s string) string {
+	if len(s) <= maxFieldValue {
+		return s
+	}
+	prefix := ""
+	for _, r := range s {
+		if len(prefix)+utf8.RuneLen(r) > maxFieldValue {
+			break
+		}
+		prefix += string(r)
+	}
+	return prefix + "…"
 }
 
 // referenceObject applies the rules of decodeObject to a valid JSON body
@@ -300,9 +331,9 @@ func referenceObject(data []byte, fields []string) (map[string]string, error) {
 			if err := json.Unmarshal(v, &s); err != nil {
 				return nil, err
 			}
-			out[f] = s
+			out[f] = referenceCut(s)
 		case c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f':
-			out[f] = string(v)
+			out[f] = referenceCut(string(v))
 		}
 	}
 	return out, nil

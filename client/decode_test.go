@@ -53,18 +53,18 @@ func TestDecodeListPage(t *testing.T) {
 		{"int64 extremes", `[{"id":9223372036854775807},{"id":-9223372036854775808},{"id":0},{"id":-0}]`, 4,
 			listPage{Entries: 4, IDs: []int64{9223372036854775807, -9223372036854775808, 0, 0}}},
 		{"envelope", `{"count":12,"next":"https://h/api/projects/projects/?page=2","previous":null,"results":[{"id":4},{"id":5}]}`, 1,
-			listPage{Entries: 2, Count: 12, HasCount: true, Next: "https://h/api/projects/projects/?page=2", Envelope: true, IDs: []int64{4}}},
+			listPage{Entries: 2, Count: 12, HasCount: true, Next: "https://h/api/projects/projects/?page=2", HasNext: true, Envelope: true, IDs: []int64{4}}},
 		{"envelope with count and next after results", `{"results":[{"id":4}],"next":"n","count":1}`, 1,
-			listPage{Entries: 1, Count: 1, HasCount: true, Next: "n", Envelope: true, IDs: []int64{4}}},
+			listPage{Entries: 1, Count: 1, HasCount: true, Next: "n", HasNext: true, Envelope: true, IDs: []int64{4}}},
 		{"envelope with results only", `{"results":[]}`, 1, listPage{Envelope: true}},
-		{"envelope with null count and next", `{"count":null,"next":null,"results":[]}`, 1, listPage{Envelope: true}},
+		{"envelope with null count and next", `{"count":null,"next":null,"results":[]}`, 1, listPage{Envelope: true, HasNext: true}},
 		{"envelope with zero count", `{"count":0,"results":[]}`, 1, listPage{Envelope: true, HasCount: true}},
 		{"envelope with escaped next", `{"next":"https:\/\/h\/?a=1\u0026b=\"2\"","results":[]}`, 1,
-			listPage{Envelope: true, Next: `https://h/?a=1&b="2"`}},
+			listPage{Envelope: true, Next: `https://h/?a=1&b="2"`, HasNext: true}},
 		{"envelope skips unknown members", `{"previous":"p","extra":{"a":[1,{"b":null}]},"results":[{"id":1}],"more":[true,false]}`, 1,
 			listPage{Envelope: true, Entries: 1, IDs: []int64{1}}},
 		{"escaped keys", `{"r\u0065sults":[{"\u0069\u0064":7,"\u0069":1}],"\u0063ount":3,"n\u0065xt":null}`, 1,
-			listPage{Envelope: true, Entries: 1, Count: 3, HasCount: true, IDs: []int64{7}}},
+			listPage{Envelope: true, Entries: 1, Count: 3, HasCount: true, HasNext: true, IDs: []int64{7}}},
 		{"keys that only look like ours", `{"Results":1,"results":[{"ID":"x","id ":"y","idx":null,"id":1}],"counts":"x","next_page":1}`, 1,
 			listPage{Envelope: true, Entries: 1, IDs: []int64{1}}},
 		{"id after other fields", `[{"name":"x","tags":["a"],"id":42}]`, 1, listPage{Entries: 1, IDs: []int64{42}}},
@@ -76,6 +76,29 @@ func TestDecodeListPage(t *testing.T) {
 			listPage{Envelope: true, Entries: 1, Count: 1, HasCount: true, IDs: []int64{1}}},
 		{"duplicate unknown keys are allowed", `{"previous":1,"previous":2,"results":[{"id":1,"x":1,"x":2}]}`, 1,
 			listPage{Envelope: true, Entries: 1, IDs: []int64{1}}},
+		{"envelope with next null has a next member", `{"next":null,"results":[]}`, 1, listPage{Envelope: true, HasNext: true}},
+		{"envelope with next has a next member", `{"next":"n","results":[]}`, 1, listPage{Envelope: true, Next: "n", HasNext: true}},
+		// Entries without a usable id are counted; among the wanted ones
+		// they are noted, not replaced by later entries.
+		{"hyperlinked entries carry a url instead of an id", `[{"url":"https://h/api/x/1/"},{"url":"https://h/api/x/2/"},{"url":"https://h/api/x/3/"}]`, 2,
+			listPage{Entries: 3, IDs: []int64{}, NoID: 2}},
+		{"entries without ids are counted when no ids are wanted", `[{"url":"a"},{},{"id":"x"}]`, 0, listPage{Entries: 3}},
+		{"entry without id among the wanted", `[{"id":1},{"name":"x"},{"id":3}]`, 2, listPage{Entries: 3, IDs: []int64{1}, NoID: 1, FirstNoID: 1}},
+		{"entries without ids past the wanted are not noted", `[{"id":1},{"name":"x"}]`, 1, listPage{Entries: 2, IDs: []int64{1}}},
+		{"empty entry", `[{}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"id is a string", `[{"id":"1"},{"id":2}]`, 2, listPage{Entries: 2, IDs: []int64{2}, NoID: 1}},
+		{"id is null", `[{"id":1},{"id":null}]`, 2, listPage{Entries: 2, IDs: []int64{1}, NoID: 1, FirstNoID: 1}},
+		{"id is an object", `[{"id":{"id":1}}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"id is an array", `[{"id":[1,{"id":2}]}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"id is a boolean", `[{"id":true}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"id has a fraction", `[{"id":1.0}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"id has an exponent", `[{"id":1e2}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"id overflows int64", `[{"id":9223372036854775808}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"id underflows int64", `[{"id":-9223372036854775809}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"id overflows uint64", `[{"id":123456789012345678901234567890}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"duplicate id", `[{"id":1},{"id":1,"id":2}]`, 2, listPage{Entries: 2, IDs: []int64{1}, NoID: 1, FirstNoID: 1}},
+		{"duplicate escaped id", `[{"id":1,"\u0069d":1}]`, 1, listPage{Entries: 1, IDs: []int64{}, NoID: 1}},
+		{"first entry without id is the one named", `[{"id":1},{},{"id":3},{"url":"u"}]`, 4, listPage{Entries: 4, IDs: []int64{1, 3}, NoID: 2, FirstNoID: 1}},
 	} {
 		for how, r := range readers(tc.body) {
 			t.Run(tc.name+"/"+how, func(t *testing.T) {
@@ -103,18 +126,10 @@ func TestDecodeListPageInvalid(t *testing.T) {
 		{"boolean", `true`, "expected a JSON array or object, got boolean", false},
 		{"entry is not an object", `[{"id":1},[]]`, "list entry 1: expected an object, got array", false},
 		{"entry is a number", `[1]`, "list entry 0: expected an object, got number", false},
-		{"entry without id", `[{"id":1},{"name":"x"}]`, `list entry 1: no "id"`, false},
-		{"empty entry", `[{}]`, `list entry 0: no "id"`, false},
-		{"id is a string", `[{"id":"1"}]`, `list entry 0: "id" is not an integer, got string`, false},
-		{"id is null", `[{"id":null}]`, `list entry 0: "id" is not an integer, got null`, false},
-		{"id is an object", `[{"id":{"a":1}}]`, `list entry 0: "id" is not an integer, got object`, false},
-		{"id has a fraction", `[{"id":1.0}]`, `list entry 0: "id" is not an integer`, false},
-		{"id has an exponent", `[{"id":1e2}]`, `list entry 0: "id" is not an integer`, false},
-		{"id overflows int64", `[{"id":9223372036854775808}]`, `list entry 0: "id" does not fit a 64-bit integer`, false},
-		{"id underflows int64", `[{"id":-9223372036854775809}]`, `"id" does not fit a 64-bit integer`, false},
-		{"id overflows uint64", `[{"id":123456789012345678901234567890}]`, `"id" does not fit a 64-bit integer`, false},
-		{"duplicate id", `[{"id":1,"id":2}]`, `list entry 0: "id" appears twice`, false},
-		{"duplicate escaped id", `[{"id":1,"\u0069d":2}]`, `"id" appears twice`, false},
+		{"entry beyond the wanted ids is not an object", `[{"id":1},{"id":2},{"id":3},{"id":4},"x"]`, "list entry 4: expected an object, got string", false},
+		{"syntax error in an entry beyond the wanted ids", `[{"id":1},{"id":2},{"id":3},{"id":4},{"a":}]`, "invalid character '}'", false},
+		{"syntax error in an id", `[{"id":1.}]`, "invalid character '}'", false},
+		{"syntax error in a skipped id", `[{"id":[1,]}]`, "invalid character ']'", false},
 		{"envelope without results", `{"count":1,"next":null}`, `envelope has no "results"`, false},
 		{"empty envelope", `{}`, `envelope has no "results"`, false},
 		{"results is an object", `{"results":{}}`, `"results" is not an array, got object`, false},
@@ -129,7 +144,7 @@ func TestDecodeListPageInvalid(t *testing.T) {
 		{"next is an object", `{"next":{},"results":[]}`, `"next" is not a string or null, got object`, false},
 		{"duplicate next", `{"next":null,"next":null,"results":[]}`, `envelope has "next" twice`, false},
 		{"next too long", `{"next":"` + strings.Repeat("a", maxStringValue+1) + `","results":[]}`, `"next": longer than`, false},
-		{"entry error inside envelope", `{"results":[{"id":1},{"id":true}]}`, `list entry 1: "id" is not an integer, got boolean`, false},
+		{"entry error inside envelope", `{"results":[{"id":1},true]}`, `list entry 1: expected an object, got boolean`, false},
 		// Syntax errors.
 		{"empty body", ``, "unexpected end of body at offset 0", true},
 		{"only whitespace", " \n\t", "unexpected end of body", true},
@@ -357,8 +372,9 @@ func TestDecodeListPageLargeBodyMemory(t *testing.T) {
 func TestDecodeErrorsAreShort(t *testing.T) {
 	long := strings.Repeat("A", 10000)
 	for _, body := range []string{
-		`[{"id":"` + long + `"}]`,
-		`[{"` + long + `":1}]`,
+		`[{"id":"` + long + `\x"}]`,
+		`[{"` + long + `" 1}]`,
+		`[{"id":1},"` + long + `"]`,
 		`{"results":[],"next":"` + long + "\x01\"}",
 		long,
 		`[{"id":1}]` + long,
@@ -395,7 +411,7 @@ func TestDecodeObject(t *testing.T) {
 	} {
 		for how, r := range readers(tc.body) {
 			t.Run(tc.name+"/"+how, func(t *testing.T) {
-				got, err := decodeObject(r(), tc.fields)
+				got, err := decodeObject(r(), tc.fields, nil)
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
 				}
@@ -404,6 +420,100 @@ func TestDecodeObject(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func TestDecodeObjectLongFields(t *testing.T) {
+	a1024 := strings.Repeat("a", maxFieldValue)
+	euros := strings.Repeat("€", 400) // 1,200 bytes; 1,024 falls inside the 342nd
+	for _, tc := range []struct {
+		name, value, want string // value is the JSON text of the field
+	}{
+		{"exactly the limit is kept whole", `"` + a1024 + `"`, a1024},
+		{"one byte over is cut", `"` + a1024 + `b"`, a1024 + "…"},
+		{"20 KiB", `"` + strings.Repeat("x", 20<<10) + `"`, strings.Repeat("x", maxFieldValue) + "…"},
+		{"cut at a character boundary", `"` + euros + `"`, strings.Repeat("€", 341) + "…"},
+		{"escapes count as what they stand for", `"` + strings.Repeat(`\u00e9`, 600) + `"`, strings.Repeat("é", 512) + "…"},
+		{"escaped characters at the cut", `"a` + strings.Repeat(`\u00e9`, 600) + `"`, "a" + strings.Repeat("é", 511) + "…"},
+		{"surrogate pairs at the cut", `"` + strings.Repeat(`\ud83d\ude00`, 300) + `"`, strings.Repeat("\U0001F600", 256) + "…"},
+		{"invalid UTF-8 is replaced before the cut", `"` + strings.Repeat("\xff", 400) + `"`, strings.Repeat("\uFFFD", 341) + "…"},
+		{"long number", strings.Repeat("7", 2000), strings.Repeat("7", maxFieldValue) + "…"},
+		{"number longer than the scanner keeps", "-" + strings.Repeat("1", maxStringValue+10) + ".5e3", "-" + strings.Repeat("1", maxFieldValue-1) + "…"},
+	} {
+		body := `{"before":1,"name":` + tc.value + `,"after":[1]}`
+		for how, r := range readers(body) {
+			t.Run(tc.name+"/"+how, func(t *testing.T) {
+				got, err := decodeObject(r(), []string{"name"}, nil)
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if got["name"] != tc.want {
+					t.Errorf("got %d bytes %.40q…, want %d bytes %.40q…", len(got["name"]), got["name"], len(tc.want), tc.want)
+				}
+			})
+		}
+	}
+}
+
+// TestDecodeObjectCleansBeforeTheCut checks that a secret straddling the
+// cut is removed whole before the value is cut, so no part of it stays.
+func TestDecodeObjectCleansBeforeTheCut(t *testing.T) {
+	value := strings.Repeat("a", maxFieldValue-3) + testKey + strings.Repeat("b", 100)
+	clean := func(s string) string { return strings.ReplaceAll(s, testKey, "<secret>") }
+	got, err := decodeObject(strings.NewReader(`{"name":"`+value+`"}`), []string{"name"}, clean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Repeat("a", maxFieldValue-3) + "<se…"; got["name"] != want {
+		t.Errorf("got ...%q, want ...%q", got["name"][maxFieldValue-10:], want[maxFieldValue-10:])
+	}
+}
+
+// fieldStream serves {"name":"xxx…"} with a string of n bytes without
+// holding it in memory.
+type fieldStream struct {
+	head, tail string
+	n          int64
+}
+
+func (f *fieldStream) Read(p []byte) (int, error) {
+	switch {
+	case f.head != "":
+		n := copy(p, f.head)
+		f.head = f.head[n:]
+		return n, nil
+	case f.n > 0:
+		n := min(int64(len(p)), f.n)
+		for i := range n {
+			p[i] = 'x'
+		}
+		f.n -= n
+		return int(n), nil
+	case f.tail != "":
+		n := copy(p, f.tail)
+		f.tail = f.tail[n:]
+		return n, nil
+	}
+	return 0, io.EOF
+}
+
+func TestDecodeObjectLongFieldMemory(t *testing.T) {
+	const size = 10 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	got, err := decodeObject(&fieldStream{head: `{"name":"`, n: size, tail: `","id":1}`}, []string{"name", "id"}, nil)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["name"] != strings.Repeat("x", maxFieldValue)+"…" || got["id"] != "1" {
+		t.Fatalf("got %d bytes of name, id %q", len(got["name"]), got["id"])
+	}
+	// The scanner keeps a prefix of maxStringValue bytes at most, and its
+	// pooled buffer: nothing near the size of the field.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<10 {
+		t.Errorf("decoding a 10 MiB field allocated %d bytes", alloc)
 	}
 }
 
@@ -422,13 +532,13 @@ func TestDecodeObjectInvalid(t *testing.T) {
 		{"duplicate field via escape", `{"id":null,"\u0069d":1}`, `field "id" appears twice`, false},
 		{"syntax error in a field", `{"id":1.}`, `field "id": invalid character '}'`, false},
 		{"syntax error elsewhere", `{"x":[1 2]}`, "invalid character '2' after array element", false},
-		{"field too long", `{"name":"` + strings.Repeat("a", maxStringValue+1) + `"}`, `field "name": longer than`, false},
-		{"number too long", `{"id":` + strings.Repeat("1", maxStringValue+1) + `}`, `field "id": longer than`, false},
+		{"syntax error in a long field", `{"name":"` + strings.Repeat("a", maxStringValue+1) + `\x"}`, `invalid character 'x' in string escape code`, false},
+		{"truncated long field", `{"name":"` + strings.Repeat("a", maxStringValue+1), "unexpected end of body", true},
 		{"too deep", `{"x":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`, "nested deeper than", false},
 	} {
 		for how, r := range readers(tc.body) {
 			t.Run(tc.name+"/"+how, func(t *testing.T) {
-				got, err := decodeObject(r(), fields)
+				got, err := decodeObject(r(), fields, nil)
 				checkInvalid(t, err, tc.wantErr, tc.eof)
 				if got != nil {
 					t.Errorf("got %q alongside an error", got)
@@ -439,7 +549,7 @@ func TestDecodeObjectInvalid(t *testing.T) {
 }
 
 func TestDecodeObjectReadError(t *testing.T) {
-	_, err := decodeObject(io.MultiReader(strings.NewReader(`{"name":"x`), iotest.ErrReader(errBoom)), []string{"name"})
+	_, err := decodeObject(io.MultiReader(strings.NewReader(`{"name":"x`), iotest.ErrReader(errBoom)), []string{"name"}, nil)
 	if !errors.Is(err, errBoom) || errors.Is(err, errInvalidBody) {
 		t.Fatalf("got %v, want a read error wrapping %v", err, errBoom)
 	}

@@ -42,17 +42,19 @@ func ValidKey(key string) bool {
 	return true
 }
 
-// keyLookup returns how to find the current key, for redaction and for the
-// guard's check: inline, or read from the file that the transport reads too.
-func keyLookup(a *config.Authorization) redactor {
+// keyLookup returns how to find the current key, for redaction: inline, or
+// read from the file that the transport reads too, whose cache it also
+// returns for the guard's check (nil for an inline key).
+func keyLookup(a *config.Authorization) (redactor, *keyFileCache) {
 	switch {
 	case a == nil:
-		return nil
+		return nil, nil
 	case a.CredentialsFile != "":
-		return (&keyFileCache{path: a.CredentialsFile}).key
+		k := &keyFileCache{path: a.CredentialsFile}
+		return k.key, k
 	}
 	key := string(a.Credentials)
-	return func() string { return key }
+	return func() string { return key }, nil
 }
 
 // keyFileCache re-reads a key file only when it changed: a new file swapped
@@ -66,20 +68,28 @@ type keyFileCache struct {
 	cached string
 }
 
+// key returns the current key, "" when the file cannot be read.
 func (k *keyFileCache) key() string {
+	key, _ := k.read()
+	return key
+}
+
+// read returns the current key, trimmed, or the error of reading the file
+// (whose message names the file and the cause, never its content).
+func (k *keyFileCache) read() (string, error) {
 	fi, err := os.Stat(k.path)
 	if err != nil {
-		return ""
+		return "", err
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.info != nil && os.SameFile(fi, k.info) && fi.Size() == k.info.Size() && fi.ModTime().Equal(k.info.ModTime()) {
-		return k.cached
+		return k.cached, nil
 	}
 	b, err := os.ReadFile(k.path)
 	if err != nil {
-		return ""
+		return "", err
 	}
 	k.info, k.cached = fi, strings.TrimSpace(string(b))
-	return k.cached
+	return k.cached, nil
 }

@@ -2,16 +2,19 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 )
 
-// errKeyUnavailable is returned, before anything is sent, when the key
-// file cannot be read or holds no usable key (emptied by a writer that is
-// not atomic, say): sending "Token " with no key would only earn a 401.
-var errKeyUnavailable = errors.New("the API key is unavailable: the key file is unreadable, empty or holds control characters")
+// errKeyUnavailable is wrapped by the error returned, before anything is
+// sent, when the key file cannot be read or holds no usable key (emptied by
+// a writer that is not atomic, say): sending "Token " with no key would
+// only earn a 401. The error says which, and why a read failed (too many
+// open files, permissions…), never what the file holds.
+var errKeyUnavailable = errors.New("the API key is unavailable")
 
 // errForeignOrigin is returned for any request whose URL leaves the origin
 // of the base URL. Nothing that carries the key may leave that origin.
@@ -44,6 +47,32 @@ func (o origin) String() string {
 	return o.scheme + "://" + net.JoinHostPort(o.host, o.port)
 }
 
+// maxShownHost bounds a host name shown in a message; DNS names are at
+// most 253 bytes, anything longer is not worth repeating.
+const maxShownHost = 253
+
+// foreign renders an origin that came from the service (a next link, a
+// redirect) for a message: scheme, host and port only, never a path, a
+// query or user info, and the host bounded.
+func (o origin) foreign() string {
+	if len(o.host) > maxShownHost {
+		o.host = o.host[:maxShownHost] + "…"
+	}
+	return o.String()
+}
+
+// misdirected names another origin than the allowed one in a message, with
+// a guess at the usual cause: a reverse proxy in front of the service that
+// does not tell it the address clients use, so that it builds its links
+// from its own.
+func (o origin) misdirected(allowed origin) string {
+	hint := "a reverse proxy not forwarding the Host header?"
+	if o.scheme != allowed.scheme && o.host == allowed.host {
+		hint = "a TLS-terminating proxy not sending X-Forwarded-Proto?"
+	}
+	return fmt.Sprintf("%s, another origin than %s (%s)", o.foreign(), allowed, hint)
+}
+
 // originGuard sits outermost in the transport chain, in front of the round
 // tripper that adds the Authorization header, so a request to another
 // origin fails before any credential is attached to it.
@@ -53,23 +82,38 @@ func (o origin) String() string {
 type originGuard struct {
 	allowed origin
 	next    http.RoundTripper
-	keyFile redactor // nil unless the key comes from a file
+	keyFile *keyFileCache // nil unless the key comes from a file
 }
 
 func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
-	var err error
-	switch {
-	case originOf(req.URL) != g.allowed:
-		err = errForeignOrigin
-	case g.keyFile != nil && !ValidKey(g.keyFile()):
-		err = errKeyUnavailable
-	default:
-		return g.next.RoundTrip(req)
+	err := errForeignOrigin
+	if originOf(req.URL) == g.allowed {
+		if err = g.checkKey(); err == nil {
+			return g.next.RoundTrip(req)
+		}
 	}
 	if req.Body != nil {
 		_ = req.Body.Close()
 	}
 	return nil, err
+}
+
+// checkKey fails when the key file holds no key that can be sent, saying
+// why.
+func (g *originGuard) checkKey() error {
+	if g.keyFile == nil {
+		return nil
+	}
+	key, err := g.keyFile.read()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: cannot read the key file: %w", errKeyUnavailable, err)
+	case key == "":
+		return fmt.Errorf("%w: the key file is empty", errKeyUnavailable)
+	case !ValidKey(key):
+		return fmt.Errorf("%w: the key file has control characters such as a line break inside the key", errKeyUnavailable)
+	}
+	return nil
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the
@@ -96,4 +140,22 @@ func redirectPolicy(allowed origin) func(*http.Request, []*http.Request) error {
 		}
 		return nil
 	}
+}
+
+// refusedRedirect explains a redirect answer that the policy did not
+// follow: one to another origin, named, or one too many. It returns "" for
+// a redirect without a usable Location.
+func (c *Client) refusedRedirect(resp *http.Response) string {
+	loc := resp.Header.Get("Location")
+	if loc == "" || resp.Request == nil {
+		return ""
+	}
+	target, err := resp.Request.URL.Parse(loc)
+	if err != nil {
+		return ""
+	}
+	if o := originOf(target); o != c.origin {
+		return "redirect to " + o.misdirected(c.origin) + " not followed: the key is never sent to another origin"
+	}
+	return fmt.Sprintf("redirect not followed after %d redirects", maxRedirects)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -15,8 +17,18 @@ type ListResult struct {
 	// it carried one, else the entries of every page. It is meaningful only
 	// when Err is nil.
 	Count int64
-	// IDs holds the ids of the first entries, as many as were asked for.
+	// IDs holds the integer ids among the first entries, as many entries
+	// as were asked for; entries without one are counted in MissingIDs.
 	IDs []int64
+	// MissingIDs counts the entries, among the first ones asked for, that
+	// have no integer "id" (Django REST framework's hyperlinked lists carry
+	// a "url" instead): their detail views cannot be requested.
+	MissingIDs int
+	// IDErr is non-nil when MissingIDs is: an *Error for the
+	// location_detail endpoint, reason invalid_body, whose message names
+	// the first entry without an id. The list itself is fine: counting
+	// needs no ids.
+	IDErr error
 	// Pages is the number of pages read.
 	Pages int
 }
@@ -29,15 +41,39 @@ func (c *Client) Projects(ctx context.Context) ListResult {
 // Locations reads the location list, counts it and keeps the ids of its
 // first wantIDs entries. onIDs, when set, is called with each page's share
 // of those ids as soon as that page has been read, so their detail views
-// can be requested while later pages are still on their way.
+// can be requested while later pages are still on their way. An entry
+// without an integer id takes its place among the first wantIDs all the
+// same: it is reported through ListResult.IDErr and the observer (one
+// location_detail invalid_body error each), not replaced by a later one.
 func (c *Client) Locations(ctx context.Context, wantIDs int, onIDs func([]int64)) ListResult {
 	return c.list(ctx, EndpointLocations, "api/projects/locations/", wantIDs, onIDs)
 }
 
-// list walks a list view page by page. With an envelope that carries a
-// count it stops as soon as it holds the ids it needs; otherwise it reads
-// every page to count the entries. Any failure fails the whole list: a
-// partial count would be a wrong count.
+// listPageResult is what list needs from one page beyond its body.
+type listPageResult struct {
+	page listPage
+	// url is where the page was found, after redirects: the base of its
+	// relative links.
+	url *url.URL
+	// next is the next page's link as written: the envelope's "next" when
+	// the body carries one (even null), else the Link header's rel="next".
+	next     string
+	fromLink bool
+	// linkErr tells that the Link header could not be parsed, so whether
+	// a next page exists is unknown.
+	linkErr error
+}
+
+// list walks a list view page by page. With a count (in an envelope) it
+// stops as soon as it holds the ids it needs; otherwise it reads every
+// page to count the entries. Any failure fails the whole list: a partial
+// count would be a wrong count.
+//
+// The next page is named by the envelope's "next" or, when the body has
+// none (a plain array, or an envelope without the member), by an RFC 8288
+// Link header with rel="next". When a body has "next", even null, it wins
+// over the header: it is the more specific of the two, and the one
+// Django REST framework's envelopes mean.
 func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int, onIDs func([]int64)) (res ListResult) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
@@ -52,73 +88,128 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	defer c.slots.release()
 
 	u := c.endpointURL(rel)
-	seen := map[string]bool{u.String(): true}
+	seen := map[string]bool{pageKey(u): true}
 	var entries int64
 	hasCount := false
 	for {
-		var page listPage
 		res.Pages++
-		res.Status, _, res.Err = c.get(ctx, ep, u, res.Pages, true, func(body io.Reader) error {
-			var err error
-			page, err = decodeListPage(body, wantIDs-len(res.IDs))
-			if err != nil {
-				return fmt.Errorf("page %d: %w", res.Pages, err)
-			}
-			return nil
+		var pr listPageResult
+		used := len(res.IDs) + res.MissingIDs
+		res.Status, _, res.Err = c.get(ctx, ep, u, res.Pages, true, func(body io.Reader, resp *http.Response) error {
+			return c.readListPage(body, resp, wantIDs-used, res.Pages, &pr)
 		})
 		if res.Err != nil {
 			return res
 		}
+		page := pr.page
+		seen[pageKey(pr.url)] = true
 		entries += int64(page.Entries)
-		if len(page.IDs) > 0 {
-			res.IDs = append(res.IDs, page.IDs...)
-			if onIDs != nil {
-				onIDs(page.IDs)
-			}
-		}
+		c.noteIDs(ep, &res, page, onIDs)
 		if res.Pages == 1 && page.HasCount {
 			// The first page's count stands for the list: later pages are
 			// read only for ids, and a list that changes while it is walked
 			// must not be counted twice.
 			res.Count, hasCount = page.Count, true
 		}
-		done := !page.Envelope || page.Next == "" || (hasCount && len(res.IDs) >= wantIDs)
-		if done {
+		if pr.linkErr != nil && !(hasCount && len(res.IDs)+res.MissingIDs >= wantIDs) {
+			// A next page may be named in what cannot be read: counting
+			// this page alone could be a wrong count.
+			res.Err = c.fail(ep, ReasonPagination, res.Status, fmt.Errorf("the Link header of page %d is malformed: %w", res.Pages, pr.linkErr))
+			c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err))
+			return res
+		}
+		if pr.next == "" || (hasCount && len(res.IDs)+res.MissingIDs >= wantIDs) {
 			if !hasCount {
 				res.Count = entries
 			}
 			c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; walk done, count %d", page.Entries, res.Count))
 			return res
 		}
-		next, err := c.nextPage(u, page.Next, seen, res.Pages)
+		next, err := c.nextPage(pr.url, pr.next, seen, res.Pages)
 		if err != nil {
 			res.Err = c.fail(ep, ReasonPagination, res.Status, err)
 			c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err))
 			return res
 		}
-		c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; following next to %s", page.Entries, c.redact.clean(RedactURL(next))))
+		how := "next"
+		if pr.fromLink {
+			how = "the Link header's next"
+		}
+		c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; following %s to %s", page.Entries, how, c.redact.clean(RedactURL(next))))
 		u = next
 	}
 }
 
-// nextPage resolves a next link against the page that carried it and
-// checks it: same origin as the base URL, not seen before in this walk, and
-// within the page limit.
+// readListPage decodes one page of a list and finds its next link.
+func (c *Client) readListPage(body io.Reader, resp *http.Response, wantIDs, n int, pr *listPageResult) error {
+	page, err := decodeListPage(body, wantIDs)
+	if err != nil {
+		return fmt.Errorf("page %d: %w", n, err)
+	}
+	pr.page, pr.url, pr.next = page, resp.Request.URL, page.Next
+	if !page.HasNext {
+		next, err := nextLink(resp.Header, pr.url)
+		pr.next, pr.fromLink, pr.linkErr = next, next != "", err
+	}
+	return nil
+}
+
+// noteIDs adds a page's ids to res and hands them to onIDs, and reports
+// the entries among those wanted that have none.
+func (c *Client) noteIDs(ep Endpoint, res *ListResult, page listPage, onIDs func([]int64)) {
+	if len(page.IDs) > 0 {
+		res.IDs = append(res.IDs, page.IDs...)
+		if onIDs != nil {
+			onIDs(page.IDs)
+		}
+	}
+	if page.NoID == 0 {
+		return
+	}
+	if res.IDErr == nil {
+		res.IDErr = &Error{
+			Endpoint: EndpointLocationDetail,
+			Reason:   ReasonInvalidBody,
+			Err: fmt.Errorf("%s list entry %d (page %d) has no integer \"id\"",
+				strings.TrimSuffix(string(ep), "s"), page.FirstNoID, res.Pages),
+		}
+	}
+	res.MissingIDs += page.NoID
+	for range page.NoID {
+		c.observer.ObserveError(EndpointLocationDetail, ReasonInvalidBody)
+	}
+}
+
+// pageKey is how a page's URL is remembered for loop detection: without
+// user info or fragment, which do not change the page.
+func pageKey(u *url.URL) string {
+	k := *u
+	k.User = nil
+	k.Fragment, k.RawFragment = "", ""
+	return k.String()
+}
+
+// nextPage resolves a next link against the URL of the page that carried
+// it (RFC 3986) and checks it: same origin as the base URL, not seen
+// before in this walk, and within the page limit.
 func (c *Client) nextPage(cur *url.URL, next string, seen map[string]bool, pages int) (*url.URL, error) {
+	if len(next) > maxStringValue {
+		return nil, fmt.Errorf("next link after page %d is longer than %d bytes", pages, maxStringValue)
+	}
 	ref, err := url.Parse(next)
 	if err != nil {
 		return nil, fmt.Errorf("next link after page %d is not a URL", pages)
 	}
 	u := cur.ResolveReference(ref)
-	if originOf(u) != c.origin {
-		// The foreign address is left out on purpose: it came from the
-		// service and may carry anything.
-		return nil, fmt.Errorf("next link after page %d points to another origin than %s", pages, c.origin)
+	if o := originOf(u); o != c.origin {
+		// Only the scheme, host and port are shown: the rest came from
+		// the service and may carry anything.
+		return nil, fmt.Errorf("next link after page %d points to %s", pages, o.misdirected(c.origin))
 	}
 	// Credentials in a link would replace the key; they are never used.
 	u.User = nil
 	u.Fragment, u.RawFragment = "", ""
-	key := u.String()
+	key := pageKey(u)
 	if seen[key] {
 		return nil, fmt.Errorf("next link after page %d points to a page already read (a pagination loop)", pages)
 	}

@@ -29,8 +29,11 @@ type TraceRequest struct {
 	Method   string
 	// URL is redacted: no user info, and the values of query parameters
 	// that look like credentials replaced.
-	URL      string
-	Status   int
+	URL    string
+	Status int
+	// Bytes counts the body bytes read off the connection: compressed
+	// ones when the answer was gzip, so a refused gzip bomb shows how
+	// little of it was read.
 	Bytes    int64
 	Duration time.Duration
 	Reason   Reason

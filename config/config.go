@@ -41,6 +41,9 @@ type Module struct {
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// RateLimit is the most requests per second, 0 for no limit.
 	RateLimit float64 `yaml:"rate_limit"`
+	// Gzip asks the service for gzip-compressed answers (default true);
+	// max_response_bytes bounds the decompressed body.
+	Gzip bool `yaml:"gzip"`
 	// MinInterval is the least time between two polls of one target.
 	MinInterval time.Duration `yaml:"min_interval"`
 	Locations   Locations     `yaml:"locations"`
@@ -70,6 +73,7 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 		Concurrency:      client.DefaultConcurrency,
 		MaxPages:         client.DefaultMaxPages,
 		MaxResponseBytes: client.DefaultMaxResponseBytes,
+		Gzip:             true,
 	}
 	return unmarshal((*plain)(m))
 }
@@ -251,6 +255,7 @@ func (m *Module) Settings() collector.TargetSettings {
 			MaxPages:         m.MaxPages,
 			MaxResponseBytes: m.MaxResponseBytes,
 			RateLimit:        m.RateLimit,
+			DisableGzip:      !m.Gzip,
 		},
 		DetailIDs:   m.Locations.DetailIDs,
 		DetailLimit: m.Locations.DetailLimit,

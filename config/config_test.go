@@ -43,6 +43,7 @@ modules:
     http_client_config: {authorization: {type: Token, credentials: s}}
     rate_limit: 5
     min_interval: 30s
+    gzip: false
     locations:
       detail_limit: 10
   bare:
@@ -62,11 +63,11 @@ modules:
 		t.Errorf("credentials_file %q not resolved against the file's directory", f)
 	}
 	s := cfg.Modules["staging"].Settings()
-	if s.Client.RateLimit != 5 || s.MinInterval != 30*time.Second || s.DetailLimit != 10 || s.Timeout != DefaultTimeout {
+	if s.Client.RateLimit != 5 || s.MinInterval != 30*time.Second || s.DetailLimit != 10 || s.Timeout != DefaultTimeout || !s.Client.DisableGzip {
 		t.Errorf("staging module settings: %+v", s)
 	}
 	b := cfg.Modules["bare"].Settings()
-	if b.Client.Concurrency != 4 || b.Client.MaxPages == 0 || b.Client.MaxResponseBytes == 0 {
+	if b.Client.Concurrency != 4 || b.Client.MaxPages == 0 || b.Client.MaxResponseBytes == 0 || b.Client.DisableGzip {
 		t.Errorf("bare module lacks defaults: %+v", b)
 	}
 }

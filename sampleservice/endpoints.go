@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // list describes a list view; entries are generated on demand.
@@ -33,14 +34,14 @@ func (s *Service) serveEndpoint(w http.ResponseWriter, r *http.Request, endpoint
 			Locations string `json:"locations"`
 		}{base + projectsPath, base + locationsPath}
 	case EndpointProjects:
-		lst = &list{projectsPath, projects, func(i int64) any { return s.gen.project(i) }}
+		lst = &list{projectsPath, projects, func(i int64) any { return s.shape.project(base, s.gen.project(i)) }}
 	case EndpointLocations:
 		lst = &list{locationsPath, s.locations.Load(), func(i int64) any {
-			return s.gen.location(base, i, projects)
+			return s.shape.location(s.gen.location(base, i, projects))
 		}}
 	case EndpointLocationDetail:
 		if id >= 1 && id <= s.locations.Load() {
-			object = s.gen.locationDetail(base, id-1, projects)
+			object = s.shape.detail(s.gen.locationDetail(base, id-1, projects))
 		}
 	}
 
@@ -76,6 +77,9 @@ func (s *Service) serveEndpoint(w http.ResponseWriter, r *http.Request, endpoint
 		status, render = cmp.Or(f.Status, http.StatusOK), rawBody(f.Body)
 	case f.Status != 0:
 		status, render = f.Status, detailBody(http.StatusText(f.Status))
+	case f.GzipBomb > 0:
+		w.Header().Set("Content-Encoding", "gzip")
+		render = gzipBomb(f.GzipBomb, lst != nil)
 	case f.OversizeBytes > 0 && lst != nil:
 		render = paddedList(ctx, lst, f.OversizeBytes)
 	case f.OversizeBytes > 0 && object != nil:
@@ -84,6 +88,9 @@ func (s *Service) serveEndpoint(w http.ResponseWriter, r *http.Request, endpoint
 		render = paddedObject(struct {
 			Detail string `json:"detail"`
 		}{"Not found."}, f.OversizeBytes)
+	case lst != nil && paged && s.shape.linkHeader:
+		w.Header().Set("Link", s.linkHeader(r, base, lst.path, page, pages, f))
+		render = array(ctx, lst, (page-1)*s.pageSize, min(page*s.pageSize, lst.count))
 	case lst != nil && paged:
 		var count *int64
 		if !s.omitCount {
@@ -97,6 +104,9 @@ func (s *Service) serveEndpoint(w http.ResponseWriter, r *http.Request, endpoint
 		render = objectBody(object)
 	default:
 		status, render = http.StatusNotFound, detailBody("Not found.")
+	}
+	if s.shape.gzip && f.GzipBomb == 0 && !f.Truncate && acceptsGzip(r) {
+		render = gzipped(w, render)
 	}
 	send(w, status, render, f.Truncate)
 }
@@ -118,16 +128,7 @@ func parsePage(v string, pages int64) (int64, bool) {
 // DRF does, keeping other query parameters, with any link fault applied.
 func (s *Service) links(r *http.Request, base, path string, page, pages int64, f Fault) (next, prev *string) {
 	pageURL := func(n int64) *string {
-		q := r.URL.Query()
-		if n == 1 {
-			q.Del("page")
-		} else {
-			q.Set("page", strconv.FormatInt(n, 10))
-		}
-		u := base + path
-		if enc := q.Encode(); enc != "" {
-			u += "?" + enc
-		}
+		u := s.pageURL(r, base, path, n)
 		return &u
 	}
 	if page < pages {
@@ -142,6 +143,44 @@ func (s *Service) links(r *http.Request, base, path string, page, pages int64, f
 		prev = pageURL(page - 1)
 	}
 	return next, prev
+}
+
+// pageURL is the link to page n of the list at path, keeping the other
+// query parameters of r: absolute below base, or relative with
+// RelativeLinks.
+func (s *Service) pageURL(r *http.Request, base, path string, n int64) string {
+	q := r.URL.Query()
+	if n == 1 {
+		q.Del("page")
+	} else {
+		q.Set("page", strconv.FormatInt(n, 10))
+	}
+	u := base + path
+	if s.shape.relativeLinks {
+		u = s.prefix + path
+	}
+	if enc := q.Encode(); enc != "" {
+		u += "?" + enc
+	}
+	return u
+}
+
+// linkHeader builds the Link header of page of a list in header-based
+// pagination: next (with any link fault applied) and prev when they
+// exist, first and last always.
+func (s *Service) linkHeader(r *http.Request, base, path string, page, pages int64, f Fault) string {
+	next, prev := s.links(r, base, path, page, pages, f)
+	var links []string
+	if next != nil {
+		links = append(links, "<"+*next+`>; rel="next"`)
+	}
+	if prev != nil {
+		links = append(links, "<"+*prev+`>; rel="prev"`)
+	}
+	links = append(links,
+		"<"+s.pageURL(r, base, path, 1)+`>; rel="first"`,
+		"<"+s.pageURL(r, base, path, pages)+`>; rel="last"`)
+	return strings.Join(links, ", ")
 }
 
 // array renders entries [from, to) as a plain JSON array.

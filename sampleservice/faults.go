@@ -8,7 +8,8 @@ import (
 // Fault makes an endpoint misbehave, to test how clients cope with a broken
 // or hostile service. The zero Fault means normal behaviour. When several
 // fields are set, RedirectTo wins over Body and Status, which win over
-// OversizeBytes; Delay, RetryAfter and Truncate combine with any of them.
+// GzipBomb, which wins over OversizeBytes; Delay, RetryAfter and Truncate
+// combine with any of them.
 type Fault struct {
 	// Status answers with this HTTP status and a small JSON error body.
 	Status int
@@ -28,10 +29,17 @@ type Fault struct {
 	// streamed: lists become a plain array of generated entries, objects
 	// gain a long "padding" string.
 	OversizeBytes int64
-	// NextURL replaces "next" in envelopes with this URL, on every page
-	// including the last: a foreign origin, or a loop.
+	// GzipBomb answers, whatever the client asked, a gzip stream that
+	// inflates to at least this many bytes of valid JSON (an empty list or
+	// object padded with spaces), about a thousand times its compressed
+	// size: a compression bomb. It is streamed from a few precomputed gzip
+	// members, so gigabytes cost the service nothing.
+	GzipBomb int64
+	// NextURL replaces the next link (the envelope's "next", or the Link
+	// header's rel="next") with this URL, on every page including the
+	// last: a foreign origin, or a loop.
 	NextURL string
-	// LoopNext points the last page's "next" back at page 1.
+	// LoopNext points the last page's next link back at page 1.
 	LoopNext bool
 	// RedirectTo answers 302 Found with this Location (absolute, possibly
 	// another origin, or a relative path).

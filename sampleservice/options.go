@@ -30,6 +30,28 @@ type Options struct {
 	// OmitCount drops "count" from envelopes, forcing clients to walk every
 	// page to learn the size.
 	OmitCount bool
+	// LinkHeader, with a positive PageSize, serves each page as a plain
+	// JSON array and names the others in an RFC 8288 Link header
+	// (rel="next", "prev", "first" and "last"), as Django REST framework's
+	// header-based pagination and GitHub-style APIs do.
+	LinkHeader bool
+	// RelativeLinks makes next and previous links, in envelopes and Link
+	// headers, relative references (a path and query, without scheme and
+	// host) instead of absolute URLs. Absolute links are built from the
+	// Host header of the request, as Django does: behind a reverse proxy
+	// that does not forward it they name the proxy's upstream.
+	RelativeLinks bool
+	// OmitIDs leaves "id" out of entries and detail views, which carry
+	// their "url" instead, as Django REST framework's
+	// HyperlinkedModelSerializer does.
+	OmitIDs bool
+	// Gzip compresses answers for clients that ask for it
+	// (Accept-Encoding: gzip), as Django's GZipMiddleware or a proxy does.
+	Gzip bool
+	// DescriptionBytes, when positive, makes the "description" of detail
+	// views that many bytes long (of text with multi-byte characters), to
+	// test how clients cope with a long free-text field.
+	DescriptionBytes int
 	// Latency delays every answer, and Jitter adds a uniformly random extra
 	// delay in [0, Jitter), to make timing and concurrency observable.
 	Latency time.Duration

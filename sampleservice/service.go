@@ -46,6 +46,7 @@ type Service struct {
 	prefix    string
 	pageSize  int64
 	omitCount bool
+	shape     shape
 	latency   time.Duration
 	jitter    time.Duration
 	gen       generator
@@ -67,9 +68,16 @@ func New(opts Options) *Service {
 		prefix:    "/" + strings.Trim(opts.Prefix, "/"),
 		pageSize:  int64(max(opts.PageSize, 0)),
 		omitCount: opts.OmitCount,
-		latency:   opts.Latency,
-		jitter:    opts.Jitter,
-		gen:       generator{seed: uint64(opts.Seed)},
+		shape: shape{
+			linkHeader:       opts.LinkHeader,
+			relativeLinks:    opts.RelativeLinks,
+			omitIDs:          opts.OmitIDs,
+			gzip:             opts.Gzip,
+			descriptionBytes: max(opts.DescriptionBytes, 0),
+		},
+		latency: opts.Latency,
+		jitter:  opts.Jitter,
+		gen:     generator{seed: uint64(opts.Seed)},
 	}
 	if s.prefix == "/" {
 		s.prefix = ""

@@ -27,6 +27,8 @@ type RequestRecord struct {
 	AuthOK      bool
 	Accept      string
 	UserAgent   string
+	// AcceptEncoding is the Accept-Encoding header, "" when none came.
+	AcceptEncoding string
 }
 
 // stats records requests; counters are atomic so that recording costs
@@ -80,6 +82,8 @@ func (st *stats) begin(r *http.Request, endpoint string, authOK bool) {
 		AuthOK:      authOK,
 		Accept:      r.Header.Get("Accept"),
 		UserAgent:   r.Header.Get("User-Agent"),
+
+		AcceptEncoding: r.Header.Get("Accept-Encoding"),
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()

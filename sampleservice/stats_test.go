@@ -38,7 +38,7 @@ func TestRequestRecording(t *testing.T) {
 	}
 	want := RequestRecord{Method: "GET", Path: "/api/projects/locations/", RawQuery: "page=2",
 		Endpoint: EndpointLocations, AuthPresent: true, AuthOK: true,
-		Accept: "application/json", UserAgent: "sampleservice-test/1"}
+		Accept: "application/json", UserAgent: "sampleservice-test/1", AcceptEncoding: "gzip"}
 	got := log[1]
 	got.Time = time.Time{}
 	if got != want {

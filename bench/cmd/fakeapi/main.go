@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
@@ -28,6 +29,7 @@ type Stats struct {
 	Total       int64            `json:"total"`
 	ByEndpoint  map[string]int64 `json:"by_endpoint"`
 	MaxInFlight int64            `json:"max_in_flight"`
+	BytesSent   int64            `json:"bytes_sent"`
 }
 
 func main() {
@@ -40,28 +42,40 @@ func main() {
 	flag.DurationVar(&o.Jitter, "jitter", 0, "uniformly random extra delay in [0, jitter)")
 	flag.StringVar(&o.Key, "key", "bench-key-5f0c9a", "API key")
 	flag.Int64Var(&o.Seed, "seed", 1, "seed of the generated data")
+	flag.BoolVar(&o.Gzip, "gzip", false, "compress answers for clients that ask for gzip")
+	flag.BoolVar(&o.LinkHeader, "link-header", false, "with -page-size, page plain arrays with Link headers")
+	flag.BoolVar(&o.OmitIDs, "omit-ids", false, "entries carry a url and no id")
+	bomb := flag.Int64("gzip-bomb", 0, "answer the location list with a gzip bomb inflating to this many bytes (0 = none)")
 	flag.Parse()
-	if err := run(o); err != nil {
+	if err := run(o, *bomb); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeapi:", err)
 		os.Exit(1)
 	}
 }
 
-func run(o sampleservice.Options) error {
-	api, err := sampleservice.Start(o)
+func run(o sampleservice.Options, bomb int64) error {
+	svc := sampleservice.New(o)
+	if bomb > 0 {
+		svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{GzipBomb: bomb})
+	}
+	// The service runs on a listener of its own that counts the bytes
+	// written to each connection: the bytes on the wire.
+	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
+	counted := &countingListener{Listener: apiLn}
+	api := &http.Server{Handler: svc, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = api.Serve(counted) }()
 	defer api.Close()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	svc := api.Service
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
-		st := Stats{Total: svc.TotalRequests(), MaxInFlight: svc.MaxInFlight(), ByEndpoint: map[string]int64{}}
+		st := Stats{Total: svc.TotalRequests(), MaxInFlight: svc.MaxInFlight(), ByEndpoint: map[string]int64{}, BytesSent: counted.sent.Load()}
 		for _, ep := range []string{sampleservice.EndpointRoot, sampleservice.EndpointProjects, sampleservice.EndpointLocations, sampleservice.EndpointLocationDetail} {
 			st.ByEndpoint[ep] = svc.Requests(ep)
 		}
@@ -70,17 +84,43 @@ func run(o sampleservice.Options) error {
 	})
 	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, _ *http.Request) {
 		svc.ResetStats()
+		counted.sent.Store(0)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	ctl := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = ctl.Serve(ln) }()
 	defer ctl.Close()
 
-	line, _ := json.Marshal(map[string]string{"url": api.URL(), "key": svc.Key(), "control": "http://" + ln.Addr().String()})
+	line, _ := json.Marshal(map[string]string{"url": "http://" + apiLn.Addr().String() + svc.Prefix(), "key": svc.Key(), "control": "http://" + ln.Addr().String()})
 	fmt.Println(string(line))
 
 	// The parent ends the service by closing stdin (or killing it), so a
 	// crashed benchmark leaves no service behind.
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return nil
+}
+
+// countingListener counts the bytes written to the connections it accepts.
+type countingListener struct {
+	net.Listener
+	sent atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, sent: &l.sent}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	sent *atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.sent.Add(int64(n))
+	return n, err
 }
