@@ -148,6 +148,12 @@ func (p *pollRun) run(logger *slog.Logger) *Snapshot {
 		r := c.Locations(ctx, want, onIDs)
 		p.mu.Lock()
 		p.locations = &r
+		if r.IDErr != nil {
+			// Entries without an integer id leave their detail views
+			// unreadable: location_detail fails, the list itself stays up.
+			// The client has already counted these failures.
+			p.detailSum.fail(0, r.IDErr)
+		}
 		p.mu.Unlock()
 	})
 	// The explicit detail views start alongside the lists, but only once
