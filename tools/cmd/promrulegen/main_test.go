@@ -18,7 +18,7 @@ const ruleFile = `groups:
         annotations:
           summary: s
           description: d
-          runbook: r
+          runbook_url: r
 `
 
 // TestCheckFindsDrift writes the PrometheusRule and the chart's copies, then
