@@ -119,9 +119,12 @@ func TestTraceShowsTheAnswer(t *testing.T) {
 			bytes: -1, excerpt: "<html><body>Please sign in</body></html>", contentType: "text/html", reason: ReasonInvalidBody,
 		},
 		{
-			name:    "a good answer: no excerpt",
-			handler: func(w http.ResponseWriter, _ *http.Request) { w.Header().Set("Content-Type", "application/json"); _, _ = w.Write([]byte(`{"projects":"x"}`)) },
-			bytes:   int64(len(`{"projects":"x"}`)), contentType: "application/json",
+			name: "a good answer: no excerpt",
+			handler: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"projects":"x"}`))
+			},
+			bytes: int64(len(`{"projects":"x"}`)), contentType: "application/json",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
