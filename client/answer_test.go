@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -193,5 +194,37 @@ func TestCutText(t *testing.T) {
 		if got := cutText(tc.in, tc.limit); got != tc.want || len(got) > tc.limit {
 			t.Errorf("cutText(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
 		}
+	}
+}
+
+// TestTraceBoundsItsExcerpts: identical excerpts share their bytes, and
+// distinct ones stop being kept past the trace's bound.
+func TestTraceBoundsItsExcerpts(t *testing.T) {
+	tr := &Trace{}
+	for i := range 400 {
+		tr.add(TraceRequest{Endpoint: EndpointLocationDetail, BodyExcerpt: "Not found."})
+		tr.add(TraceRequest{Endpoint: EndpointLocationDetail, BodyExcerpt: fmt.Sprintf("%03d %s", i, strings.Repeat("x", 496))})
+	}
+	reqs, dropped := tr.Requests()
+	if len(reqs) != maxTraceRequests || dropped != 800-maxTraceRequests {
+		t.Fatalf("%d requests kept, %d dropped", len(reqs), dropped)
+	}
+	distinct, notKept, notFound := map[string]bool{}, 0, 0
+	for _, r := range reqs {
+		switch r.BodyExcerpt {
+		case excerptNotKept:
+			notKept++
+		case "Not found.":
+			notFound++
+		default:
+			distinct[r.BodyExcerpt] = true
+		}
+	}
+	total := len("Not found.")
+	for e := range distinct {
+		total += len(e)
+	}
+	if notFound != maxTraceRequests/2 || total > maxTraceExcerptBytes || notKept == 0 || len(distinct) < 60 {
+		t.Errorf("%d \"Not found.\", %d distinct excerpts of %d bytes in all, %d not kept", notFound, len(distinct), total, notKept)
 	}
 }
