@@ -96,8 +96,10 @@ var pollTemplate = template.Must(template.New("poll").Funcs(pageFuncs).Parse(`<!
 <h1>Poll {{.Poll.ID}}</h1>
 <p><span class="url">{{.Poll.Target}}</span>, module {{moduleName .Poll.Module}}; started {{.Poll.Start.UTC.Format "2006-01-02 15:04:05.000"}} UTC, took {{duration .Poll.Duration}}.
 Result: <span class="{{.Poll.State}}" id="result">{{.Poll.Summary}}</span></p>
-{{if not .Poll.HeldOffUntil.IsZero}}<p>The service asked to hold off: no requests until {{utc .Poll.HeldOffUntil}} UTC.</p>{{end}}
-<table class="stack" id="requests">
+{{if .Poll.SentNothing}}<p id="holdoff">This poll sent nothing: the service had asked to hold off (status {{.Poll.HoldOffStatus}}) until {{if .Poll.HeldOffUntil.IsZero}}an unknown time{{else}}{{utc .Poll.HeldOffUntil}} UTC{{end}}.
+{{- if .Poll.HoldOffPollID}} <a href="{{.Poll.HoldOffPollID}}">Poll {{.Poll.HoldOffPollID}}</a> met that answer.{{end}}</p>
+{{else if not .Poll.HeldOffUntil.IsZero}}<p id="holdoff">The service asked to hold off: no requests until {{utc .Poll.HeldOffUntil}} UTC.</p>{{end}}
+{{if .Poll.Requests}}<table class="stack" id="requests">
 <thead><tr><th>Endpoint</th><th>Page</th><th>Method</th><th>URL</th><th>Status</th><th class="num">Bytes</th><th>Duration</th><th>Answer</th></tr></thead>
 <tbody>{{range .Poll.Requests}}{{if .Note}}<tr><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{.Page}}</td><td colspan="6" data-label="Pagination" class="wrap"><em>{{.Note}}</em></td></tr>
 {{else}}<tr{{if .Error}} class="failed"{{end}}><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{if .Page}}{{.Page}}{{end}}</td><td data-label="Method">{{.Method}}</td><td data-label="URL" class="url">{{.URL}}</td><td data-label="Status">{{.Status}}</td><td data-label="Bytes" class="num">{{.Bytes}}</td><td data-label="Duration">{{duration .Duration}}</td>
@@ -106,7 +108,7 @@ Result: <span class="{{.Poll.State}}" id="result">{{.Poll.Summary}}</span></p>
 {{- if .Location}}<div>Location: <span class="url">{{.Location}}</span></div>{{end}}
 {{- if or .RetryAfter (not .HoldOffUntil.IsZero)}}<div>Retry-After: {{or .RetryAfter "(none)"}}{{if not .HoldOffUntil.IsZero}}; held off until {{utc .HoldOffUntil}} UTC{{end}}</div>{{end}}
 {{- if .BodyExcerpt}}<pre class="excerpt">{{.BodyExcerpt}}</pre>{{end}}</td></tr>
-{{end}}{{end}}</tbody></table>
+{{end}}{{end}}</tbody></table>{{end}}
 {{if .Poll.Dropped}}<p>{{.Poll.Dropped}} more requests were not kept.</p>{{end}}
 </body></html>
 `))

@@ -181,12 +181,15 @@ func (c *Client) heldOff(now time.Time) (int, bool) {
 	return c.holdStatus, now.Before(c.holdUntil)
 }
 
-func (c *Client) holdOff(d time.Duration, status int) {
+// holdOff starts or extends the hold-off by d from now, and returns the
+// end of the hold-off in force.
+func (c *Client) holdOff(d time.Duration, status int) time.Time {
 	c.holdMu.Lock()
 	defer c.holdMu.Unlock()
 	if until := time.Now().Add(d); until.After(c.holdUntil) {
 		c.holdUntil, c.holdStatus = until, status
 	}
+	return c.holdUntil
 }
 
 // Result is what every call reports, whatever happened.
@@ -258,6 +261,9 @@ type exchange struct {
 	// wire counts the body bytes read from the connection: compressed
 	// ones when the answer is gzip.
 	wire int64
+	// answer is what the trace shows of the response, filled only when
+	// the poll is traced.
+	answer answer
 }
 
 // get sends one GET request and hands the body, bounded by the size limit
@@ -276,6 +282,7 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, hol
 	if tr := traceFrom(ctx); tr != nil {
 		rec.URL = c.redact.clean(RedactURL(u))
 		rec.Status, rec.Bytes, rec.Duration = status, x.wire, time.Since(rec.Start)
+		x.answer.fill(&rec)
 		if err != nil {
 			rec.Reason, rec.Error = ReasonOf(err), err.Error()
 			var e *Error
@@ -336,18 +343,29 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 }
 
 // readResponse checks the status and size of resp and decodes its body.
+// Every body byte read, the drain's included, is counted in x.wire; when
+// the poll is traced, x.answer gets what the trace shows of the response.
 func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, x *exchange, decode decodeFunc) (int, error) {
 	wire := &limitedReader{r: resp.Body}
 	defer func() {
-		// Draining a little lets the connection be reused; a body with more
-		// left than that is not worth the wait.
-		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+		// Draining a little lets the connection be reused.
+		drained, _ := io.CopyN(io.Discard, resp.Body, drainBytes)
 		_ = resp.Body.Close()
-		x.wire = wire.read
+		x.wire = wire.read + drained
 	}()
+	traced := traceFrom(ctx) != nil
+	if traced {
+		c.noteHeaders(&x.answer, resp)
+	}
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
-		return status, c.statusError(ep, resp)
+		// The body of an error says what went wrong; its start is read
+		// whether or not the poll is traced, since draining reads it anyway.
+		body := readErrorBody(wire, resp.Header)
+		if traced {
+			x.answer.excerpt = c.excerpt(body)
+		}
+		return status, c.statusError(ep, resp, &x.answer)
 	}
 	gz, err := gzipEncoded(resp.Header)
 	if err != nil {
@@ -369,8 +387,19 @@ func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Respo
 		defer zr.release()
 		body = &limitedReader{r: zr, n: c.maxBytes}
 	}
+	var prefix *prefixReader
+	if traced {
+		// Only the start of a body that turns out invalid is shown: a
+		// good body is never kept.
+		prefix = &prefixReader{r: body}
+		body = prefix
+	}
 	if err := decode(body, resp); err != nil {
-		return status, c.fail(ep, c.bodyReason(ctx, err), status, err)
+		reason := c.bodyReason(ctx, err)
+		if prefix != nil && reason == ReasonInvalidBody {
+			x.answer.excerpt = c.excerpt(prefix.prefix)
+		}
+		return status, c.fail(ep, reason, status, err)
 	}
 	return status, nil
 }
@@ -384,8 +413,8 @@ func (c *Client) bodyReason(ctx context.Context, err error) Reason {
 }
 
 // statusError reports an answer that is not 2xx, and starts a hold-off
-// when a 429 or 503 asks for one.
-func (c *Client) statusError(ep Endpoint, resp *http.Response) *Error {
+// when a 429 or 503 asks for one, noting its end in a.
+func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error {
 	status := resp.StatusCode
 	err := fmt.Errorf("unexpected status %s", http.StatusText(status))
 	if status >= 300 && status <= 399 {
@@ -398,7 +427,7 @@ func (c *Client) statusError(ep Endpoint, resp *http.Response) *Error {
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
 			e.RetryAfter = d
-			c.holdOff(d, status)
+			a.holdOffUntil = c.holdOff(d, status)
 		}
 	}
 	return e

@@ -13,6 +13,16 @@ import (
 // cannot hold on to unbounded memory through the recent-polls page.
 const maxTraceRequests = 500
 
+// maxTraceExcerptBytes bounds the body excerpts of one trace, counting
+// each distinct excerpt once: 500 detail views failing with 512-byte
+// bodies would otherwise keep 250 KiB per poll, 25 MB over the recent
+// polls. Identical excerpts ("Not found." from many detail views) share
+// their bytes and cost nothing more.
+const maxTraceExcerptBytes = 32 << 10
+
+// excerptNotKept stands for an excerpt past maxTraceExcerptBytes.
+const excerptNotKept = "(not kept: this poll's body excerpts reached their bound)"
+
 // Trace records what the requests of one poll did, for the debug views.
 // Everything in it has passed through redaction: no key, no Authorization
 // value, no credentials in URLs.
@@ -20,6 +30,10 @@ type Trace struct {
 	mu       sync.Mutex
 	requests []TraceRequest
 	dropped  int
+	// excerpts holds each distinct body excerpt kept, excerptBytes their
+	// size.
+	excerpts     map[string]string
+	excerptBytes int
 }
 
 // TraceRequest is one request of a poll, or one pagination decision.
@@ -71,7 +85,27 @@ func (t *Trace) add(r TraceRequest) {
 		t.dropped++
 		return
 	}
+	if r.BodyExcerpt != "" {
+		r.BodyExcerpt = t.keepExcerpt(r.BodyExcerpt)
+	}
 	t.requests = append(t.requests, r)
+}
+
+// keepExcerpt returns the copy of s the trace keeps: one shared with an
+// identical excerpt, or excerptNotKept past the bound; t.mu is held.
+func (t *Trace) keepExcerpt(s string) string {
+	if kept, ok := t.excerpts[s]; ok {
+		return kept
+	}
+	if t.excerptBytes+len(s) > maxTraceExcerptBytes {
+		return excerptNotKept
+	}
+	if t.excerpts == nil {
+		t.excerpts = make(map[string]string)
+	}
+	t.excerpts[s] = s
+	t.excerptBytes += len(s)
+	return s
 }
 
 type traceKey struct{}

@@ -3,8 +3,6 @@ package collector
 import (
 	"cmp"
 	"context"
-	"errors"
-	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
@@ -108,7 +106,7 @@ func newPollRun(ctx context.Context, t *Target, trace *client.Trace, budget time
 // views start at once; ids drawn from the list start as soon as the page
 // holding them arrives. The client bounds how many requests are in flight,
 // so the wall time is the critical path of the round trips.
-func (p *pollRun) run(logger *slog.Logger) *Snapshot {
+func (p *pollRun) run() *Snapshot {
 	c := p.t.Client
 	// Each list call reports once: when its request is in line for a slot,
 	// or when it returns without one (held off, say).
@@ -170,13 +168,7 @@ func (p *pollRun) run(logger *slog.Logger) *Snapshot {
 	}
 	p.wg.Wait()
 	p.settle()
-	s := p.snapshot()
-	if p.abandoned() {
-		logger.Debug("Poll abandoned: every scrape waiting for it gave up")
-	} else {
-		logFailures(logger, s)
-	}
-	return s
+	return p.snapshot()
 }
 
 // detail starts the detail view of id, once per poll even when a shifting
@@ -289,37 +281,6 @@ func (p *pollRun) abandoned() bool {
 
 func endpointState(r client.Result) EndpointState {
 	return EndpointState{Status: r.Status, Duration: r.Duration, Err: r.Err}
-}
-
-// logFailures logs one line per failed endpoint and one line for all
-// failed detail views, so a broken API does not flood the log.
-func logFailures(logger *slog.Logger, s *Snapshot) {
-	for _, ep := range client.Endpoints {
-		st, ok := s.Endpoints[ep]
-		if !ok || st.OK() || ep == client.EndpointLocationDetail {
-			continue
-		}
-		logEndpointError(logger, ep, st.Status, st.Err, "Endpoint failed")
-	}
-	failed := 0
-	for _, d := range s.Details {
-		if d.Err != nil {
-			failed++
-			logger.Debug("Location detail failed", "location_id", d.ID, "status", d.Status, "err", d.Err)
-		}
-	}
-	if failed > 0 {
-		st := s.Endpoints[client.EndpointLocationDetail]
-		logger.Warn("Location details failed", "failed", failed, "total", len(s.Details), "status", st.Status, "err", st.Err)
-	}
-}
-
-func logEndpointError(logger *slog.Logger, ep client.Endpoint, status int, err error, msg string) {
-	if errors.Is(err, client.ErrHeldOff) {
-		logger.Debug(msg, "endpoint", ep, "status", status, "err", err)
-		return
-	}
-	logger.Warn(msg, "endpoint", ep, "reason", client.ReasonOf(err), "status", status, "err", err)
 }
 
 func maxTime(a, b time.Time) time.Time {

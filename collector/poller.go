@@ -51,6 +51,9 @@ type Poller struct {
 	last     *Snapshot
 	// heldUntil is the end of the last hold-off logged, so each is logged once.
 	heldUntil time.Time
+	// failures follows how the target's endpoints fail from poll to poll,
+	// so that a lasting failure is logged when it starts, changes or ends.
+	failures failureLog
 
 	// ranHook, set by tests only, runs once a poll has gathered all its
 	// results and before the poller keeps them.
@@ -144,7 +147,12 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 	p.inflight = c
 	go func() {
 		defer cancel(nil)
-		snap := c.run.run(p.opts.Logger)
+		snap := c.run.run()
+		if c.run.abandoned() {
+			p.opts.Logger.Debug("Poll abandoned: every scrape waiting for it gave up")
+		} else {
+			p.failures.log(p.opts.Logger, snap)
+		}
 		if p.ranHook != nil {
 			p.ranHook()
 		}

@@ -34,11 +34,18 @@ type PollRecord struct {
 	Summary string
 	// Projects and Locations are the list counts, when the lists were read.
 	Projects, Locations Count
-	// HeldOff tells whether the poll sent nothing because the service had
-	// asked to hold off. HeldOffUntil is the end of a hold-off that an
-	// answer in this poll started, zero when none did.
-	HeldOff      bool
-	HeldOffUntil time.Time
+	// HeldOff tells whether the poll left requests unsent because the
+	// service had asked to hold off (a 429 or 503 with Retry-After), and
+	// HoldOffStatus is the status of that answer. HeldOffUntil is the end
+	// of the hold-off in force as the poll ended, or that an answer in
+	// this poll started; zero when none was.
+	HeldOff       bool
+	HoldOffStatus int
+	HeldOffUntil  time.Time
+	// HoldOffPollID is, in a record returned by PollLog.Get, the poll
+	// whose answer started the hold-off that kept this one from sending,
+	// while that poll is still kept; 0 when unknown.
+	HoldOffPollID uint64
 	// Requests are the requests and pagination steps of the poll; Dropped
 	// counts those left out past the trace's bound.
 	Requests []client.TraceRequest
@@ -121,16 +128,44 @@ func (l *PollLog) Recent() []*PollRecord {
 	return out
 }
 
-// Get returns the poll with the given id, if it is still kept.
+// Get returns the poll with the given id, if it is still kept. For a poll
+// held off, the copy returned names the poll that met the answer which
+// started the hold-off, when that one is still kept.
 func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, r := range l.ring {
 		if r.ID == id {
-			return r, true
+			c := *r
+			c.HoldOffPollID = l.holdOffPoll(r)
+			return &c, true
 		}
 	}
 	return nil, false
+}
+
+// holdOffPoll finds the poll whose answer started the hold-off in force
+// during rec: the first kept poll of the same target and module with a
+// request whose hold-off ends when rec's does. It is looked up when a page
+// is asked for, not when rec is added, since a poll can be held off
+// before the poll that met the 429 has been recorded. l.mu is held.
+func (l *PollLog) holdOffPoll(rec *PollRecord) uint64 {
+	if !rec.HeldOff || rec.HeldOffUntil.IsZero() {
+		return 0
+	}
+	var found uint64
+	for _, r := range l.ring {
+		if r.Target != rec.Target || r.Module != rec.Module || (found != 0 && r.ID > found) {
+			continue
+		}
+		for _, q := range r.Requests {
+			if q.HoldOffUntil.Equal(rec.HeldOffUntil) {
+				found = r.ID
+				break
+			}
+		}
+	}
+	return found
 }
 
 // newPollRecord sums up a snapshot.
@@ -144,14 +179,12 @@ func newPollRecord(target, module string, s *Snapshot) *PollRecord {
 	}
 	for _, st := range s.Endpoints {
 		if errors.Is(st.Err, client.ErrHeldOff) {
-			rec.HeldOff = true
+			rec.HeldOff, rec.HoldOffStatus = true, st.Status
 		}
 	}
-	// Hook (issue 11): once the Snapshot carries the end of the hold-off
-	// in force, take it from there too; until then a held-off poll, which
-	// sends nothing, knows no end, and the end comes from the request
-	// whose answer started the hold-off.
-	rec.HeldOffUntil = holdOffEnd(rec.Requests)
+	// A poll that sent nothing knows the end from the snapshot; one that
+	// met the 429 from its requests too.
+	rec.HeldOffUntil = maxTime(holdOffEnd(rec.Requests), s.HoldOffUntil)
 	rec.State, rec.Summary = summarize(s)
 	return rec
 }
@@ -274,7 +307,9 @@ func (rec *PollRecord) WriteText(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "Poll %d of %s, module %s\n", rec.ID, rec.Target, module)
 	}
-	fmt.Fprintf(&b, "Started %s, took %s, up %v: %s\n\n", rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration.Round(time.Microsecond), rec.Up, rec.Summary)
+	fmt.Fprintf(&b, "Started %s, took %s, up %v: %s\n", rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration.Round(time.Microsecond), rec.Up, rec.Summary)
+	rec.writeHoldOffText(&b)
+	b.WriteByte('\n')
 	for _, r := range rec.Requests {
 		if r.Note != "" {
 			fmt.Fprintf(&b, "    %s page %d: %s\n", r.Endpoint, r.Page, r.Note)
@@ -313,5 +348,30 @@ func writeAnswerText(b *strings.Builder, r client.TraceRequest) {
 	}
 	if r.BodyExcerpt != "" {
 		fmt.Fprintf(b, "    Body: %q\n", r.BodyExcerpt)
+	}
+}
+
+// SentNothing tells whether the poll sent no request because the service
+// had asked to hold off.
+func (rec *PollRecord) SentNothing() bool {
+	return rec.HeldOff && len(rec.Requests) == 0
+}
+
+// writeHoldOffText says until when the service asked to hold off and, for
+// a poll that sent nothing, which poll met that answer.
+func (rec *PollRecord) writeHoldOffText(b *strings.Builder) {
+	until := "an unknown time"
+	if !rec.HeldOffUntil.IsZero() {
+		until = rec.HeldOffUntil.UTC().Format(time.RFC3339)
+	}
+	switch {
+	case rec.SentNothing():
+		fmt.Fprintf(b, "Sent nothing: the service asked to hold off (status %d) until %s", rec.HoldOffStatus, until)
+		if rec.HoldOffPollID != 0 {
+			fmt.Fprintf(b, "; poll %d met that answer", rec.HoldOffPollID)
+		}
+		b.WriteString(".\n")
+	case !rec.HeldOffUntil.IsZero():
+		fmt.Fprintf(b, "The service asked to hold off: no requests until %s.\n", until)
 	}
 }

@@ -203,3 +203,37 @@ func TestPollWithAMissingDetailIsPartial(t *testing.T) {
 		t.Errorf("targets: %+v", targets)
 	}
 }
+
+// TestHeldOffPollNamesThePollThatMetThe429 checks the link from a poll
+// that sent nothing to the one whose answer started the hold-off, even
+// when the held-off poll was recorded first, and only within one target.
+func TestHeldOffPollNamesThePollThatMetThe429(t *testing.T) {
+	until := time.Date(2026, 11, 22, 7, 0, 14, 0, time.UTC)
+	held := snapshotOf(heldOff, heldOff, heldOff)
+	held.HoldOffUntil = until
+	log := NewPollLog(10)
+	log.Add(newPollRecord("svc", "", held)) // 1: recorded before the poll that met the 429
+	log.Add(&PollRecord{Target: "other", Requests: []client.TraceRequest{{Status: 429, HoldOffUntil: until}}})
+	log.Add(&PollRecord{Target: "svc", Requests: []client.TraceRequest{{Status: 200}, {Status: 429, RetryAfter: "14", HoldOffUntil: until}}})
+	log.Add(&PollRecord{Target: "svc", Requests: []client.TraceRequest{{Status: 429, HoldOffUntil: until.Add(-time.Second)}}})
+	rec, ok := log.Get(1)
+	if !ok || !rec.HeldOff || rec.HoldOffStatus != 429 || !rec.HeldOffUntil.Equal(until) || !rec.SentNothing() {
+		t.Fatalf("held-off poll %+v", rec)
+	}
+	if rec.HoldOffPollID != 3 {
+		t.Errorf("held-off poll links to poll %d, want 3", rec.HoldOffPollID)
+	}
+	if kept, _ := log.Get(1); kept == rec {
+		t.Error("Get hands out the shared record instead of a copy")
+	}
+	var b strings.Builder
+	if err := rec.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Sent nothing: the service asked to hold off (status 429) until 2026-11-22T07:00:14Z; poll 3 met that answer.\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("text view lacks %q:\n%s", want, b.String())
+	}
+	if rec, _ := log.Get(3); rec.HoldOffPollID != 0 || rec.SentNothing() {
+		t.Errorf("the poll that met the 429 links to %d", rec.HoldOffPollID)
+	}
+}

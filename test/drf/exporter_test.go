@@ -478,12 +478,13 @@ func TestHyperlinkedEntries(t *testing.T) {
 
 // TestRefusedKey: DRF refuses an unknown token ("Invalid token.") and an
 // inactive user's token ("User inactive or deleted.") with 401. Every
-// endpoint is down, and the counts are absent, never 0.
+// endpoint is down, and the counts are absent, never 0. The poll page
+// shows DRF's detail, and three scrapes log each failure once at warn.
 func TestRefusedKey(t *testing.T) {
 	svc := setup(t)
-	for _, tc := range []struct{ name, key string }{
-		{"unknown token", "0123456789abcdef0123456789abcdef01234567"},
-		{"inactive user", svc.facts.InactiveKey},
+	for _, tc := range []struct{ name, key, detail string }{
+		{"unknown token", "0123456789abcdef0123456789abcdef01234567", "Invalid token."},
+		{"inactive user", svc.facts.InactiveKey, "User inactive or deleted."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := startExporter(t, svc, "page", tc.key, detailArgs...)
@@ -498,8 +499,49 @@ func TestRefusedKey(t *testing.T) {
 			}
 			m.wantAbsent("deployment_service_projects")
 			m.wantAbsent("deployment_service_locations")
+
+			text := e.page("/polls/1?format=text")
+			if want := fmt.Sprintf("    Body: %q\n", tc.detail); !strings.Contains(text, want) || strings.Contains(text, "status 401, 0 bytes") {
+				t.Errorf("the poll's text view lacks %q or counts no bytes:\n%s", want, text)
+			}
+			if page := e.page("/polls/1"); !strings.Contains(page, tc.detail) {
+				t.Errorf("the poll page lacks %q", tc.detail)
+			}
+			e.scrape()
+			e.scrape()
+			// The detail subset comes from the list, which is refused: no
+			// detail view is asked for.
+			warned, repeated := 0, 0
+			for line := range strings.SplitSeq(e.log(), "\n") {
+				switch {
+				case strings.Contains(line, "level=WARN") && strings.Contains(line, `msg="Endpoint failed"`):
+					warned++
+				case strings.Contains(line, "level=DEBUG") && strings.Contains(line, `msg="Endpoint still failing"`):
+					repeated++
+				}
+			}
+			if warned != 3 || repeated != 6 {
+				t.Errorf("three scrapes logged %d failures at warn and %d at debug, want 3 (root and both lists, once each) and 6:\n%s", warned, repeated, e.log())
+			}
 		})
 	}
+}
+
+// page fetches a page of the exporter, keeping it to be searched for the
+// key.
+func (e *exporter) page(path string) string {
+	e.t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + e.addr + path)
+	if err != nil {
+		e.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("GET %s: %s %v", path, resp.Status, err)
+	}
+	e.pagesRead = append(e.pagesRead, body)
+	return string(body)
 }
 
 // TestHiddenLocation asks for the detail of a location of another user's
@@ -566,6 +608,18 @@ func TestThrottled(t *testing.T) {
 	second.wantAbsent("deployment_service_locations")
 	if ok {
 		second.want(until, "deployment_service_hold_off_until_timestamp_seconds")
+	}
+
+	// The poll pages say what DRF answered and link the held-off poll to
+	// the one that met the 429.
+	if text := e.page("/polls/1?format=text"); !strings.Contains(text, `Body: "Request was throttled. Expected available in `) || !strings.Contains(text, "    Retry-After: ") {
+		t.Errorf("the text view of the poll that met the 429 lacks DRF's detail or Retry-After:\n%s", text)
+	}
+	if text := e.page("/polls/2?format=text"); !strings.Contains(text, "Sent nothing: the service asked to hold off (status 429) until ") || !strings.Contains(text, "; poll 1 met that answer.") {
+		t.Errorf("the text view of the held-off poll does not name the poll that met the 429:\n%s", text)
+	}
+	if page := e.page("/polls/2"); !strings.Contains(page, `<a href="1">Poll 1</a> met that answer.`) {
+		t.Errorf("the held-off poll's page does not link to poll 1:\n%s", page)
 	}
 }
 

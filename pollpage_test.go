@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/promslog"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+	"github.com/deployment-service/deployment_service_exporter/collector"
+	"github.com/deployment-service/deployment_service_exporter/sampleservice"
+)
+
+// pollRig polls a sample service for real and serves the poll pages of
+// what it did.
+type pollRig struct {
+	svc    *sampleservice.Service
+	srv    *httptest.Server
+	client *client.Client
+	poller *collector.Poller
+	pages  *pages
+}
+
+// newPollRig watches a sample service with the given options, sending key.
+func newPollRig(t *testing.T, opts sampleservice.Options, key string) *pollRig {
+	t.Helper()
+	r := &pollRig{svc: sampleservice.New(opts)}
+	r.srv = httptest.NewServer(r.svc)
+	t.Cleanup(r.srv.Close)
+	u, err := url.Parse(r.srv.URL + r.svc.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.client, err = client.New(client.Config{
+		BaseURL:          u,
+		HTTPClientConfig: config.HTTPClientConfig{Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(key)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.client.Close)
+	log := collector.NewPollLog(10)
+	r.poller = collector.NewPoller(&collector.Target{Client: r.client}, collector.PollerOptions{
+		Timeout: 5 * time.Second, Recent: log, Name: client.RedactURL(u),
+	})
+	r.pages = &pages{modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
+	return r
+}
+
+func (r *pollRig) poll(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r.poller.Poll(ctx)
+}
+
+// text returns the text view of a poll.
+func (r *pollRig) text(t *testing.T, id int) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /polls/{id}", r.pages.poll)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, fmt.Sprintf("/polls/%d?format=text", id), nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("text view of poll %d answered %d", id, rec.Code)
+	}
+	return rec.Body.String()
+}
+
+// rows returns, per endpoint, the cells of the requests table of a poll
+// page, each as "label=text".
+func rows(doc *node) map[string][]string {
+	out := map[string][]string{}
+	for _, tr := range doc.all(func(n *node) bool { return n.name == "tr" }) {
+		var ep string
+		var cells []string
+		for _, td := range tr.all(func(n *node) bool { return n.name == "td" }) {
+			if td.attrs["data-label"] == "Endpoint" {
+				ep = td.Text()
+			}
+			cells = append(cells, td.attrs["data-label"]+"="+td.Text())
+		}
+		if ep != "" {
+			out[ep] = append(out[ep], strings.Join(cells, " | "))
+		}
+	}
+	return out
+}
+
+// TestRefusedKeyShowsWhatCameBack polls a service that refuses the key as
+// Django REST framework does: the poll page and its text view show the
+// body's bytes, its detail and its Content-Type.
+func TestRefusedKeyShowsWhatCameBack(t *testing.T) {
+	r := newPollRig(t, sampleservice.Options{Key: "the-right-key-3c2b1a", Locations: 5}, "a-revoked-key-9f8e7d")
+	r.poll(t)
+	body := `{"detail":"Invalid token."}`
+	for ep, cells := range rows(render(t, r.pages, "/polls/1")) {
+		row := strings.Join(cells, "\n")
+		for _, want := range []string{
+			"Status=401", fmt.Sprintf("Bytes=%d", len(body)),
+			"Answer=http_status: unexpected status UnauthorizedContent-Type: application/jsonInvalid token.",
+		} {
+			if !strings.Contains(row, want) {
+				t.Errorf("%s: row lacks %q:\n%s", ep, want, row)
+			}
+		}
+	}
+	text := r.text(t, 1)
+	for _, ep := range []string{"root", "projects", "locations"} {
+		want := fmt.Sprintf("-> status 401, %d bytes, ", len(body))
+		if !strings.Contains(text, ep+" GET ") || !strings.Contains(text, want) {
+			t.Errorf("text view lacks %s %q:\n%s", ep, want, text)
+		}
+	}
+	if n := strings.Count(text, "    Content-Type: application/json\n    Body: \"Invalid token.\"\n"); n != 3 {
+		t.Errorf("text view shows the answer of %d requests, want 3:\n%s", n, text)
+	}
+}
+
+// TestPollPageShowsRedactedAnswers has the service echo the key in an
+// error body, redirect to a sign-in page with credentials in its URL, and
+// name a next page on another origin.
+func TestPollPageShowsRedactedAnswers(t *testing.T) {
+	const key = "echoed-secret-key-5a6b7c"
+	r := newPollRig(t, sampleservice.Options{Key: key, Locations: 20, PageSize: 5, OmitCount: true}, key)
+	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 500, Body: `{"detail":"Token ` + key + ` broke the server."}`})
+	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{RedirectTo: "https://user:pw@sso.example.com/login?next=%2Fapi%2F&token=" + key})
+	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{NextURL: "http://10.0.0.5:8000/api/projects/locations/?page=2"})
+	r.poll(t)
+	doc := render(t, r.pages, "/polls/1")
+	got := rows(doc)
+	for ep, want := range map[string]string{
+		"root":      "Token <secret> broke the server.",
+		"projects":  "Location: https://sso.example.com/login?next=%2Fapi%2F&token=REDACTED",
+		"locations": "walk stopped: locations: pagination (HTTP 200): next link after page 1 points to http://10.0.0.5:8000, another origin than " + r.srv.URL,
+	} {
+		if row := strings.Join(got[ep], "\n"); !strings.Contains(row, want) {
+			t.Errorf("%s: poll page lacks %q:\n%s", ep, want, row)
+		}
+	}
+	text := r.text(t, 1)
+	for _, want := range []string{
+		`    Body: "Token <secret> broke the server."`,
+		"    Location: https://sso.example.com/login?next=%2Fapi%2F&token=REDACTED\n",
+		"points to http://10.0.0.5:8000, another origin than",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text view lacks %q:\n%s", want, text)
+		}
+	}
+	for where, s := range map[string]string{"poll page": doc.Text(), "text view": text} {
+		if strings.Contains(s, key) || strings.Contains(s, "user:pw") {
+			t.Errorf("the %s shows a credential", where)
+		}
+	}
+}
+
+// TestHeldOffPollLinksToThePollThatMetThe429: the poll that met a 429
+// shows Retry-After and the hold-off's end; the next poll, which sends
+// nothing, shows that end and links to it.
+func TestHeldOffPollLinksToThePollThatMetThe429(t *testing.T) {
+	r := newPollRig(t, sampleservice.Options{Key: "k-1234567890", Locations: 5}, "k-1234567890")
+	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{
+		Status: 429, RetryAfter: "120", Body: `{"detail":"Request was throttled. Expected available in 120 seconds."}`,
+	})
+	r.poll(t)
+	r.poll(t)
+	until, status := r.client.HoldOff()
+	if status != 429 || until.IsZero() {
+		t.Fatalf("no hold-off in force: %v %d", until, status)
+	}
+	end := until.UTC().Format("2006-01-02 15:04:05") + " UTC"
+
+	first := render(t, r.pages, "/polls/1")
+	if row := strings.Join(rows(first)["locations"], "\n"); !strings.Contains(row, "Retry-After: 120; held off until "+end) ||
+		!strings.Contains(row, "Request was throttled. Expected available in 120 seconds.") {
+		t.Errorf("the poll that met the 429 does not show it:\n%s", row)
+	}
+	second := render(t, r.pages, "/polls/2")
+	notes := second.all(func(n *node) bool { return n.attrs["id"] == "holdoff" })
+	if len(notes) != 1 {
+		t.Fatalf("the held-off poll's page has %d hold-off notes, want 1:\n%s", len(notes), second.Text())
+	}
+	if want := "This poll sent nothing: the service had asked to hold off (status 429) until " + end + ". Poll 1 met that answer."; notes[0].Text() != want {
+		t.Errorf("hold-off note %q\nwant %q", notes[0].Text(), want)
+	}
+	links := notes[0].all(func(n *node) bool { return n.name == "a" })
+	if len(links) != 1 || links[0].attrs["href"] != "1" {
+		t.Errorf("hold-off note links %v, want one to poll 1 (href \"1\" from /polls/2)", links)
+	}
+	if tables := second.all(func(n *node) bool { return n.name == "table" }); len(tables) != 0 {
+		t.Error("the held-off poll's page shows an empty requests table")
+	}
+	text := r.text(t, 2)
+	if want := "Sent nothing: the service asked to hold off (status 429) until " + until.UTC().Format(time.RFC3339) + "; poll 1 met that answer.\n"; !strings.Contains(text, want) {
+		t.Errorf("text view lacks %q:\n%s", want, text)
+	}
+}
