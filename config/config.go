@@ -176,6 +176,9 @@ func (m *Module) validate() error {
 	if err := collector.ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
 	}
+	if err := validateHeaders(&m.HTTPClientConfig, moduleBlock); err != nil {
+		return err
+	}
 	return validateAuth(&m.HTTPClientConfig, moduleBlock)
 }
 

@@ -92,6 +92,7 @@ func TestParseInvalid(t *testing.T) {
 		{"authorization of another type", "modules:\n  m:\n    http_client_config: {authorization: {type: Digest, credentials: abc}}\n", []string{"type must be Token", "Digest"}},
 		{"basic auth", "modules:\n  m:\n    http_client_config: {basic_auth: {username: u, password: p}}\n", []string{"Token"}},
 		{"bearer token", "modules:\n  m:\n    http_client_config: {bearer_token: abc}\n", []string{"Token"}},
+		{"Accept header", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials: abc}, http_headers: {Accept: {values: [text/html]}}}\n", []string{"http_client_config.http_headers: Accept is set by the exporter"}},
 		{"NaN rate limit", "modules:\n  m:\n    rate_limit: .nan\n", []string{"rate_limit"}},
 		{"not YAML", "modules: [\n", []string{"line"}},
 		{"no modules", "modules: {}\n", []string{"no modules"}},

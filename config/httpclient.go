@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -42,6 +43,9 @@ func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 			return nil, err
 		}
 	}
+	if err := validateHeaders(&c, ""); err != nil {
+		return nil, err
+	}
 	c.SetDirectory(filepath.Dir(path))
 	if err := checkCredentialsFile(c.Authorization, ""); err != nil {
 		return nil, err
@@ -50,4 +54,26 @@ func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 		return nil, fmt.Errorf("tls_config: %w", err)
 	}
 	return &c, nil
+}
+
+// ourHeaders are set by the exporter on every request: the contract
+// promises them, so http_headers may not replace them. (prometheus/common
+// refuses Authorization, Accept-Encoding and the like itself.)
+var ourHeaders = []string{"Accept"}
+
+// validateHeaders refuses http_headers that would replace a header the
+// exporter sends on every request. block prefixes key names in errors, as
+// in validateAuth.
+func validateHeaders(c *commoncfg.HTTPClientConfig, block string) error {
+	if c.HTTPHeaders == nil {
+		return nil
+	}
+	for name := range c.HTTPHeaders.Headers {
+		for _, ours := range ourHeaders {
+			if http.CanonicalHeaderKey(name) == ours {
+				return fmt.Errorf("%s: %s is set by the exporter on every request (%s: application/json) and cannot be replaced", blockKey(block)("http_headers"), ours, ours)
+			}
+		}
+	}
+	return nil
 }
