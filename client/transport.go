@@ -110,6 +110,10 @@ type connTracker struct {
 	// used one of a pool.
 	seq atomic.Uint64
 
+	// dialedHook, set by tests only, runs when a dial has completed,
+	// before the connection is tracked.
+	dialedHook func()
+
 	mu    sync.Mutex
 	pools map[string]*connPool
 }
@@ -223,6 +227,9 @@ func (t *connTracker) dial(ctx context.Context, network, addr string) (net.Conn,
 	if err != nil {
 		return nil, err
 	}
+	if t.dialedHook != nil {
+		t.dialedHook()
+	}
 	l, _ := ctx.Value(leaseKey{}).(*lease)
 	key := ""
 	if l != nil {
@@ -232,9 +239,12 @@ func (t *connTracker) dial(ctx context.Context, network, addr string) (net.Conn,
 	tc.used.Store(t.seq.Add(1))
 	t.mu.Lock()
 	p := t.pool(key)
-	if l != nil && p.clients == 0 && p.inflight == 0 {
-		// Dialed for a request that has since ended, by a Client that
-		// has since closed: nobody will use it.
+	if l != nil && p.inflight == 0 && (p.clients == 0 || len(p.conns) > 0) {
+		// Dialed for a request that has since ended (Go's transport
+		// finishes a dial that another connection's release made
+		// needless, and pools the result), and no request waits for it:
+		// it would only be an idle connection too many, or one of a pool
+		// whose Clients have all closed.
 		t.trim(key, p)
 		t.mu.Unlock()
 		_ = c.Close()

@@ -275,3 +275,53 @@ func ExampleTransport() {
 	fmt.Println("ok")
 	// Output: ok
 }
+
+// A dial that completes after its request was served by another
+// connection, freed meanwhile, does not leave a second idle connection.
+func TestNeedlessDialIsClosed(t *testing.T) {
+	s := newConnServer(t, nil)
+	gate := make(chan struct{})
+	first := true
+	var mu sync.Mutex
+	s.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		hold := first
+		first = false
+		mu.Unlock()
+		s.update(func() { s.arrived++ })
+		if hold {
+			<-gate
+		}
+		_, _ = w.Write([]byte("{}"))
+	})
+	tr := sharedTransport(t)
+	dialing := make(chan struct{}, 2)
+	release := make(chan struct{})
+	var dials int
+	tr.conns.dialedHook = func() {
+		mu.Lock()
+		dials++
+		n := dials
+		mu.Unlock()
+		if n == 2 {
+			dialing <- struct{}{}
+			<-release
+		}
+	}
+	c := transportClient(t, tr, s.srv.URL)
+	defer c.Close()
+	r1 := make(chan Result)
+	go func() { r1 <- c.Root(context.Background()) }()
+	s.waitFor(t, "the first request arriving", func(_, _, arrived int) bool { return arrived == 1 })
+	r2 := make(chan Result)
+	go func() { r2 <- c.Root(context.Background()) }()
+	<-dialing // the second request's dial is done but not yet handed over
+	close(gate)
+	for _, r := range []chan Result{r1, r2} {
+		if res := <-r; res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	close(release)
+	s.waitFor(t, "after both requests", func(live, opened, _ int) bool { return opened == 2 && live == 1 })
+}

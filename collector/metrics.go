@@ -13,17 +13,28 @@ import (
 const namespace = "deployment_service"
 
 // RequestMetrics holds the metrics kept across scrapes about every request
-// sent to the API. It implements client.Observer.
+// sent to the API of one service. It implements client.Observer, and
+// prometheus.Collector for /probe, which serves each target's own on the
+// registry of the scrape.
 type RequestMetrics struct {
 	duration *prometheus.HistogramVec
 	requests *prometheus.CounterVec
 	errors   *prometheus.CounterVec
 }
 
-var _ client.Observer = (*RequestMetrics)(nil)
+var (
+	_ client.Observer      = (*RequestMetrics)(nil)
+	_ prometheus.Collector = (*RequestMetrics)(nil)
+)
 
 // NewRequestMetrics creates the request metrics and registers them on reg.
 func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
+	m := newRequestMetrics()
+	reg.MustRegister(m)
+	return m
+}
+
+func newRequestMetrics() *RequestMetrics {
 	m := &RequestMetrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace,
@@ -54,9 +65,46 @@ func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
 			m.errors.WithLabelValues(string(ep), string(r))
 		}
 	}
-	reg.MustRegister(m.duration, m.requests, m.errors)
 	return m
 }
+
+// Describe implements prometheus.Collector.
+func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.duration.Describe(ch)
+	m.requests.Describe(ch)
+	m.errors.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.duration.Collect(ch)
+	m.requests.Collect(ch)
+	m.errors.Collect(ch)
+}
+
+// targetInfoDesc describes deployment_service_target_info.
+var targetInfoDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "target_info"),
+	"The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out); always 1.",
+	[]string{"url"}, nil)
+
+// TargetInfo is the collector of deployment_service_target_info for one
+// service, which names the service in alerts whatever the instance label
+// holds.
+type TargetInfo struct{ m prometheus.Metric }
+
+var _ prometheus.Collector = (*TargetInfo)(nil)
+
+// NewTargetInfo returns the collector for the service at the given base
+// URL, already redacted (client.RedactURL).
+func NewTargetInfo(redactedURL string) *TargetInfo {
+	return &TargetInfo{m: prometheus.MustNewConstMetric(targetInfoDesc, prometheus.GaugeValue, 1, redactedURL)}
+}
+
+// Describe implements prometheus.Collector.
+func (t *TargetInfo) Describe(ch chan<- *prometheus.Desc) { ch <- targetInfoDesc }
+
+// Collect implements prometheus.Collector.
+func (t *TargetInfo) Collect(ch chan<- prometheus.Metric) { ch <- t.m }
 
 // ObserveRequest implements client.Observer.
 func (m *RequestMetrics) ObserveRequest(ep client.Endpoint, status int, d time.Duration) {
