@@ -2,11 +2,23 @@ package client
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -324,4 +336,84 @@ func TestNeedlessDialIsClosed(t *testing.T) {
 	}
 	close(release)
 	s.waitFor(t, "after both requests", func(live, opened, _ int) bool { return opened == 2 && live == 1 })
+}
+
+// selfSignedPEM makes a self-signed certificate for 127.0.0.1 and returns
+// it for a server, with its PEM for a client's ca_file.
+func selfSignedPEM(t *testing.T) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// The transport re-reads a ca_file that changed: a renewed certificate
+// needs no restart (prometheus/common's behaviour, kept with a transport
+// of our own).
+func TestTransportRereadsTheCAFile(t *testing.T) {
+	oldCert, oldPEM := selfSignedPEM(t)
+	newCert, newPEM := selfSignedPEM(t)
+	var mu sync.Mutex
+	current := &oldCert
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("{}"))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is the point
+	// GetConfigForClient, not GetCertificate: httptest adds a certificate
+	// of its own, which a client without SNI (an IP address) would get.
+	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*current}}, nil
+	}}
+	srv.StartTLS()
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, oldPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := NewTransport(config.HTTPClientConfig{
+		Authorization: &config.Authorization{Type: "Token", Credentials: testKey},
+		TLSConfig:     config.TLSConfig{CAFile: caFile},
+	}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := transportClient(t, tr, srv.URL)
+	defer c.Close()
+	if res := c.Root(context.Background()); res.Err != nil {
+		t.Fatalf("with the first certificate: %v", res.Err)
+	}
+	mu.Lock()
+	current = &newCert
+	mu.Unlock()
+	c.Close() // its connection carries the old certificate's session
+	c = transportClient(t, tr, srv.URL)
+	defer c.Close()
+	if res := c.Root(context.Background()); res.Err == nil {
+		t.Fatal("a certificate of an unknown CA was accepted")
+	}
+	if err := os.WriteFile(caFile, newPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res := c.Root(context.Background()); res.Err != nil {
+		t.Fatalf("after the CA file was renewed: %v", res.Err)
+	}
 }

@@ -422,3 +422,8 @@ func TestTargetsOfAModuleShareItsTransport(t *testing.T) {
 		t.Errorf("%d connections opened, %d open; want 1 shared by both targets", opened, live)
 	}
 }
+
+// errorCount reads one request_errors_total counter.
+func (m *RequestMetrics) errorCount(ep client.Endpoint, reason client.Reason) float64 {
+	return float64(m.errors[endpointIndex[ep]][reasonIndex[reason]].Load())
+}
