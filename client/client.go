@@ -52,7 +52,8 @@ type Config struct {
 	// Transport, when set, carries the requests: the Clients of one
 	// module share it, with its connections. It was built by NewTransport
 	// from HTTPClientConfig and UserAgent, which are not read again. When
-	// nil, the Client builds a transport of its own from them.
+	// nil, the Client builds a transport of its own from them, which keeps
+	// up to Concurrency idle connections rather than one.
 	Transport *Transport
 	// Concurrency is the most requests in flight at once.
 	Concurrency int
@@ -101,7 +102,7 @@ func New(cfg Config) (*Client, error) {
 	t := cfg.Transport
 	if t == nil {
 		var err error
-		if t, err = NewTransport(cfg.HTTPClientConfig, cfg.UserAgent); err != nil {
+		if t, err = newTransport(cfg.HTTPClientConfig, cfg.UserAgent, orDefault(cfg.Concurrency, DefaultConcurrency)); err != nil {
 			return nil, err
 		}
 	}

@@ -1,14 +1,17 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,12 +52,21 @@ type Transport struct {
 const idleConnTimeout = 5 * time.Minute
 
 // NewTransport validates an HTTP client configuration and builds the
-// transport that Clients share through Config.Transport. userAgent
-// defaults to deployment_service_exporter/<version>. The only
+// transport that Clients share through Config.Transport, keeping at most
+// one idle connection per target. userAgent defaults to
+// deployment_service_exporter/<version>. The only
 // authorization it sends is an authorization of any type with credentials
 // inline or in a file (the service's is Token); basic_auth, oauth2,
 // bearer_token and credentials_ref are refused.
 func NewTransport(cfg config.HTTPClientConfig, userAgent string) (*Transport, error) {
+	return newTransport(cfg, userAgent, 1)
+}
+
+// newTransport is NewTransport keeping up to idle idle connections per
+// pool: a Client's own transport keeps as many as its concurrency, so
+// that the service behind /metrics, alone, finds them all on its next
+// poll.
+func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("http client config: %w", err)
 	}
@@ -65,7 +77,7 @@ func NewTransport(cfg config.HTTPClientConfig, userAgent string) (*Transport, er
 	if userAgent == "" {
 		userAgent = "deployment_service_exporter/" + version.Version
 	}
-	t := &Transport{conns: newConnTracker(), proxy: cfg.Proxy()}
+	t := &Transport{conns: newConnTracker(idle), proxy: cfg.Proxy()}
 	tlsConfig, err := config.NewTLSConfig(&cfg.TLSConfig)
 	if err != nil {
 		return nil, fmt.Errorf("http client config: %w", err)
@@ -102,7 +114,7 @@ func (t *Transport) roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Co
 		// The client asks for gzip itself, so that the size limit
 		// applies to the decompressed bytes.
 		DisableCompression:  true,
-		MaxIdleConnsPerHost: 1,
+		MaxIdleConnsPerHost: t.conns.idle,
 		IdleConnTimeout:     idleConnTimeout,
 		// Buffers live as long as their connection, idle ones included:
 		// the defaults (4 KiB each) cost 8 KB a target. A GET with its
@@ -176,9 +188,9 @@ var errPoolClosed = errors.New("connection no longer needed: its clients have cl
 // (see poolKey), how many Clients use it and how many of their requests
 // are in flight. When no request of a pool is in flight, every connection
 // of that pool is idle: the tracker then closes all but the most recently
-// used one, so a target keeps at most one idle connection whatever the
-// concurrency of its polls, and, once the pool's last Client has closed,
-// that one too. A Client dropped while a poll of its own is in flight
+// used one (idle of them), so a target keeps at most one idle connection
+// whatever the concurrency of its polls, and, once the pool's last Client
+// has closed, that one too. A Client dropped while a poll of its own is in flight
 // thus closes its connections when that poll's last request ends.
 //
 // Go's transport learns of a closed connection from its read loop, which
@@ -186,6 +198,8 @@ var errPoolClosed = errors.New("connection no longer needed: its clients have cl
 // is a GET on a reused connection: the transport retries it on another.
 type connTracker struct {
 	dialer net.Dialer
+	// idle is the most idle connections kept per pool.
+	idle int
 	// seq orders the reads of all connections, to tell the most recently
 	// used one of a pool.
 	seq atomic.Uint64
@@ -203,8 +217,8 @@ type connPool struct {
 	conns             map[*trackedConn]struct{}
 }
 
-func newConnTracker() *connTracker {
-	return &connTracker{pools: make(map[string]*connPool)}
+func newConnTracker(idle int) *connTracker {
+	return &connTracker{idle: max(idle, 1), pools: make(map[string]*connPool)}
 }
 
 // leaseKey carries a request's lease in its context, down to dial.
@@ -267,24 +281,22 @@ func (l *lease) release() {
 }
 
 // trim takes out of p the connections to close: none while a request is
-// in flight, all when no Client is left, else all but the most recently
-// used. It drops a pool left empty. t.mu is held.
+// in flight, all when no Client is left, else all but the t.idle most
+// recently used. It drops a pool left empty. t.mu is held.
 func (t *connTracker) trim(key string, p *connPool) []*trackedConn {
 	if p.inflight > 0 {
 		return nil
 	}
-	var keep *trackedConn
+	keep := 0
 	if p.clients > 0 {
-		for c := range p.conns {
-			if keep == nil || c.used.Load() > keep.used.Load() {
-				keep = c
-			}
-		}
+		keep = t.idle
 	}
 	var victims []*trackedConn
-	for c := range p.conns {
-		if c != keep {
-			victims = append(victims, c)
+	if len(p.conns) > keep {
+		conns := slices.Collect(maps.Keys(p.conns))
+		slices.SortFunc(conns, func(a, b *trackedConn) int { return cmp.Compare(b.used.Load(), a.used.Load()) })
+		victims = conns[keep:]
+		for _, c := range victims {
 			delete(p.conns, c)
 		}
 	}
@@ -319,7 +331,7 @@ func (t *connTracker) dial(ctx context.Context, network, addr string) (net.Conn,
 	tc.used.Store(t.seq.Add(1))
 	t.mu.Lock()
 	p := t.pool(key)
-	if l != nil && p.inflight == 0 && (p.clients == 0 || len(p.conns) > 0) {
+	if l != nil && p.inflight == 0 && (p.clients == 0 || len(p.conns) >= t.idle) {
 		// Dialed for a request that has since ended (Go's transport
 		// finishes a dial that another connection's release made
 		// needless, and pools the result), and no request waits for it:

@@ -157,6 +157,9 @@ func TestTransportKeepsOneIdleConnectionPerTarget(t *testing.T) {
 	if _, opened := s.counts(); opened != 4 {
 		t.Fatalf("%d connections opened for 4 requests at once, want 4", opened)
 	}
+	if kept := c.lease.t.count(); kept != 1 {
+		t.Errorf("%d connections kept, want 1", kept)
+	}
 	s.liveIs(t, 1, "after the requests")
 	// The one kept is reused.
 	if res := c.Root(context.Background()); res.Err != nil {
@@ -416,4 +419,38 @@ func TestTransportRereadsTheCAFile(t *testing.T) {
 	if res := c.Root(context.Background()); res.Err != nil {
 		t.Fatalf("after the CA file was renewed: %v", res.Err)
 	}
+}
+
+// A Client with a transport of its own (the service behind /metrics)
+// keeps as many idle connections as its concurrency, for its next poll,
+// and closes them when it closes.
+func TestOwnTransportKeepsItsConcurrency(t *testing.T) {
+	s := newConnServer(t, make(chan struct{}))
+	u, _ := url.Parse(s.srv.URL)
+	c, err := New(Config{BaseURL: u, Concurrency: 3, HTTPClientConfig: config.HTTPClientConfig{
+		Authorization: &config.Authorization{Type: "Token", Credentials: testKey},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootsAtOnce(t, c, s, 3)
+	if res := c.Root(context.Background()); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if _, opened := s.counts(); c.lease.t.count() != 3 || opened != 3 {
+		t.Errorf("%d connections kept, %d opened; want the 3 kept and reused", c.lease.t.count(), opened)
+	}
+	c.Close()
+	s.liveIs(t, 0, "after the client closed")
+}
+
+// count is the number of connections the tracker holds.
+func (t *connTracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, p := range t.pools {
+		n += len(p.conns)
+	}
+	return n
 }
