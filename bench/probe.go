@@ -72,6 +72,10 @@ func probeCosts(t *table, b *binaries) error {
 	if err != nil {
 		return err
 	}
+	_, idle, err := e.memory()
+	if err != nil {
+		return err
+	}
 	var carrying atomic.Int64
 	for round := range 2 {
 		if err := e.probeAll(api.URLs, 8, &carrying); err != nil {
@@ -99,7 +103,7 @@ func probeCosts(t *table, b *binaries) error {
 	t.atMost("8", "goroutines per /probe target", goroutines/n, "",
 		fmt.Sprintf("%.0f goroutines", goroutines), 2.5)
 	t.atMost("8", "peak RSS with 1,000 /probe targets", float64(peak)/mb, " MB",
-		fmt.Sprintf("%s MB after the probes", num(float64(now)/mb)), 80)
+		fmt.Sprintf("%s MB after the probes, %s MB before: %s kB a target", num(float64(now)/mb), num(float64(idle)/mb), num(float64(now-idle)/n/1e3)), 80)
 	return nil
 }
 
