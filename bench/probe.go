@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // probeTargets is the number of /probe targets of item 8, each a distinct
@@ -36,6 +37,15 @@ var probeFamilies = []string{
 // way Prometheus does, then reads what the exporter holds: open files,
 // goroutines and resident memory.
 func probeCosts(t *table, b *binaries) error {
+	// fakeapi holds a listener and a connection per target; Go raises the
+	// soft limit of open files to the hard one, which must allow that.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < 2*probeTargets+100 {
+		t.add(row{item: "8", figure: "1,000 /probe targets",
+			measured: fmt.Sprintf("not run: the open-file limit (ulimit -Hn) is %d, fakeapi needs %d", lim.Max, 2*probeTargets+100),
+			target: "≤ 1.2 files, ≤ 2.5 goroutines a target, ≤ 80 MB", status: statusNA})
+		return nil
+	}
 	api, err := startFakeAPI(b.fakeapi, "-listeners", strconv.Itoa(probeTargets), "-page-size", "50", "-latency", "2ms", "-jitter", "10ms")
 	if err != nil {
 		return err
