@@ -43,7 +43,7 @@ func probeCosts(t *table, b *binaries) error {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < 2*probeTargets+100 {
 		t.add(row{item: "8", figure: "1,000 /probe targets",
 			measured: fmt.Sprintf("not run: the open-file limit (ulimit -Hn) is %d, fakeapi needs %d", lim.Max, 2*probeTargets+100),
-			target: "≤ 1.2 files, ≤ 2.5 goroutines a target, ≤ 80 MB", status: statusNA})
+			target:   "≤ 1.2 files, ≤ 2.5 goroutines a target, ≤ 80 MB", status: statusNA})
 		return nil
 	}
 	api, err := startFakeAPI(b.fakeapi, "-listeners", strconv.Itoa(probeTargets), "-page-size", "50", "-latency", "2ms", "-jitter", "10ms")
