@@ -137,19 +137,25 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(requestErrorsDesc, prometheus.CounterValue, float64(m.errors[i][j].Load()), string(ep), string(r))
 		}
 	}
+	// Taken under the lock, sent without it: the registry reads the
+	// channel at its own pace.
+	var out []prometheus.Metric
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for i, ep := range client.Endpoints {
 		for _, c := range m.requests[i] {
 			code := "none"
 			if c.status != 0 {
 				code = strconv.Itoa(c.status)
 			}
-			ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(c.n), string(ep), code)
+			out = append(out, prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(c.n), string(ep), code))
 		}
 		if h := m.duration[i]; h != nil {
-			ch <- h
+			out = append(out, h)
 		}
+	}
+	m.mu.Unlock()
+	for _, metric := range out {
+		ch <- metric
 	}
 }
 
