@@ -36,8 +36,10 @@ import (
 // every connection in go-conntrack with an x/net/trace event log that
 // holds room for 100 events: 8 KB a connection, 8.7 MB at 1,000 targets,
 // more than their request metrics. Ours keeps at most one idle connection
-// per host, and knows every connection through its dial function (see
-// connTracker), which lets a Client's connections close when it does.
+// per target (as many as the Client's concurrency when the transport is
+// its own), with buffers sized for what it sends and reads, and knows
+// every connection through its dial function (see connTracker), which
+// lets a Client's connections close when it does.
 type Transport struct {
 	rt      http.RoundTripper
 	proxy   func(*http.Request) (*url.URL, error)
