@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -453,4 +454,22 @@ func (t *connTracker) count() int {
 		n += len(p.conns)
 	}
 	return n
+}
+
+// Answers whose headers outgrow the transport's small read buffer (a long
+// Link header, cookies) are read whole all the same.
+func TestLongHeadersOutgrowTheReadBuffer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Padding", strings.Repeat("p", 16<<10))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"padded": true}`))
+	}))
+	defer srv.Close()
+	c := transportClient(t, sharedTransport(t), srv.URL)
+	defer c.Close()
+	for range 2 {
+		if res := c.Root(context.Background()); res.Err != nil || res.Status != http.StatusOK {
+			t.Fatalf("status %d, %v", res.Status, res.Err)
+		}
+	}
 }
