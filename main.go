@@ -118,12 +118,12 @@ func run(args []string) int {
 	}
 
 	recent := collector.NewPollLog(collector.DefaultRecentPolls)
-	mux, err := routes(s, f.metricsPath, reg, store, recent, logger)
+	mux, reload, err := routes(s, f.metricsPath, reg, store, recent, logger)
 	if err != nil {
 		logger.Error("Invalid configuration", "err", err)
 		return 1
 	}
-	go reloadOnSIGHUP(store, logger)
+	go reloadOnSIGHUP(reload, logger)
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if err := web.ListenAndServe(srv, toolkitFlags, logger); err != nil {
@@ -148,8 +148,9 @@ func newRegistry(exporterMetrics bool) *prometheus.Registry {
 	return reg
 }
 
-// routes wires every HTTP endpoint of the exporter.
-func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (*http.ServeMux, error) {
+// routes wires every HTTP endpoint of the exporter. It returns the mux and
+// how to reload the configuration file, as SIGHUP and POST /-/reload do.
+func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (*http.ServeMux, func() error, error) {
 	mux := http.NewServeMux()
 	metrics := collector.NewGathererHandler(reg, logger)
 	single := ""
@@ -159,8 +160,11 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 			Logger: logger, Recent: recent, Name: single,
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		// Kept across scrapes like the request metrics: the service's name
+		// for alerts, as every /probe answer carries its target's.
+		reg.MustRegister(collector.NewTargetInfo(single))
 		metrics = collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger)
 	}
 	limit := newScrapeLimit(s.maxRequests)
@@ -170,7 +174,17 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
 	}
 	mux.Handle(metricsPath, metrics)
-	mux.Handle("/probe", limit.wrap(collector.NewProbeHandler(store.Lookup, recent, logger.With("handler", "probe"))))
+	probe := collector.NewProbeHandler(store.Lookup, recent, logger.With("handler", "probe"))
+	mux.Handle("/probe", limit.wrap(probe))
+	// After a reload, the targets of changed or removed modules go at once,
+	// with their connections, rather than when next probed.
+	reload := func() error {
+		if err := store.Reload(); err != nil {
+			return err
+		}
+		probe.Prune()
+		return nil
+	}
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "Healthy")
 	})
@@ -187,7 +201,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 			http.Error(w, "Use POST to reload the configuration", http.StatusMethodNotAllowed)
 			return
 		}
-		if err := store.Reload(); err != nil {
+		if err := reload(); err != nil {
 			logger.Error("Configuration refused; the previous one stays in use", "err", err)
 			http.Error(w, "Configuration refused, the previous one stays in use: "+err.Error(), http.StatusInternalServerError)
 			return
@@ -199,7 +213,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	if metricsPath != "/" {
 		mux.HandleFunc("GET /{$}", ui.landing)
 	}
-	return mux, nil
+	return mux, reload, nil
 }
 
 // scrapeLimit bounds the scrape requests served at once across the
@@ -233,11 +247,11 @@ func (l scrapeLimit) wrap(h http.Handler) http.Handler {
 
 // reloadOnSIGHUP reloads the configuration file on every SIGHUP, for the
 // life of the process.
-func reloadOnSIGHUP(store *moduleconfig.Store, logger *slog.Logger) {
+func reloadOnSIGHUP(reload func() error, logger *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	for range hup {
-		if err := store.Reload(); err != nil {
+		if err := reload(); err != nil {
 			logger.Error("Configuration refused; the previous one stays in use", "err", err)
 		}
 	}

@@ -192,7 +192,8 @@ func TestSingleTargetEndToEnd(t *testing.T) {
 	t.Run("key from the environment", func(t *testing.T) {
 		e := startExporter(t, []string{"DEPLOYMENT_SERVICE_URL=" + svc.URL(), "DEPLOYMENT_SERVICE_API_KEY=single-key-one"}, "--locations.detail-id=7")
 		_, body := e.get(t, "/metrics")
-		for _, want := range []string{"deployment_service_up 1", "deployment_service_locations 42", `deployment_service_location_up{location_id="7"} 1`} {
+		for _, want := range []string{"deployment_service_up 1", "deployment_service_locations 42", `deployment_service_location_up{location_id="7"} 1`,
+			`deployment_service_target_info{url="` + svc.URL() + `"} 1`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %q", want)
 			}
@@ -308,6 +309,94 @@ func TestProbeTwoServicesEndToEnd(t *testing.T) {
 	}
 }
 
+// TestProbeFamiliesEndToEnd probes two services through the binary, one
+// well and one failing, twice each: every answer carries the families of
+// /metrics for its own target (request counters and histogram included,
+// counted per target), names its target, and holds nothing of the
+// exporter's own; /metrics holds none of the targets' metrics.
+func TestProbeFamiliesEndToEnd(t *testing.T) {
+	good, err := sampleservice.Start(sampleservice.Options{Key: "e2e-key-fam", Locations: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	bad, err := sampleservice.Start(sampleservice.Options{Key: "e2e-key-fam", Locations: 7, Prefix: "/deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	bad.Service.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 500})
+
+	dir := t.TempDir()
+	writeTestFile(t, dir, "key", "e2e-key-fam\n")
+	cfg := writeTestFile(t, dir, "config.yml", "modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n    locations: {detail_ids: [3]}\n")
+	e := startExporter(t, nil, "--config.file="+cfg)
+
+	families := []string{
+		"deployment_service_up", "deployment_service_endpoint_up", "deployment_service_endpoint_duration_seconds",
+		"deployment_service_endpoint_status_code", "deployment_service_location_up", "deployment_service_location_detail_duration_seconds",
+		"deployment_service_location_info", "deployment_service_scrape_duration_seconds", "deployment_service_poll_timestamp_seconds",
+		"deployment_service_hold_off_until_timestamp_seconds", "deployment_service_requests_total",
+		"deployment_service_request_errors_total", "deployment_service_request_duration_seconds", "deployment_service_target_info",
+	}
+	for _, tt := range []struct {
+		name, url string
+		want      []string
+	}{
+		{"good", good.URL(), []string{
+			"deployment_service_up 1",
+			`deployment_service_requests_total{code="200",endpoint="projects"} 2`,
+			`deployment_service_requests_total{code="200",endpoint="location_detail"} 2`,
+			`deployment_service_request_duration_seconds_count{endpoint="root"} 2`,
+			`deployment_service_request_errors_total{endpoint="projects",reason="http_status"} 0`,
+			`deployment_service_target_info{url="` + good.URL() + `"} 1`,
+		}},
+		{"failing", bad.URL() + "/", []string{
+			"deployment_service_up 0",
+			`deployment_service_requests_total{code="500",endpoint="projects"} 2`,
+			`deployment_service_requests_total{code="200",endpoint="root"} 2`,
+			`deployment_service_request_errors_total{endpoint="projects",reason="http_status"} 2`,
+			`deployment_service_request_errors_total{endpoint="root",reason="timeout"} 0`,
+			`deployment_service_target_info{url="` + bad.URL() + `"} 1`,
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var body string
+			for range 2 {
+				var code int
+				if code, body = e.get(t, "/probe?target="+url.QueryEscape(tt.url)); code != http.StatusOK {
+					t.Fatalf("probe answered %d: %s", code, body)
+				}
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(body, "\n"+want+"\n") {
+					t.Errorf("the second probe lacks %s", want)
+				}
+			}
+			names := sampleNames(body)
+			for _, f := range families {
+				if !names[f] && !names[f+"_count"] {
+					t.Errorf("the probe lacks the family %s", f)
+				}
+			}
+			for name := range names {
+				if !strings.HasPrefix(name, "deployment_service_") || strings.HasPrefix(name, "deployment_service_exporter_") {
+					t.Errorf("the probe carries %s, which is the exporter's own", name)
+				}
+			}
+			if t.Failed() {
+				t.Logf("second probe:\n%s", body)
+			}
+		})
+	}
+	_, m := e.get(t, "/metrics")
+	for _, absent := range []string{"deployment_service_requests_total", "deployment_service_target_info", "deployment_service_up"} {
+		if strings.Contains(m, absent) {
+			t.Errorf("/metrics without --api.url carries %s", absent)
+		}
+	}
+}
+
 func TestStartupErrors(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
@@ -379,7 +468,7 @@ func serveInProcess(t *testing.T, f flagValues) (*httptest.Server, *prometheus.R
 	if err := store.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	mux, err := routes(s, f.metricsPath, reg, store, collector.NewPollLog(10), logger)
+	mux, _, err := routes(s, f.metricsPath, reg, store, collector.NewPollLog(10), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +657,7 @@ func TestContentNegotiation(t *testing.T) {
 	endpoints := map[string]endpoint{
 		"/metrics of the single target":    {single.URL + "/metrics", "deployment_service_up", true},
 		"/metrics without a single target": {probeOnly.URL + "/metrics", "deployment_service_exporter_build_info", false},
-		"/probe":                           {probeOnly.URL + "/probe?target=" + url.QueryEscape(svc.URL()), "deployment_service_up", false},
+		"/probe":                           {probeOnly.URL + "/probe?target=" + url.QueryEscape(svc.URL()), "deployment_service_up", true},
 	}
 	// The first scrape fills the histogram, so that every family shows.
 	fetch(t, endpoints["/metrics of the single target"].url, nil)

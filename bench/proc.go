@@ -23,11 +23,13 @@ import (
 // fakeAPI is a sample service running in a process of its own
 // (bench/cmd/fakeapi), so that its CPU and memory are not the exporter's.
 type fakeAPI struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	URL     string `json:"url"`
-	Key     string `json:"key"`
-	Control string `json:"control"`
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	URL   string `json:"url"`
+	// URLs are the base URLs of every port, with -listeners > 1.
+	URLs    []string `json:"urls"`
+	Key     string   `json:"key"`
+	Control string   `json:"control"`
 }
 
 // serviceStats is what fakeapi's GET /stats answers.

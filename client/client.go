@@ -49,6 +49,12 @@ type Config struct {
 	HTTPClientConfig config.HTTPClientConfig
 	// UserAgent defaults to deployment_service_exporter/<version>.
 	UserAgent string
+	// Transport, when set, carries the requests: the Clients of one
+	// module share it, with its connections. It was built by NewTransport
+	// from HTTPClientConfig and UserAgent, which are not read again. When
+	// nil, the Client builds a transport of its own from them, which keeps
+	// up to Concurrency idle connections rather than one.
+	Transport *Transport
 	// Concurrency is the most requests in flight at once.
 	Concurrency int
 	// MaxPages is the most pages read for one list.
@@ -70,6 +76,7 @@ type Client struct {
 	base      *url.URL
 	origin    origin
 	http      *http.Client
+	lease     *lease
 	userAgent string
 	slots     *slots
 	limiter   *rate.Limiter
@@ -89,19 +96,21 @@ func New(cfg Config) (*Client, error) {
 	if err := ValidateBaseURL(cfg.BaseURL); err != nil {
 		return nil, err
 	}
-	if err := cfg.HTTPClientConfig.Validate(); err != nil {
-		return nil, fmt.Errorf("http client config: %w", err)
-	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "deployment_service_exporter/" + version.Version
 	}
-	rt, err := config.NewRoundTripperFromConfig(cfg.HTTPClientConfig, "deployment_service", config.WithUserAgent(cfg.UserAgent))
-	if err != nil {
-		return nil, fmt.Errorf("http client: %w", err)
+	t := cfg.Transport
+	if t == nil {
+		var err error
+		if t, err = newTransport(cfg.HTTPClientConfig, cfg.UserAgent, orDefault(cfg.Concurrency, DefaultConcurrency)); err != nil {
+			return nil, err
+		}
 	}
 	c := &Client{
 		base:      cfg.BaseURL,
 		origin:    originOf(cfg.BaseURL),
+		lease:     t.conns.lease(t.poolKey(cfg.BaseURL)),
+		redact:    t.redact,
 		userAgent: cfg.UserAgent,
 		slots:     newSlots(orDefault(cfg.Concurrency, DefaultConcurrency)),
 		maxPages:  orDefault(cfg.MaxPages, DefaultMaxPages),
@@ -109,10 +118,8 @@ func New(cfg Config) (*Client, error) {
 		gzip:      !cfg.DisableGzip,
 		observer:  cfg.Observer,
 	}
-	guard := &originGuard{allowed: c.origin, next: rt}
-	c.redact, guard.keyFile = keyLookup(cfg.HTTPClientConfig.Authorization)
 	c.http = &http.Client{
-		Transport:     guard,
+		Transport:     &originGuard{allowed: c.origin, t: t, lease: c.lease},
 		CheckRedirect: redirectPolicy(c.origin),
 	}
 	if cfg.RateLimit > 0 {
@@ -164,8 +171,12 @@ func ValidateBaseURL(u *url.URL) error {
 	return nil
 }
 
-// Close releases idle connections.
-func (c *Client) Close() { c.http.CloseIdleConnections() }
+// Close ends the Client's use of its transport. Its connections close at
+// once, or as soon as the requests it still has in flight end, unless
+// another Client of the same origin shares them (in which case one idle
+// connection stays for it). Requests sent after Close still work, on
+// fresh connections that close when they end.
+func (c *Client) Close() { c.lease.release() }
 
 // HoldOff reports until when the client refuses to send requests because
 // the service answered 429 or 503 with Retry-After, and that status.

@@ -78,18 +78,19 @@ func (o origin) misdirected(allowed origin) string {
 // origin fails before any credential is attached to it.
 //
 // It also checks that a key file still holds a usable key, since the round
-// tripper underneath would send whatever it finds.
+// tripper underneath would send whatever it finds, and it sends the
+// request through the shared Transport as one of its Client's (lease).
 type originGuard struct {
 	allowed origin
-	next    http.RoundTripper
-	keyFile *keyFileCache // nil unless the key comes from a file
+	t       *Transport
+	lease   *lease
 }
 
 func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	err := errForeignOrigin
 	if originOf(req.URL) == g.allowed {
 		if err = g.checkKey(); err == nil {
-			return g.next.RoundTrip(req)
+			return g.t.roundTrip(g.lease, req)
 		}
 	}
 	if req.Body != nil {
@@ -101,10 +102,10 @@ func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 // checkKey fails when the key file holds no key that can be sent, saying
 // why.
 func (g *originGuard) checkKey() error {
-	if g.keyFile == nil {
+	if g.t.keyFile == nil {
 		return nil
 	}
-	key, err := g.keyFile.read()
+	key, err := g.t.keyFile.read()
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: cannot read the key file: %w", errKeyUnavailable, err)
@@ -114,14 +115,6 @@ func (g *originGuard) checkKey() error {
 		return fmt.Errorf("%w: the key file has control characters such as a line break inside the key", errKeyUnavailable)
 	}
 	return nil
-}
-
-// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
-// transport underneath.
-func (g *originGuard) CloseIdleConnections() {
-	if ci, ok := g.next.(interface{ CloseIdleConnections() }); ok {
-		ci.CloseIdleConnections()
-	}
 }
 
 // redirectPolicy follows redirects only within the allowed origin. Go's

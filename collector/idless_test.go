@@ -34,7 +34,7 @@ deployment_service_endpoint_status_code{endpoint="root"} 200
 		t.Errorf("got %d per-location series for locations without ids, want none", n)
 	}
 	// The client counts each detail view it could not ask for, once.
-	if got := testutil.ToFloat64(r.requests.errors.WithLabelValues("location_detail", "invalid_body")); got != 3 {
+	if got := r.requests.errorCount("location_detail", "invalid_body"); got != 3 {
 		t.Errorf("request_errors_total{location_detail,invalid_body} = %v, want 3", got)
 	}
 	// Nothing was sent for them: the service saw no detail request.

@@ -2,6 +2,8 @@ package collector
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,62 +15,170 @@ import (
 const namespace = "deployment_service"
 
 // RequestMetrics holds the metrics kept across scrapes about every request
-// sent to the API. It implements client.Observer.
+// sent to the API of one service. It implements client.Observer, and
+// prometheus.Collector: /metrics registers it once, /probe keeps one per
+// target and module and serves it on the registry of each scrape.
+//
+// Up to 1,000 /probe targets each have one, so it is compact: the
+// counters are arrays and maps turned into const metrics when gathered,
+// the descriptors are shared, and the latency histogram is
+// durationHistogram, one per endpoint, made at its first request. The
+// vectors of client_golang took 24 KB a target; this takes under 2.
 type RequestMetrics struct {
-	duration *prometheus.HistogramVec
-	requests *prometheus.CounterVec
-	errors   *prometheus.CounterVec
+	// errors counts failures by endpoint and reason; every pair is
+	// exported, at 0 before its first failure.
+	errors [numEndpoints][numReasons]atomic.Uint64
+
+	mu sync.Mutex
+	// requests counts requests by endpoint and status (0: no response);
+	// an endpoint meets a status or two.
+	requests [numEndpoints][]statusCount
+	duration [numEndpoints]*durationHistogram
 }
 
-var _ client.Observer = (*RequestMetrics)(nil)
+type statusCount struct {
+	status int
+	n      uint64
+}
 
-// NewRequestMetrics creates the request metrics and registers them on reg.
-func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
-	m := &RequestMetrics{
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace,
-			Name:      "request_duration_seconds",
-			Help:      "Latency of each HTTP request to the deployment service API.",
-			// Classic buckets cover a fast API up to a scrape timeout, so
-			// p50/p95/p99 work on Prometheus servers without native histograms.
-			Buckets:                         []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-			NativeHistogramBucketFactor:     1.1,
-			NativeHistogramMaxBucketNumber:  100,
-			NativeHistogramMinResetDuration: time.Hour,
-		}, []string{"endpoint"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace,
-			Name:      "requests_total",
-			Help:      "Requests sent to the deployment service API, by HTTP status code (none when no response came).",
-		}, []string{"endpoint", "code"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace,
-			Name:      "request_errors_total",
-			Help:      "Failed requests to the deployment service API, by reason.",
-		}, []string{"endpoint", "reason"}),
+var (
+	_ client.Observer      = (*RequestMetrics)(nil)
+	_ prometheus.Collector = (*RequestMetrics)(nil)
+)
+
+const (
+	numEndpoints = 4
+	numReasons   = 6
+)
+
+// endpointIndex and reasonIndex place a label value in the arrays of
+// RequestMetrics, in the order of client.Endpoints and client.Reasons.
+var (
+	endpointIndex = indexOf(client.Endpoints)
+	reasonIndex   = indexOf(client.Reasons)
+)
+
+func indexOf[T comparable](values []T) map[T]int {
+	m := make(map[T]int, len(values))
+	for i, v := range values {
+		m[v] = i
 	}
-	// Every endpoint × reason pair exists from the start, so rate() and
-	// increase() see the first failure.
-	for _, ep := range client.Endpoints {
-		for _, r := range client.Reasons {
-			m.errors.WithLabelValues(string(ep), string(r))
-		}
-	}
-	reg.MustRegister(m.duration, m.requests, m.errors)
 	return m
 }
 
+var (
+	requestDurationDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "request_duration_seconds"),
+		"Latency of each HTTP request to the deployment service API.",
+		[]string{"endpoint"}, nil)
+	requestsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "requests_total"),
+		"Requests sent to the deployment service API, by HTTP status code (none when no response came).",
+		[]string{"endpoint", "code"}, nil)
+	requestErrorsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "request_errors_total"),
+		"Failed requests to the deployment service API, by reason.",
+		[]string{"endpoint", "reason"}, nil)
+)
+
+// NewRequestMetrics creates the request metrics and registers them on reg.
+func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
+	m := newRequestMetrics()
+	reg.MustRegister(m)
+	return m
+}
+
+func newRequestMetrics() *RequestMetrics { return &RequestMetrics{} }
+
 // ObserveRequest implements client.Observer.
 func (m *RequestMetrics) ObserveRequest(ep client.Endpoint, status int, d time.Duration) {
-	code := "none"
-	if status != 0 {
-		code = strconv.Itoa(status)
+	i, ok := endpointIndex[ep]
+	if !ok {
+		return
 	}
-	m.requests.WithLabelValues(string(ep), code).Inc()
-	m.duration.WithLabelValues(string(ep)).Observe(d.Seconds())
+	m.mu.Lock()
+	if m.duration[i] == nil {
+		m.duration[i] = newDurationHistogram(requestDurationDesc, string(ep))
+	}
+	m.count(i, status)
+	h := m.duration[i]
+	m.mu.Unlock()
+	h.Observe(d.Seconds())
+}
+
+// count adds a request of endpoint i with status; m.mu is held.
+func (m *RequestMetrics) count(i, status int) {
+	for k := range m.requests[i] {
+		if m.requests[i][k].status == status {
+			m.requests[i][k].n++
+			return
+		}
+	}
+	m.requests[i] = append(m.requests[i], statusCount{status: status, n: 1})
 }
 
 // ObserveError implements client.Observer.
 func (m *RequestMetrics) ObserveError(ep client.Endpoint, reason client.Reason) {
-	m.errors.WithLabelValues(string(ep), string(reason)).Inc()
+	i, ok := endpointIndex[ep]
+	j, ok2 := reasonIndex[reason]
+	if ok && ok2 {
+		m.errors[i][j].Add(1)
+	}
 }
+
+// Describe implements prometheus.Collector.
+func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- requestDurationDesc
+	ch <- requestsDesc
+	ch <- requestErrorsDesc
+}
+
+// Collect implements prometheus.Collector.
+func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
+	for i, ep := range client.Endpoints {
+		for j, r := range client.Reasons {
+			ch <- prometheus.MustNewConstMetric(requestErrorsDesc, prometheus.CounterValue, float64(m.errors[i][j].Load()), string(ep), string(r))
+		}
+	}
+	// Taken under the lock, sent without it: the registry reads the
+	// channel at its own pace.
+	var out []prometheus.Metric
+	m.mu.Lock()
+	for i, ep := range client.Endpoints {
+		for _, c := range m.requests[i] {
+			code := "none"
+			if c.status != 0 {
+				code = strconv.Itoa(c.status)
+			}
+			out = append(out, prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(c.n), string(ep), code))
+		}
+		if h := m.duration[i]; h != nil {
+			out = append(out, h)
+		}
+	}
+	m.mu.Unlock()
+	for _, metric := range out {
+		ch <- metric
+	}
+}
+
+// targetInfoDesc describes deployment_service_target_info.
+var targetInfoDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "target_info"),
+	"The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out); always 1.",
+	[]string{"url"}, nil)
+
+// TargetInfo is the collector of deployment_service_target_info for one
+// service, which names the service in alerts whatever the instance label
+// holds.
+type TargetInfo struct{ m prometheus.Metric }
+
+var _ prometheus.Collector = (*TargetInfo)(nil)
+
+// NewTargetInfo returns the collector for the service at the given base
+// URL, already redacted (client.RedactURL).
+func NewTargetInfo(redactedURL string) *TargetInfo {
+	return &TargetInfo{m: prometheus.MustNewConstMetric(targetInfoDesc, prometheus.GaugeValue, 1, redactedURL)}
+}
+
+// Describe implements prometheus.Collector.
+func (t *TargetInfo) Describe(ch chan<- *prometheus.Desc) { ch <- targetInfoDesc }
+
+// Collect implements prometheus.Collector.
+func (t *TargetInfo) Collect(ch chan<- prometheus.Metric) { ch <- t.m }

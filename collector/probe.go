@@ -28,24 +28,44 @@ const maxProbeTargets = 1000
 type ModuleLookup func(name string) (s TargetSettings, version any, err error)
 
 // ProbeHandler serves /probe?target=<base URL>&module=<name>: a poll of any
-// service, with the per-scrape metrics only, on a registry of its own. It
-// keeps one poller per target and module, so min interval, hold-off and
-// shared polls apply to each of them as they do to /metrics.
+// service on a registry of its own, with the families that /metrics has
+// for its service, the exporter's own (deployment_service_exporter_*, go_*,
+// process_*, promhttp_*) left out. It keeps one poller per target and
+// module, so min interval, hold-off and shared polls apply to each of
+// them as they do to /metrics, and so do the request counters and
+// histogram: counted since the pair was first probed, until it leaves the
+// cache.
 type ProbeHandler struct {
 	lookup ModuleLookup
 	recent *PollLog
 	logger *slog.Logger
+	// maxTargets is maxProbeTargets, lowered by tests.
+	maxTargets int
 
 	mu      sync.Mutex
 	pollers map[probeKey]*probeEntry
+	modules map[string]*probeModule
 }
 
 type probeKey struct{ target, module string }
 
+// probeModule is what the targets of one module share: the transport with
+// its connections, TLS settings and key source, and the descriptors of
+// the per-scrape metrics.
+type probeModule struct {
+	version   any
+	transport *client.Transport
+	metrics   *Metrics
+}
+
+// probeEntry is one target × module pair: its poller and the metrics
+// kept across its scrapes.
 type probeEntry struct {
 	version  any
 	poller   *Poller
 	metrics  *Metrics
+	requests *RequestMetrics
+	info     *TargetInfo
 	timeout  time.Duration
 	lastUsed time.Time
 }
@@ -55,7 +75,10 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &ProbeHandler{lookup: lookup, recent: recent, logger: logger, pollers: make(map[probeKey]*probeEntry)}
+	return &ProbeHandler{
+		lookup: lookup, recent: recent, logger: logger, maxTargets: maxProbeTargets,
+		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
+	}
 }
 
 // ServeHTTP implements http.Handler.
@@ -80,8 +103,9 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = newPollRecord(client.RedactURL(target), moduleName(module), snap).WriteText(w)
 		return
 	}
+	// Gathered after the poll, so the counters include its requests.
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(e.metrics.Collector(snap))
+	reg.MustRegister(e.metrics.Collector(snap), e.requests, e.info)
 	serveGatherer(w, r, reg, h.logger)
 }
 
@@ -187,24 +211,75 @@ func (h *ProbeHandler) entry(target *url.URL, module string) (*probeEntry, error
 		e.lastUsed = time.Now()
 		return e, nil
 	} else if ok {
-		e.poller.Target().Client.Close()
-		delete(h.pollers, key)
+		h.drop(key, e)
 	}
-	// Close drops idle connections only; one still in use by a poll goes
-	// back to the pool and is closed by its idle timeout.
-	if len(h.pollers) >= maxProbeTargets {
+	if len(h.pollers) >= h.maxTargets {
 		h.evictOldest()
 	}
-	logger := h.logger.With("target", client.RedactURL(target), "module", key.module)
-	p, err := NewTargetPoller(target, settings, PollerOptions{
-		Logger: logger, Recent: h.recent, Name: client.RedactURL(target), Module: key.module,
+	m, err := h.module(key.module, settings, version)
+	if err != nil {
+		return nil, h.targetError(key.module, err)
+	}
+	name := client.RedactURL(target)
+	e := &probeEntry{
+		version: version, metrics: m.metrics, requests: newRequestMetrics(), info: NewTargetInfo(name),
+		timeout: settings.Timeout, lastUsed: time.Now(),
+	}
+	settings.Client.Transport, settings.Client.Observer = m.transport, e.requests
+	e.poller, err = NewTargetPoller(target, settings, PollerOptions{
+		Logger: h.logger.With("target", name, "module", key.module), Recent: h.recent, Name: name, Module: key.module,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
+		return nil, h.targetError(key.module, err)
 	}
-	e := &probeEntry{version: version, poller: p, metrics: NewMetrics(settings.InfoFields), timeout: settings.Timeout, lastUsed: time.Now()}
 	h.pollers[key] = e
 	return e, nil
+}
+
+func (h *ProbeHandler) targetError(module string, err error) error {
+	return fmt.Errorf("module %q cannot poll this target: %s", module, strings.ReplaceAll(err.Error(), "\n", " "))
+}
+
+// module returns what the targets of the named module share, built anew
+// when the module changed; h.mu is held. The targets of the old version
+// keep theirs until they are dropped.
+func (h *ProbeHandler) module(name string, s TargetSettings, version any) (*probeModule, error) {
+	if m, ok := h.modules[name]; ok && reflect.DeepEqual(m.version, version) {
+		return m, nil
+	}
+	t, err := client.NewTransport(s.Client.HTTPClientConfig, s.Client.UserAgent)
+	if err != nil {
+		return nil, err
+	}
+	m := &probeModule{version: version, transport: t, metrics: NewMetrics(s.InfoFields)}
+	h.modules[name] = m
+	return m, nil
+}
+
+// Prune drops the pollers whose module is gone or changed, as a reload
+// leaves them, and closes their connections; their request counters
+// restart if the pair is probed again. Without it they would go only when
+// probed again or evicted, keeping their connections until then.
+func (h *ProbeHandler) Prune() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, e := range h.pollers {
+		if _, version, err := h.lookup(key.module); err != nil || !reflect.DeepEqual(e.version, version) {
+			h.drop(key, e)
+		}
+	}
+	for name, m := range h.modules {
+		if _, version, err := h.lookup(name); err != nil || !reflect.DeepEqual(m.version, version) {
+			delete(h.modules, name)
+		}
+	}
+}
+
+// drop forgets a pair and closes its client's connections: at once, or
+// as soon as a poll still in flight ends; h.mu is held.
+func (h *ProbeHandler) drop(key probeKey, e *probeEntry) {
+	e.poller.Target().Client.Close()
+	delete(h.pollers, key)
 }
 
 func (h *ProbeHandler) evictOldest() {
@@ -216,7 +291,6 @@ func (h *ProbeHandler) evictOldest() {
 		}
 	}
 	if e, ok := h.pollers[oldest]; ok {
-		e.poller.Target().Client.Close()
-		delete(h.pollers, oldest)
+		h.drop(oldest, e)
 	}
 }

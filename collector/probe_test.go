@@ -75,10 +75,21 @@ func TestProbeTwoServicesWithTheirOwnKeys(t *testing.T) {
 	if a.TotalRequests() == 0 || b.TotalRequests() == 0 {
 		t.Error("a service was not polled")
 	}
-	for _, body := range []string{bodyA, bodyB} {
-		for _, internal := range []string{"go_", "process_", "promhttp_", "deployment_service_request", "deployment_service_exporter_"} {
-			if strings.Contains(body, "\n"+internal) || strings.HasPrefix(body, internal) {
+	for _, tt := range []struct{ body, url string }{{bodyA, srvA.URL}, {bodyB, srvB.URL + "/deploy"}} {
+		for _, internal := range []string{"go_", "process_", "promhttp_", "deployment_service_exporter_"} {
+			if strings.Contains(tt.body, "\n"+internal) || strings.HasPrefix(tt.body, internal) {
 				t.Errorf("probe answer carries exporter-internal %s* metrics", internal)
+			}
+		}
+		// The request metrics of each target are its own: one poll each.
+		for _, want := range []string{
+			`deployment_service_requests_total{code="200",endpoint="root"} 1`,
+			`deployment_service_request_duration_seconds_count{endpoint="root"} 1`,
+			`deployment_service_request_errors_total{endpoint="locations",reason="pagination"} 0`,
+			`deployment_service_target_info{url="` + tt.url + `"} 1`,
+		} {
+			if !strings.Contains(tt.body, "\n"+want+"\n") {
+				t.Errorf("probe answer lacks %s:\n%s", want, tt.body)
 			}
 		}
 	}

@@ -280,7 +280,7 @@ deployment_service_endpoint_up{endpoint="root"} 1
 deployment_service_endpoint_status_code{endpoint="projects"} 200
 deployment_service_endpoint_status_code{endpoint="root"} 200
 `, "deployment_service_endpoint_up", "deployment_service_endpoint_status_code", "deployment_service_locations")
-			if n := testutil.ToFloat64(r.requests.errors.WithLabelValues("locations", string(tt.reason))); n != 1 {
+			if n := r.requests.errorCount("locations", tt.reason); n != 1 {
 				t.Errorf("request_errors_total{reason=%q} = %v, want 1", tt.reason, n)
 			}
 		})

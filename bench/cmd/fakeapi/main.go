@@ -5,7 +5,9 @@
 //	{"url":"http://127.0.0.1:PORT","key":"…","control":"http://127.0.0.1:PORT2"}
 //
 // url and key configure the exporter (--api.url and
-// DEPLOYMENT_SERVICE_API_KEY). control serves the service's request
+// DEPLOYMENT_SERVICE_API_KEY). With -listeners N > 1 the service also
+// answers on N-1 more ports, each a distinct origin for /probe, and the
+// line carries all N base URLs as "urls". control serves the service's request
 // statistics: GET /stats answers them as JSON, POST /reset zeroes them.
 // The process runs until it is killed or its stdin closes.
 package main
@@ -46,28 +48,33 @@ func main() {
 	flag.BoolVar(&o.LinkHeader, "link-header", false, "with -page-size, page plain arrays with Link headers")
 	flag.BoolVar(&o.OmitIDs, "omit-ids", false, "entries carry a url and no id")
 	bomb := flag.Int64("gzip-bomb", 0, "answer the location list with a gzip bomb inflating to this many bytes (0 = none)")
+	listeners := flag.Int("listeners", 1, "serve the same service on this many loopback ports, each a distinct origin")
 	flag.Parse()
-	if err := run(o, *bomb); err != nil {
+	if err := run(o, *bomb, max(*listeners, 1)); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeapi:", err)
 		os.Exit(1)
 	}
 }
 
-func run(o sampleservice.Options, bomb int64) error {
+func run(o sampleservice.Options, bomb int64, listeners int) error {
 	svc := sampleservice.New(o)
 	if bomb > 0 {
 		svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{GzipBomb: bomb})
 	}
-	// The service runs on a listener of its own that counts the bytes
+	// The service runs on listeners of its own that count the bytes
 	// written to each connection: the bytes on the wire.
-	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	counted := &countingListener{Listener: apiLn}
+	var sent atomic.Int64
 	api := &http.Server{Handler: svc, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = api.Serve(counted) }()
 	defer api.Close()
+	urls := make([]string, 0, listeners)
+	for range listeners {
+		apiLn, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		go func() { _ = api.Serve(&countingListener{Listener: apiLn, sent: &sent}) }()
+		urls = append(urls, "http://"+apiLn.Addr().String()+svc.Prefix())
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -75,7 +82,7 @@ func run(o sampleservice.Options, bomb int64) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
-		st := Stats{Total: svc.TotalRequests(), MaxInFlight: svc.MaxInFlight(), ByEndpoint: map[string]int64{}, BytesSent: counted.sent.Load()}
+		st := Stats{Total: svc.TotalRequests(), MaxInFlight: svc.MaxInFlight(), ByEndpoint: map[string]int64{}, BytesSent: sent.Load()}
 		for _, ep := range []string{sampleservice.EndpointRoot, sampleservice.EndpointProjects, sampleservice.EndpointLocations, sampleservice.EndpointLocationDetail} {
 			st.ByEndpoint[ep] = svc.Requests(ep)
 		}
@@ -84,14 +91,18 @@ func run(o sampleservice.Options, bomb int64) error {
 	})
 	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, _ *http.Request) {
 		svc.ResetStats()
-		counted.sent.Store(0)
+		sent.Store(0)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	ctl := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = ctl.Serve(ln) }()
 	defer ctl.Close()
 
-	line, _ := json.Marshal(map[string]string{"url": "http://" + apiLn.Addr().String() + svc.Prefix(), "key": svc.Key(), "control": "http://" + ln.Addr().String()})
+	info := map[string]any{"url": urls[0], "key": svc.Key(), "control": "http://" + ln.Addr().String()}
+	if listeners > 1 {
+		info["urls"] = urls
+	}
+	line, _ := json.Marshal(info)
 	fmt.Println(string(line))
 
 	// The parent ends the service by closing stdin (or killing it), so a
@@ -103,7 +114,7 @@ func run(o sampleservice.Options, bomb int64) error {
 // countingListener counts the bytes written to the connections it accepts.
 type countingListener struct {
 	net.Listener
-	sent atomic.Int64
+	sent *atomic.Int64
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -111,7 +122,7 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{Conn: c, sent: &l.sent}, nil
+	return &countingConn{Conn: c, sent: l.sent}, nil
 }
 
 type countingConn struct {
