@@ -174,12 +174,12 @@ func lineDiff(want, got string) string {
 		switch {
 		case i < len(a) && j < len(b) && a[i] == b[j]:
 			i, j = i+1, j+1
-		case j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]):
-			out.WriteString("+ " + b[j] + "\n")
-			j++
-		default:
+		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
 			out.WriteString("- " + a[i] + "\n")
 			i++
+		default:
+			out.WriteString("+ " + b[j] + "\n")
+			j++
 		}
 	}
 	return out.String()
@@ -229,8 +229,8 @@ deployment_service_target_info{target="http://sample-service/api"} 1
 }
 
 func TestLineDiff(t *testing.T) {
-	got := lineDiff("a\nb\nc\nd", "a\nc\nx\nd")
-	if want := "- b\n+ x\n"; got != want {
+	got := lineDiff("a\nb\nc\nd\ne", "a\nc\nx\nd\nf")
+	if want := "- b\n+ x\n- e\n+ f\n"; got != want {
 		t.Errorf("diff %q, want %q", got, want)
 	}
 }
