@@ -557,14 +557,17 @@ func TestRetryAfterHoldsOff(t *testing.T) {
 	})
 	f.json("/api/projects/projects/", `[]`)
 	c := f.client(t, nil)
+	before := time.Now()
 	r := c.Root(context.Background())
+	after := time.Now()
 	var e *Error
 	if !errors.As(r.Err, &e) || e.RetryAfter != 30*time.Second || e.Status != 429 {
 		t.Fatalf("err %v, want a 429 asking for 30s", r.Err)
 	}
+	// 30 s after the answer came, which was during the call.
 	until, status := c.HoldOff()
-	if status != 429 || time.Until(until) < 25*time.Second || time.Until(until) > 31*time.Second {
-		t.Errorf("hold-off until %v (status %d), want about 30s from now", until, status)
+	if status != 429 || until.Before(before.Add(30*time.Second)) || until.After(after.Add(30*time.Second)) {
+		t.Errorf("hold-off until %v after the call began (status %d), want 30s after the answer", until.Sub(before), status)
 	}
 	p := c.Projects(context.Background())
 	if !errors.Is(p.Err, ErrHeldOff) || p.Status != 429 {
@@ -600,10 +603,21 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
+// TestConcurrencyBound holds every request in the service until the test
+// lets one go, and lets one go only once two are held: a third request in
+// flight would be held too, and show in the service's count.
 func TestConcurrencyBound(t *testing.T) {
 	f := newFakeAPI(t, "")
-	f.handle("/api/", func(w http.ResponseWriter, _ *http.Request) {
-		time.Sleep(20 * time.Millisecond)
+	var held atomic.Int64
+	release := make(chan struct{})
+	f.handle("/api/", func(w http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		defer held.Add(-1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
 		_, _ = w.Write([]byte(`{}`))
 	})
 	c := f.client(t, func(cfg *Config) { cfg.Concurrency = 2 })
@@ -615,9 +629,26 @@ func TestConcurrencyBound(t *testing.T) {
 			}
 		})
 	}
+	for left := 8; left > 0; left-- {
+		waitUntil(t, func() bool { return held.Load() >= int64(min(2, left)) })
+		release <- struct{}{}
+	}
 	wg.Wait()
-	if m := f.maxIn.Load(); m > 2 {
-		t.Errorf("%d requests were in flight at once, want at most 2", m)
+	if m := f.maxIn.Load(); m != 2 {
+		t.Errorf("%d requests were in flight at once, want 2: the bound, reached", m)
+	}
+}
+
+// waitUntil polls cond until it holds. The minute only turns a hang into a
+// failure: what it waits for takes microseconds.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within a minute")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -625,23 +656,71 @@ func TestRateLimitWaitsWithinTheDeadline(t *testing.T) {
 	f := newFakeAPI(t, "")
 	f.json("/api/", `{}`)
 	obs := &recordingObserver{}
-	c := f.client(t, func(cfg *Config) { cfg.RateLimit = 0.5; cfg.Observer = obs })
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// One request per 1000 s: the second turn is far past any deadline.
+	c := f.client(t, func(cfg *Config) { cfg.RateLimit = 0.001; cfg.Observer = obs })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if r := c.Root(ctx); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	// The next turn is two seconds away, past the deadline: the request
-	// fails as a timeout at once instead of being sent.
+	// The next turn is past the deadline: the request fails as a timeout
+	// at once, with the deadline still ahead, instead of being sent.
 	r := c.Root(ctx)
 	if ReasonOf(r.Err) != ReasonTimeout {
 		t.Errorf("second request: %v, want a timeout", r.Err)
+	}
+	if ctx.Err() != nil {
+		t.Error("the second request waited for the deadline")
 	}
 	if n := f.hitCount("/api/"); n != 1 {
 		t.Errorf("the service saw %d requests, want 1", n)
 	}
 	if obs.requests != 1 {
 		t.Errorf("observer saw %d requests sent, want 1", obs.requests)
+	}
+}
+
+// TestRateLimitWiring checks how the rate limit is built and used rather
+// than timing it: --api.rate-limit requests a second with a burst of one,
+// waited for under the caller's context, so a poll that ends ends the wait.
+func TestRateLimitWiring(t *testing.T) {
+	f := newFakeAPI(t, "")
+	f.json("/api/", `{}`)
+	if c := f.client(t, nil); c.limiter != nil {
+		t.Error("a limiter without a rate limit")
+	}
+	c := f.client(t, func(cfg *Config) { cfg.RateLimit = 5 })
+	if l, b := c.limiter.Limit(), c.limiter.Burst(); l != 5 || b != 1 {
+		t.Errorf("limit %v burst %d, want 5 and 1", l, b)
+	}
+
+	obs := &recordingObserver{}
+	c = f.client(t, func(cfg *Config) { cfg.RateLimit = 0.001; cfg.Observer = obs })
+	if r := c.Root(context.Background()); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// No deadline: the second request waits for its turn, 1000 s away,
+	// until its context is cancelled.
+	ctx, cancel := context.WithCancel(context.Background())
+	second := make(chan Result, 1)
+	go func() { second <- c.Root(ctx) }()
+	waitUntil(t, func() bool { return c.limiter.Tokens() < -0.5 })
+	if n := f.hitCount("/api/"); n != 1 {
+		t.Errorf("the service saw %d requests while the second waited for its turn, want 1", n)
+	}
+	cancel()
+	select {
+	case r := <-second:
+		if ReasonOf(r.Err) != ReasonTimeout {
+			t.Errorf("second request: %v, want a timeout", r.Err)
+		}
+	case <-time.After(time.Minute): // only a broken wiring gets here
+		t.Fatal("the wait for the turn outlived its context")
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if n := f.hitCount("/api/"); n != 1 || obs.requests != 1 {
+		t.Errorf("the service saw %d requests and the observer %d, want 1", n, obs.requests)
 	}
 }
 

@@ -1079,20 +1079,7 @@ func (s *scanner) scanNumber(c byte, keep bool) (number, error) {
 		}
 	}
 	if c != '0' {
-		n.u = uint64(c - '0')
-		for s.pos < s.end || s.fill() {
-			d := s.buf[s.pos]
-			if !isDigit(d) {
-				break
-			}
-			s.pos++
-			s.keep(keep, d)
-			if v := n.u*10 + uint64(d-'0'); n.u > (1<<64-1)/10 || v < n.u*10 {
-				n.overflow = true
-			} else {
-				n.u = v
-			}
-		}
+		n.u, n.overflow = s.digitRun(keep, uint64(c-'0'))
 	}
 	if s.peekByte() == '.' {
 		n.integer = false
@@ -1117,7 +1104,7 @@ func (s *scanner) scanNumber(c byte, keep bool) (number, error) {
 	return n, nil
 }
 
-// scanDigits scans one or more digits.
+// scanDigits scans one or more digits: a fraction or an exponent.
 func (s *scanner) scanDigits(keep bool) error {
 	c, err := s.nextByte()
 	if err != nil {
@@ -1127,6 +1114,17 @@ func (s *scanner) scanDigits(keep bool) error {
 		return s.syntaxError(c, "in numeric literal")
 	}
 	s.keep(keep, c)
+	s.digitRun(keep, 0) // a fraction's or exponent's value is not needed
+	return nil
+}
+
+// digitRun consumes the digits that follow, across buffer refills, up to
+// the first other byte or the end of the body, appending them to the kept
+// literal with keep. It returns u followed by those digits as a decimal
+// integer, and whether that overflowed uint64 (u is then meaningless).
+// Values stay in registers: this loop reads every digit of every id.
+func (s *scanner) digitRun(keep bool, u uint64) (uint64, bool) {
+	overflow := false
 	for s.pos < s.end || s.fill() {
 		d := s.buf[s.pos]
 		if !isDigit(d) {
@@ -1134,8 +1132,13 @@ func (s *scanner) scanDigits(keep bool) error {
 		}
 		s.pos++
 		s.keep(keep, d)
+		if v := u*10 + uint64(d-'0'); u > (1<<64-1)/10 || v < u*10 {
+			overflow = true
+		} else {
+			u = v
+		}
 	}
-	return nil
+	return u, overflow
 }
 
 // keep appends c to the literal kept in s.scratch, up to one byte past the limit.

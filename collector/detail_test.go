@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
@@ -70,14 +68,20 @@ func TestLocationDetailStatus(t *testing.T) {
 				detailIDs: []int64{1, 2, 3},
 				wrap:      inOrder(func(id int64) bool { return r.poller.recorded(id) }, tt.order...),
 			})
+			delayed := false
 			for id, f := range tt.faults {
 				r.svc.SetDetailFault(int(id), f)
+				delayed = delayed || f.Delay > 0
 			}
-			// A delayed view ends with the poll, 1s in: a timeout, no response.
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			reg := prometheus.NewPedanticRegistry()
-			reg.MustRegister(r.metrics.Collector(r.poller.Poll(ctx)))
+			polled := make(chan *Snapshot, 1)
+			go func() { polled <- r.poller.Poll(context.Background()) }()
+			if delayed {
+				// A delayed view ends with the poll, once every other
+				// result is in: a timeout, no response.
+				waitFor(t, func() bool { return r.poller.listsRecorded() && r.poller.recorded(tt.order...) })
+				r.expireNow(t)
+			}
+			reg := r.registry(<-polled)
 			compare(t, reg, endpointUpHelp+`deployment_service_endpoint_up{endpoint="location_detail"} `+tt.up+`
 deployment_service_endpoint_up{endpoint="locations"} 1
 deployment_service_endpoint_up{endpoint="projects"} 1
@@ -136,19 +140,43 @@ func TestLocationDetailStatusTooLate(t *testing.T) {
 	}
 }
 
-// recorded tells whether the poll in flight has the result of id's detail
-// view.
-func (p *Poller) recorded(id int64) bool {
-	p.mu.Lock()
-	c := p.inflight
-	p.mu.Unlock()
-	if c == nil {
+// recorded tells whether the poll in flight has the results of the detail
+// views of ids.
+func (p *Poller) recorded(ids ...int64) bool {
+	run := p.runNow()
+	if run == nil {
 		return false
 	}
-	c.run.mu.Lock()
-	defer c.run.mu.Unlock()
-	_, ok := c.run.details[id]
-	return ok
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := run.details[id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// listsRecorded tells whether the poll in flight has the results of root
+// and both lists.
+func (p *Poller) listsRecorded() bool {
+	run := p.runNow()
+	if run == nil {
+		return false
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.root != nil && run.projects != nil && run.locations != nil
+}
+
+// runNow returns the poll in flight, nil when there is none.
+func (p *Poller) runNow() *pollRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inflight == nil {
+		return nil
+	}
+	return p.inflight.run
 }
 
 // TestDetailSummary checks the folding of detail views, and of failures

@@ -8,8 +8,11 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,7 +81,9 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	t.Cleanup(c.Close)
 	if o.timeout == 0 {
-		o.timeout = 5 * time.Second
+		// Long enough for any healthy poll on a busy machine; tests about
+		// deadlines set their own.
+		o.timeout = 30 * time.Second
 	}
 	level := promslog.NewLevel()
 	_ = level.Set("debug")
@@ -91,13 +96,69 @@ func newRig(t *testing.T, o rigOptions) *rig {
 }
 
 // gather polls once and returns a pedantic registry holding the result.
+// The poll has the rig's whole timeout.
 func (r *rig) gather(t *testing.T) *prometheus.Registry {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	return r.registry(r.poller.Poll(context.Background()))
+}
+
+// registry returns a pedantic registry holding the metrics of s.
+func (r *rig) registry(s *Snapshot) *prometheus.Registry {
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(r.metrics.Collector(r.poller.Poll(ctx)))
+	reg.MustRegister(r.metrics.Collector(s))
 	return reg
+}
+
+// hold puts a closed gate in front of the given endpoints of the sample
+// service (all of them when none is named). The gate opens when the test
+// ends, so that no handler is left waiting.
+func (r *rig) hold(t *testing.T, endpoints ...string) *sampleservice.Gate {
+	t.Helper()
+	g := r.svc.Hold(endpoints...)
+	t.Cleanup(g.Open)
+	return g
+}
+
+// expireNow ends the poll in flight as its deadline would, at the moment
+// the test chooses rather than after a time a busy machine could overrun.
+func (r *rig) expireNow(t *testing.T) {
+	t.Helper()
+	p := r.poller
+	p.mu.Lock()
+	c := p.inflight
+	if c != nil {
+		c.timer.Stop()
+	}
+	p.mu.Unlock()
+	if c == nil {
+		t.Fatal("no poll in flight to expire")
+	}
+	p.expire(c)
+}
+
+// await waits until cond holds for the gate's counts.
+func await(t *testing.T, g *sampleservice.Gate, cond func(sampleservice.GateCounts) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+	if err := g.Await(ctx, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withMoreTime runs try with each of the budgets in turn until it reports
+// true. For tests whose subject is a real deadline: what has to happen
+// before it takes a busy machine longer, and try returns false when it did
+// not, so the scenario runs again with more time instead of failing.
+func withMoreTime(t *testing.T, try func(budget time.Duration) bool) {
+	t.Helper()
+	for _, budget := range []time.Duration{time.Second, 4 * time.Second, 16 * time.Second} {
+		if try(budget) {
+			return
+		}
+		t.Logf("the machine was too busy for the scenario within %v; trying again with more time", budget)
+	}
+	t.Fatal("the scenario never ran as planned, even with 16s")
 }
 
 // scrape serves one /metrics request through the handler.
@@ -292,10 +353,17 @@ func TestHoldOffAfterRetryAfter(t *testing.T) {
 		service:   sampleservice.Options{Locations: 10, PageSize: 5},
 		detailIDs: []int64{2},
 	})
-	// The 429 comes last, so the other requests of this poll are sent before
-	// the hold-off starts.
-	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "1", Delay: 300 * time.Millisecond})
-	first := r.gather(t)
+	// The 429 comes last, once the other requests of this poll (root,
+	// locations, one detail view) have reached the service, so they are
+	// sent before the hold-off starts. A minute's hold-off outlasts the
+	// test however slow the machine.
+	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "60"})
+	g := r.hold(t, sampleservice.EndpointProjects)
+	polled := make(chan *prometheus.Registry, 1)
+	go func() { polled <- r.gather(t) }()
+	waitFor(t, func() bool { return r.svc.TotalRequests() == 4 })
+	g.Open()
+	first := <-polled
 	until, _ := r.target.Client.HoldOff()
 	if until.IsZero() {
 		t.Fatal("no hold-off after a 429 with Retry-After")
@@ -327,8 +395,17 @@ deployment_service_endpoint_status_code{endpoint="root"} 429
 `, "deployment_service_up", "deployment_service_endpoint_up", "deployment_service_endpoint_status_code",
 		"deployment_service_location_up", "deployment_service_projects", "deployment_service_locations")
 
-	// Once the time given has passed, polling resumes.
+	// Once the time given has passed, polling resumes: shown on a service
+	// asking for the shortest hold-off a header can give, a second.
+	r = newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, PageSize: 5}, detailIDs: []int64{2}})
+	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "1"})
+	r.gather(t)
+	until, _ = r.target.Client.HoldOff()
+	if until.IsZero() {
+		t.Fatal("no hold-off after a 429 with Retry-After: 1")
+	}
 	r.svc.ClearFaults()
+	sent = r.svc.TotalRequests()
 	time.Sleep(time.Until(until) + 10*time.Millisecond)
 	after := r.gather(t)
 	compare(t, after, upHelp+"deployment_service_up 1\n", "deployment_service_up")
@@ -342,8 +419,16 @@ deployment_service_endpoint_status_code{endpoint="root"} 429
 // detail subset's endpoint too, although no list gave ids to fetch.
 func TestHoldOffWithADetailLimit(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, detailLimit: 3})
-	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 503, RetryAfter: "60", Delay: 200 * time.Millisecond})
-	r.gather(t)
+	// The 503 comes once both lists have reached the service.
+	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 503, RetryAfter: "60"})
+	g := r.hold(t, sampleservice.EndpointRoot)
+	polled := make(chan *prometheus.Registry, 1)
+	go func() { polled <- r.gather(t) }()
+	waitFor(t, func() bool {
+		return r.svc.Requests(sampleservice.EndpointProjects) == 1 && r.svc.Requests(sampleservice.EndpointLocations) == 1
+	})
+	g.Open()
+	<-polled
 	sent := r.svc.TotalRequests()
 	compare(t, r.gather(t), endpointUpHelp+`deployment_service_endpoint_up{endpoint="location_detail"} 0
 deployment_service_endpoint_up{endpoint="locations"} 0
@@ -359,38 +444,89 @@ deployment_service_endpoint_status_code{endpoint="root"} 503
 	}
 }
 
+// TestScrapeAnswersWithinTheScrapeTimeout has the location list never
+// answer: the scrape must answer anyway, at the deadline that Prometheus'
+// scrape timeout header sets, with the list down and the rest up.
 func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
-	r := newRig(t, rigOptions{
-		service: sampleservice.Options{Locations: 10},
-		timeout: 30 * time.Second,
-	})
-	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Delay: 20 * time.Second})
-	start := time.Now()
-	body := r.scrape(t, "1")
-	if elapsed := time.Since(start); elapsed >= time.Second {
-		t.Errorf("scrape took %v with a 1s scrape timeout", elapsed)
-	}
-	for _, want := range []string{
-		`deployment_service_endpoint_up{endpoint="locations"} 0`,
-		`deployment_service_endpoint_up{endpoint="root"} 1`,
-		`deployment_service_endpoint_status_code{endpoint="locations"} 0`,
-		`deployment_service_request_errors_total{endpoint="locations",reason="timeout"} 1`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("scrape lacks %s", want)
+	withMoreTime(t, func(timeout time.Duration) bool {
+		r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, timeout: time.Minute})
+		g := r.hold(t, sampleservice.EndpointLocations)
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set(scrapeTimeoutHeader, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+		budget := ScrapeBudget(req, time.Minute)
+		if budget <= 0 || budget >= timeout {
+			t.Fatalf("the budget of a %v scrape timeout is %v", timeout, budget)
 		}
-	}
-	if strings.Contains(body, "deployment_service_locations ") {
-		t.Error("a timed-out list reported a count")
-	}
+
+		answered := make(chan *httptest.ResponseRecorder, 1)
+		begin := time.Now()
+		go func() {
+			rec := httptest.NewRecorder()
+			r.handler.ServeHTTP(rec, req)
+			answered <- rec
+		}()
+		await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
+		r.poller.mu.Lock()
+		c := r.poller.inflight
+		var horizon time.Time
+		if c != nil {
+			horizon = c.horizon
+		}
+		r.poller.mu.Unlock()
+		seen := time.Now()
+		rec := <-answered
+		if c == nil {
+			return false // the poll was over before the list reached the service
+		}
+
+		// The poll ran to the deadline the header gave, counted from when
+		// the scrape came (after begin, before the poll was seen), and the
+		// scrape answered without the list.
+		if came := horizon.Add(-budget); came.Before(begin) || came.After(seen) {
+			t.Errorf("the poll's deadline is %v after the scrape began, want %v (the budget of a %v scrape timeout)", horizon.Sub(begin), budget, timeout)
+		}
+		if n := g.Counts().Passed; n != 0 {
+			t.Errorf("%d list requests let through before the scrape answered", n)
+		}
+		if rec.Code != http.StatusOK {
+			t.Fatalf("scrape answered %d", rec.Code)
+		}
+		body := rec.Body.String()
+		if !strings.Contains(body, `deployment_service_endpoint_up{endpoint="root"} 1`) ||
+			!strings.Contains(body, `deployment_service_endpoint_up{endpoint="projects"} 1`) {
+			return false // too busy to read even root and projects in time
+		}
+		for _, want := range []string{
+			`deployment_service_endpoint_up{endpoint="locations"} 0`,
+			`deployment_service_endpoint_status_code{endpoint="locations"} 0`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("scrape lacks %s", want)
+			}
+		}
+		if strings.Contains(body, "deployment_service_locations ") {
+			t.Error("a timed-out list reported a count")
+		}
+		// The list request, cut short by the deadline, counts as a timeout.
+		<-c.done
+		if n := testutil.ToFloat64(r.requests.errors.WithLabelValues("locations", string(client.ReasonTimeout))); n != 1 {
+			t.Errorf("request_errors_total{endpoint=\"locations\",reason=\"timeout\"} = %v, want 1", n)
+		}
+		return true
+	})
 }
 
 func TestConcurrentScrapesShareOnePoll(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, Latency: 100 * time.Millisecond}})
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}})
+	// The gate keeps the first scrape's poll in flight until every scrape
+	// has joined it, however long they take to come.
+	g := r.hold(t)
 	var wg sync.WaitGroup
 	for range 20 {
-		wg.Go(func() { r.scrape(t, "5") })
+		wg.Go(func() { r.scrape(t, "") })
 	}
+	waitFor(t, func() bool { return r.poller.waitersNow() == 20 })
+	g.Open()
 	wg.Wait()
 	if n := r.svc.TotalRequests(); n != 3 {
 		t.Errorf("20 concurrent scrapes sent %d requests, want 3 (one poll)", n)
@@ -412,63 +548,106 @@ func TestMinIntervalAnswersFromTheLastPoll(t *testing.T) {
 	}
 }
 
+// TestRateLimitBoundsRequests runs a poll at one request per 100 seconds:
+// the burst of one is sent, and every other request waits for its turn
+// within the poll and fails as a timeout when the poll ends. It counts
+// requests instead of timing them: a poll would have to last 100 seconds
+// for a second turn, so a slow machine sees the same.
 func TestRateLimitBoundsRequests(t *testing.T) {
-	r := newRig(t, rigOptions{
-		service:   sampleservice.Options{Locations: 50},
-		client:    func(c *client.Config) { c.RateLimit = 5 },
-		detailIDs: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
-		timeout:   time.Second,
-	})
-	body := r.scrape(t, "")
-	// A burst of one plus five a second: at most six requests in a second.
-	if n := r.svc.TotalRequests(); n > 6 || n == 0 {
-		t.Errorf("%d requests in a one-second poll at 5 per second", n)
-	}
-	down := 0
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, "deployment_service_location_up{") && strings.HasSuffix(line, " 0") {
-			down++
+	withMoreTime(t, func(timeout time.Duration) bool {
+		r := newRig(t, rigOptions{
+			service:   sampleservice.Options{Locations: 50},
+			client:    func(c *client.Config) { c.RateLimit = 0.01 },
+			detailIDs: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+			timeout:   timeout,
+		})
+		body := r.scrape(t, "")
+		n := r.svc.TotalRequests()
+		if n == 0 {
+			return false // too busy to send even the first request in time
 		}
-	}
-	if down < 12-6 {
-		t.Errorf("%d detail views reported down, want at least 6: the rate limit left no time for them", down)
-	}
+		if n > 1 {
+			t.Errorf("%d requests in a poll at one per 100s", n)
+			return true
+		}
+		down := 0
+		for line := range strings.SplitSeq(body, "\n") {
+			if strings.HasPrefix(line, "deployment_service_location_up{") && strings.HasSuffix(line, " 0") {
+				down++
+			}
+		}
+		if down < 11 {
+			t.Errorf("%d detail views reported down, want at least 11: the rate limit left no time for them", down)
+		}
+		// The waits end with the poll: every request but the one sent is
+		// counted as a timeout, none waits for its turn past the poll.
+		waitFor(t, func() bool { return r.timeouts() >= 14 })
+		return true
+	})
 }
 
+// timeouts sums request_errors_total{reason="timeout"} over the endpoints.
+func (r *rig) timeouts() float64 {
+	sum := 0.0
+	for _, ep := range client.Endpoints {
+		sum += testutil.ToFloat64(r.requests.errors.WithLabelValues(string(ep), string(client.ReasonTimeout)))
+	}
+	return sum
+}
+
+// TestConcurrencyIsBounded lets the requests through the gate one at a
+// time, each time only once two of them are held: a third one in flight
+// would be held too, and show in the service's count.
 func TestConcurrencyIsBounded(t *testing.T) {
 	r := newRig(t, rigOptions{
-		service:   sampleservice.Options{Locations: 50, Latency: 20 * time.Millisecond},
+		service:   sampleservice.Options{Locations: 50},
 		client:    func(c *client.Config) { c.Concurrency = 2 },
 		detailIDs: []int64{1, 2, 3, 4, 5, 6, 7, 8},
 	})
-	compare(t, r.gather(t), upHelp+"deployment_service_up 1\n", "deployment_service_up")
-	if m := r.svc.MaxInFlight(); m > 2 {
-		t.Errorf("%d requests in flight at once with --api.concurrency=2", m)
+	g := r.hold(t)
+	polled := make(chan *prometheus.Registry, 1)
+	go func() { polled <- r.gather(t) }()
+	for left := 3 + 8; left > 0; left-- {
+		await(t, g, func(c sampleservice.GateCounts) bool { return c.Held >= min(2, left) })
+		g.Let(1)
+	}
+	compare(t, <-polled, upHelp+"deployment_service_up 1\n", "deployment_service_up")
+	if m := r.svc.MaxInFlight(); m != 2 {
+		t.Errorf("%d requests in flight at most with --api.concurrency=2, want 2", m)
 	}
 }
 
 // TestDetailsDoNotStarveTheLists gives the detail subset far more requests
-// than the poll has time for: root and the lists must still go first.
+// than the poll has time for: root and the lists must still go first. The
+// detail views wait at a gate, and the poll's deadline comes when the
+// first of them holds the only slot.
 func TestDetailsDoNotStarveTheLists(t *testing.T) {
 	r := newRig(t, rigOptions{
 		// Five pages without a count: every page competes with the details.
-		service:   sampleservice.Options{Locations: 50, PageSize: 10, OmitCount: true, Latency: 80 * time.Millisecond},
+		service:   sampleservice.Options{Locations: 50, PageSize: 10, OmitCount: true},
 		client:    func(c *client.Config) { c.Concurrency = 1 },
 		detailIDs: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20},
-		timeout:   time.Second,
 	})
-	body := r.scrape(t, "")
-	for _, want := range []string{
-		"deployment_service_up 1",
-		`deployment_service_endpoint_up{endpoint="root"} 1`,
-		`deployment_service_endpoint_up{endpoint="projects"} 1`,
-		`deployment_service_endpoint_up{endpoint="locations"} 1`,
-		`deployment_service_endpoint_up{endpoint="location_detail"} 0`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("scrape lacks %s", want)
-		}
+	g := r.hold(t, sampleservice.EndpointLocationDetail)
+	polled := make(chan *Snapshot, 1)
+	go func() { polled <- r.poller.Poll(context.Background()) }()
+	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
+	// A detail view that took the slot between two list requests would
+	// hold it: the first one in comes after all seven list requests.
+	want := []string{"root", "projects", "locations", "locations", "locations", "locations", "locations", "location_detail"}
+	got := endpointsOf(r.svc.Log())
+	slices.Sort(got[:min(7, len(got))])
+	slices.Sort(want[:7])
+	if !slices.Equal(got, want) {
+		t.Errorf("requests in arrival order (lists sorted): %v, want %v", got, want)
 	}
+	r.expireNow(t)
+	body := r.registry(<-polled)
+	compare(t, body, upHelp+"deployment_service_up 1\n"+endpointUpHelp+`deployment_service_endpoint_up{endpoint="location_detail"} 0
+deployment_service_endpoint_up{endpoint="locations"} 1
+deployment_service_endpoint_up{endpoint="projects"} 1
+deployment_service_endpoint_up{endpoint="root"} 1
+`, "deployment_service_up", "deployment_service_endpoint_up")
 }
 
 // TestListsTakeTheFirstSlots runs with one slot and explicit ids: the
@@ -504,27 +683,47 @@ func endpointsOf(log []sampleservice.RequestRecord) []string {
 }
 
 func TestScrapeAfterAnAbandonedPollStartsAFreshOne(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, Latency: 200 * time.Millisecond}})
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}})
+	g := r.hold(t)
+	// The abandoned poll winds down only when the test lets it: the next
+	// scrape comes while it still runs.
+	windingDown, windDown := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	var closeOnce sync.Once
+	r.poller.ranHook = func() {
+		if first.CompareAndSwap(false, true) {
+			close(windingDown)
+			<-windDown
+		}
+	}
+	letWindDown := func() { closeOnce.Do(func() { close(windDown) }) }
+	t.Cleanup(letWindDown)
+
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		r.handler.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/metrics", nil).WithContext(ctx))
 	}()
-	waitFor(t, func() bool { return r.svc.InFlight() > 0 })
+	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 3 })
 	cancel()
 	<-done
-	// The next scrape comes at once, while the abandoned poll winds down.
+	<-windingDown
+	g.Open()
 	if body := r.scrape(t, ""); !strings.Contains(body, "deployment_service_up 1") {
 		t.Errorf("the scrape after an abandoned one joined the dying poll:\n%s", body)
 	}
+	letWindDown()
 }
 
 func TestShortScrapeDoesNotBlankTheInterval(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, Latency: 20 * time.Millisecond}, minInterval: time.Minute})
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, minInterval: time.Minute})
+	// Nothing answers before the short scrape's deadline.
+	g := r.hold(t)
 	if body := r.scrape(t, "0.0001"); !strings.Contains(body, "deployment_service_up 0") {
 		t.Fatalf("a scrape with no time to poll reported the service up:\n%s", body)
 	}
+	g.Open()
 	if body := r.scrape(t, ""); !strings.Contains(body, "deployment_service_up 1") {
 		t.Errorf("a scrape with time to poll was answered from a poll that had none:\n%s", body)
 	}
@@ -624,14 +823,20 @@ func TestScrapeBudget(t *testing.T) {
 	}
 }
 
+// waitLimit bounds the waits for events that take microseconds: it only
+// turns a hang into a failure, far enough off that a busy machine cannot
+// reach it.
+const waitLimit = time.Minute
+
+// waitFor polls cond until it holds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
+			t.Fatalf("condition not met within %v", waitLimit)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -63,7 +63,11 @@ func TestCloseEndsRequests(t *testing.T) {
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(t0); d > 3*time.Second {
+	// The handlers would take an hour: Close returning at all shows it
+	// ended them instead of waiting. The bound only turns a hang into a
+	// failure; it is far above the second Close allows for a graceful
+	// shutdown, so a busy machine cannot trip it.
+	if d := time.Since(t0); d > time.Minute {
 		t.Errorf("Close took %v", d)
 	}
 	if n := srv.Service.InFlight(); n != 0 {

@@ -1,8 +1,9 @@
 // Package sampleservice is an embedded sample of the deployment service API
 // that the exporter watches. It backs the exporter's --demo mode and serves
 // as the fake API in tests and benchmarks, so besides answering like the
-// real service it can misbehave on demand (see Fault) and records what it
-// was asked (see RequestRecord).
+// real service it can misbehave on demand (see Fault), hold requests until
+// a test lets them through (see Gate) and records what it was asked (see
+// RequestRecord).
 //
 // Entries are generated from their index and a seed rather than stored, and
 // bodies are streamed, so a service with millions of locations is as cheap
@@ -59,6 +60,7 @@ type Service struct {
 	faults       map[string]Fault
 	detailFaults map[int64]Fault
 
+	gates gates
 	stats stats
 }
 
@@ -127,6 +129,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.stats.begin(r, endpoint, authOK)
 	defer s.stats.end()
 
+	if g := s.gate(endpoint, id); g != nil && !g.pass(r.Context()) {
+		abort(w)
+		return
+	}
 	if !sleep(r.Context(), s.delay()) {
 		abort(w)
 		return

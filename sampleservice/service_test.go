@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestListsWalkToEveryID(t *testing.T) {
@@ -286,12 +285,12 @@ func TestMillionLocations(t *testing.T) {
 		t.Errorf("last page of 1M locations: %.0f allocs, page 1: %.0f", last, small)
 	}
 
+	// Every generated entry allocates, so the counts above also show that
+	// no entry before the page is generated; how long a deep page takes is
+	// measured by BenchmarkPage100Of1M, not asserted here, where a busy
+	// machine would make it flaky.
 	srv := start(t, Options{Locations: 1_000_000, PageSize: 100})
-	t0 := time.Now()
 	r := get(t, srv.URL()+"/api/projects/locations/?page=5000")
-	if d := time.Since(t0); d > time.Second {
-		t.Errorf("page took %v", d)
-	}
 	env := decode[envelopeBody](t, r.body)
 	if *env.Count != 1_000_000 || len(env.Results) != 100 || ids(t, env.Results)[0] != 499_901 {
 		t.Errorf("count %d, %d results", *env.Count, len(env.Results))

@@ -84,13 +84,20 @@ func TestLogIsBounded(t *testing.T) {
 }
 
 func TestMaxInFlight(t *testing.T) {
-	srv := start(t, Options{Latency: 100 * time.Millisecond})
+	srv := start(t, Options{})
+	// The gate keeps all of them in flight at once, however slowly they
+	// come.
+	g := srv.Service.Hold(EndpointRoot)
 	const n = 6
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() { get(t, srv.URL()+"/api/") })
 	}
-	waitFor(t, func() bool { return srv.Service.InFlight() == n })
+	await(t, g, func(c GateCounts) bool { return c.Held == n })
+	if got := srv.Service.InFlight(); got != n {
+		t.Errorf("InFlight %d, want %d", got, n)
+	}
+	g.Open()
 	wg.Wait()
 	if got := srv.Service.MaxInFlight(); got != n {
 		t.Errorf("MaxInFlight %d, want %d", got, n)
