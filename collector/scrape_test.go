@@ -509,7 +509,7 @@ func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
 		}
 		// The list request, cut short by the deadline, counts as a timeout.
 		<-c.done
-		if n := testutil.ToFloat64(r.requests.errors.WithLabelValues("locations", string(client.ReasonTimeout))); n != 1 {
+		if n := r.requests.errorCount(client.EndpointLocations, client.ReasonTimeout); n != 1 {
 			t.Errorf("request_errors_total{endpoint=\"locations\",reason=\"timeout\"} = %v, want 1", n)
 		}
 		return true
@@ -590,7 +590,7 @@ func TestRateLimitBoundsRequests(t *testing.T) {
 func (r *rig) timeouts() float64 {
 	sum := 0.0
 	for _, ep := range client.Endpoints {
-		sum += testutil.ToFloat64(r.requests.errors.WithLabelValues(string(ep), string(client.ReasonTimeout)))
+		sum += r.requests.errorCount(ep, client.ReasonTimeout)
 	}
 	return sum
 }
