@@ -7,11 +7,9 @@ import (
 	"net/url"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/alecthomas/units"
 	"github.com/prometheus/common/config"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -283,22 +281,3 @@ func validateMetricsPath(p string) error {
 	}
 	return nil
 }
-
-// byteSize is a kingpin value that takes a plain number of bytes or one
-// with a unit (64MiB, 10MB, 512KiB).
-type byteSize int64
-
-func (b *byteSize) Set(s string) error {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		*b = byteSize(n)
-		return nil
-	}
-	n, err := units.ParseStrictBytes(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a size in bytes, such as 67108864 or 64MiB", s)
-	}
-	*b = byteSize(n)
-	return nil
-}
-
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
