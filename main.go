@@ -99,7 +99,6 @@ func run(args []string) int {
 	}
 
 	reg := newRegistry(s.exporterMetrics)
-	s.target.Client.Observer = collector.NewRequestMetrics(reg)
 	store := moduleconfig.NewStore(f.configFile, reg, logger)
 	if err := store.Reload(); err != nil {
 		logger.Error("Invalid configuration", "err", err)
@@ -161,6 +160,9 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	single := ""
 	if s.base != nil {
 		single = client.RedactURL(s.base)
+		// Only with a single target: without one there are no requests
+		// to count, and /metrics has just the exporter's own metrics.
+		s.target.Client.Observer = collector.NewRequestMetrics(reg)
 		p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
 			Logger: logger, Recent: recent, Name: single,
 		})

@@ -392,7 +392,7 @@ func TestProbeFamiliesEndToEnd(t *testing.T) {
 		})
 	}
 	_, m := e.get(t, "/metrics")
-	for _, absent := range []string{"deployment_service_requests_total", "deployment_service_target_info", "deployment_service_up"} {
+	for _, absent := range []string{"deployment_service_requests_total", "deployment_service_request_errors_total", "deployment_service_target_info", "deployment_service_up"} {
 		if strings.Contains(m, absent) {
 			t.Errorf("/metrics without --api.url carries %s", absent)
 		}
@@ -504,7 +504,6 @@ func serveInProcess(t *testing.T, f flagValues) (*httptest.Server, *prometheus.R
 		t.Fatalf("validate: %v", err)
 	}
 	reg := newRegistry(s.exporterMetrics)
-	s.target.Client.Observer = collector.NewRequestMetrics(reg)
 	logger := promslog.NewNopLogger()
 	store := moduleconfig.NewStore(f.configFile, reg, logger)
 	if err := store.Reload(); err != nil {
