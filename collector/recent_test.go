@@ -237,3 +237,17 @@ func TestHeldOffPollNamesThePollThatMetThe429(t *testing.T) {
 		t.Errorf("the poll that met the 429 links to %d", rec.HoldOffPollID)
 	}
 }
+
+// TestTextViewNamesTheFlagsModule checks that the text view names the
+// module of the single target as the pages and the README do.
+func TestTextViewNamesTheFlagsModule(t *testing.T) {
+	for module, want := range map[string]string{"": "module (flags)\n", "prod": "module prod\n"} {
+		var b strings.Builder
+		if err := (&PollRecord{ID: 1, Target: "svc", Module: module}).WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "Poll 1 of svc, "+want) {
+			t.Errorf("module %q: text view lacks %q:\n%s", module, want, b.String())
+		}
+	}
+}
