@@ -192,6 +192,9 @@ func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 
 func parseBaseURL(raw string) (*url.URL, error) {
 	u, err := client.ParseBaseURL(raw)
+	if errors.Is(err, client.ErrURLCredentials) {
+		return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w: give the key through --api.key-file or %s", err, keyEnv)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
 	}

@@ -51,7 +51,7 @@ func TestValidateRefusesBadFlags(t *testing.T) {
 		{"no URL", func(f *flagValues) { f.apiURL = "" }, "--api.url"},
 		{"relative URL", func(f *flagValues) { f.apiURL = "deploy.example.com" }, "--api.url"},
 		{"wrong scheme", func(f *flagValues) { f.apiURL = "ftp://deploy.example.com" }, "--api.url"},
-		{"credentials in URL", func(f *flagValues) { f.apiURL = "https://user:hunter2@deploy.example.com" }, "--api.url"},
+		{"credentials in URL", func(f *flagValues) { f.apiURL = "https://user:hunter2@deploy.example.com" }, "--api.url (or DEPLOYMENT_SERVICE_URL): URL must not carry credentials: give the key through --api.key-file or DEPLOYMENT_SERVICE_API_KEY"},
 		{"unparsable URL", func(f *flagValues) { f.apiURL = "http://[::1" }, "--api.url"},
 		{"no key", func(f *flagValues) { f.key = "" }, "DEPLOYMENT_SERVICE_API_KEY"},
 		{"both key sources", func(f *flagValues) { f.keyFile = emptyKey }, "use one"},

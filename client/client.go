@@ -133,6 +133,11 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// ErrURLCredentials is the error of a base URL with a user or password in
+// it. Where the key should go instead depends on the caller: the key flags
+// for --api.url, the module for /probe.
+var ErrURLCredentials = errors.New("URL must not carry credentials")
+
 // ParseBaseURL parses and checks a base URL. Its errors never repeat the
 // input, which could carry credentials.
 func ParseBaseURL(raw string) (*url.URL, error) {
@@ -157,7 +162,7 @@ func ValidateBaseURL(u *url.URL) error {
 	case u.Host == "" || u.Hostname() == "":
 		return errors.New("URL has no host")
 	case u.User != nil:
-		return errors.New("URL must not carry credentials; give the key through the key file or environment")
+		return ErrURLCredentials
 	case u.RawQuery != "" || u.ForceQuery:
 		return errors.New("URL must not have a query")
 	case u.Fragment != "":

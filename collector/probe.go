@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -119,6 +120,9 @@ func ParseTarget(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
 	}
 	u, err := client.ParseBaseURL(raw)
+	if errors.Is(err, client.ErrURLCredentials) {
+		return nil, fmt.Errorf("target: %w: the key comes from the module's authorization", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
