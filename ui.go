@@ -42,8 +42,8 @@ form label{display:block}
 }`
 
 var pageFuncs = template.FuncMap{
-	"duration": roundDuration,
-	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"duration":   roundDuration,
+	"utc":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 	"moduleName": collector.ModuleName,
 }
 

@@ -93,7 +93,7 @@ type Client struct {
 
 // New validates cfg and builds a Client.
 func New(cfg Config) (*Client, error) {
-	if err := ValidateBaseURL(cfg.BaseURL); err != nil {
+	if err := validateBaseURL(cfg.BaseURL); err != nil {
 		return nil, err
 	}
 	if cfg.UserAgent == "" {
@@ -145,15 +145,15 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	if err != nil {
 		return nil, errors.New("not a valid URL: give an absolute http or https URL such as https://deploy.example.com")
 	}
-	if err := ValidateBaseURL(u); err != nil {
+	if err := validateBaseURL(u); err != nil {
 		return nil, err
 	}
 	return u, nil
 }
 
-// ValidateBaseURL checks that u can serve as a base URL: absolute http or
+// validateBaseURL checks that u can serve as a base URL: absolute http or
 // https, a host, and no credentials, query or fragment.
-func ValidateBaseURL(u *url.URL) error {
+func validateBaseURL(u *url.URL) error {
 	switch {
 	case u == nil:
 		return errors.New("no base URL")

@@ -18,7 +18,7 @@ var heldOff = &client.Error{Status: 429, Err: client.ErrHeldOff}
 
 // snapshotOf builds a snapshot whose root and lists answered with the given
 // errors (nil is up) and whose detail views answered with details.
-func snapshotOf(root, projects, locations error, details ...LocationState) *Snapshot {
+func snapshotOf(root, projects, locations error, details ...locationState) *Snapshot {
 	st := func(err error) EndpointState {
 		var e *client.Error
 		if errors.As(err, &e) {
@@ -43,8 +43,8 @@ func snapshotOf(root, projects, locations error, details ...LocationState) *Snap
 	return s
 }
 
-func detail(id int64, status int, err error) LocationState {
-	return LocationState{ID: id, Status: status, Err: err}
+func detail(id int64, status int, err error) locationState {
+	return locationState{ID: id, Status: status, Err: err}
 }
 
 func TestPollSummaryTellsTheTruth(t *testing.T) {

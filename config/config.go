@@ -20,8 +20,8 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
-// DefaultModule is the module /probe uses when the request names none.
-const DefaultModule = "default"
+// defaultModule is the module /probe uses when the request names none.
+const defaultModule = "default"
 
 // Config is the whole file.
 type Config struct {
@@ -78,23 +78,23 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 	return unmarshal((*plain)(m))
 }
 
-// Load reads and checks the file at path. Every error names the file and,
+// load reads and checks the file at path. Every error names the file and,
 // where the YAML library knows it, the line, and says what to fix.
-func Load(path string) (*Config, error) {
+func load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, errors.Unwrap(err))
 	}
-	cfg, err := Parse(b, filepath.Dir(path))
+	cfg, err := parse(b, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	return cfg, nil
 }
 
-// Parse reads a configuration from b; relative file names inside it are
+// parse reads a configuration from b; relative file names inside it are
 // taken relative to dir.
-func Parse(b []byte, dir string) (*Config, error) {
+func parse(b []byte, dir string) (*Config, error) {
 	var cfg Config
 	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
 		return nil, explainYAML(err)

@@ -27,7 +27,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 func TestParseValid(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "key", "abc\n")
-	cfg, err := Parse([]byte(`
+	cfg, err := parse([]byte(`
 modules:
   default:
     http_client_config:
@@ -50,7 +50,7 @@ modules:
     http_client_config: {authorization: {type: Token, credentials: b}}
 `), dir)
 	if err != nil {
-		t.Fatalf("Parse: %v", err)
+		t.Fatalf("parse: %v", err)
 	}
 	if got := strings.Join(cfg.ModuleNames(), ","); got != "bare,default,staging" {
 		t.Errorf("modules %s", got)
@@ -109,9 +109,9 @@ func TestParseInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeFile(t, dir, "config.yml", tt.yaml)
-			_, err := Load(path)
+			_, err := load(path)
 			if err == nil {
-				t.Fatal("Load accepted it")
+				t.Fatal("load accepted it")
 			}
 			msg := err.Error()
 			if !strings.Contains(msg, path) {
@@ -218,7 +218,7 @@ func TestShippedExampleParses(t *testing.T) {
 	writeFile(t, dir, "production.key", "p\n")
 	writeFile(t, dir, "staging.key", "s\n")
 	text := strings.ReplaceAll(string(b), "/etc/deployment-service/", dir+"/")
-	cfg, err := Parse([]byte(text), dir)
+	cfg, err := parse([]byte(text), dir)
 	if err != nil {
 		t.Fatalf("the shipped example does not parse: %v", err)
 	}

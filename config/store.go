@@ -70,7 +70,7 @@ func (s *Store) Reload() error {
 	cfg := &Config{}
 	var err error
 	if s.path != "" {
-		cfg, err = Load(s.path)
+		cfg, err = load(s.path)
 	}
 	if s.loadedHook != nil {
 		s.loadedHook()
@@ -112,7 +112,7 @@ func (s *Store) Lookup(name string) (collector.TargetSettings, any, error) {
 		return collector.TargetSettings{}, nil, errors.New("no modules are configured: start the exporter with --config.file to use /probe")
 	}
 	if name == "" {
-		m, ok := cfg.Modules[DefaultModule]
+		m, ok := cfg.Modules[defaultModule]
 		if !ok {
 			return collector.TargetSettings{}, nil, errNoDefault
 		}
