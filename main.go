@@ -181,7 +181,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
 	}
 	mux.Handle(metricsPath, metrics)
-	probe := collector.NewProbeHandler(store.Lookup, recent, logger.With("handler", "probe"))
+	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
 	mux.Handle("/probe", limit.wrap(probe))
 	// After a reload, the targets of changed or removed modules go at once,
 	// with their connections, rather than when next probed.

@@ -17,8 +17,8 @@ import (
 	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 )
 
-// defaultTimeout is the default of --api.timeout.
-const defaultTimeout = 10 * time.Second
+// defaultTimeout is the default of --api.timeout, a module's too.
+const defaultTimeout = moduleconfig.DefaultTimeout
 
 // keyEnv holds the API key itself. There is deliberately no flag for it,
 // so the key never shows in a process list.
@@ -105,7 +105,7 @@ func validate(f flagValues) (*settings, error) {
 			return nil, fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", id)
 		}
 	}
-	if err := collector.ValidateInfoFields(f.infoFields); err != nil {
+	if err := moduleconfig.ValidateInfoFields(f.infoFields); err != nil {
 		return nil, fmt.Errorf("--locations.info-field %w", err)
 	}
 	s.target = collector.TargetSettings{
@@ -283,4 +283,36 @@ func validateMetricsPath(p string) error {
 		return fmt.Errorf("--web.telemetry-path %q is taken by another endpoint of the exporter: choose another path", p)
 	}
 	return nil
+}
+
+// moduleSettings turns a module of the configuration file into what a
+// poll of one /probe target needs, as validate does for the flags.
+func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
+	return collector.TargetSettings{
+		Client: client.Config{
+			HTTPClientConfig: m.HTTPClientConfig,
+			Concurrency:      m.Concurrency,
+			MaxPages:         m.MaxPages,
+			MaxResponseBytes: m.MaxResponseBytes,
+			RateLimit:        m.RateLimit,
+			DisableGzip:      !m.Gzip,
+		},
+		DetailIDs:   m.Locations.DetailIDs,
+		DetailLimit: m.Locations.DetailLimit,
+		InfoFields:  m.Locations.InfoFields,
+		Timeout:     m.Timeout,
+		MinInterval: m.MinInterval,
+	}
+}
+
+// probeLookup gives /probe the modules of store. The module itself is the
+// version the probe handler compares after a reload.
+func probeLookup(store *moduleconfig.Store) collector.ModuleLookup {
+	return func(name string) (collector.TargetSettings, any, error) {
+		m, err := store.Lookup(name)
+		if err != nil {
+			return collector.TargetSettings{}, nil, err
+		}
+		return moduleSettings(m), m, nil
+	}
 }

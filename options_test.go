@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 )
 
 func goodFlags() flagValues {
@@ -319,5 +321,20 @@ func TestValidateDemoSubset(t *testing.T) {
 	s, err := validate(f)
 	if err != nil || s.target.DetailLimit != 0 || len(s.target.InfoFields) != 0 {
 		t.Errorf("single target without --locations.* flags: %+v, %v", s, err)
+	}
+}
+
+// TestModuleSettings checks that every setting of a module reaches the
+// poll of a /probe target.
+func TestModuleSettings(t *testing.T) {
+	cfg := &moduleconfig.Module{Timeout: 3 * time.Second, Concurrency: 2, MaxPages: 7, MaxResponseBytes: 99, RateLimit: 5, MinInterval: time.Minute}
+	cfg.Locations.DetailIDs = []int64{1, 2}
+	cfg.Locations.DetailLimit = 4
+	cfg.Locations.InfoFields = []string{"name"}
+	s := moduleSettings(cfg)
+	c := s.Client
+	if s.Timeout != 3*time.Second || s.MinInterval != time.Minute || len(s.DetailIDs) != 2 || s.DetailLimit != 4 || s.InfoFields[0] != "name" ||
+		c.Concurrency != 2 || c.MaxPages != 7 || c.MaxResponseBytes != 99 || c.RateLimit != 5 || !c.DisableGzip {
+		t.Errorf("settings: %+v", s)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"go.yaml.in/yaml/v2"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
-	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
 // defaultModule is the module /probe uses when the request names none.
@@ -59,10 +58,9 @@ type Locations struct {
 // moduleBlock is the key of a module's HTTP client settings.
 const moduleBlock = "http_client_config"
 
-// Defaults of a module, the same as those of the command line.
-const (
-	DefaultTimeout = 10 * time.Second
-)
+// DefaultTimeout bounds one poll unless a module or --api.timeout says
+// otherwise: the one default of both.
+const DefaultTimeout = 10 * time.Second
 
 // UnmarshalYAML applies the defaults before reading a module.
 func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
@@ -173,7 +171,7 @@ func (m *Module) validate() error {
 			return fmt.Errorf("locations.detail_ids: %d is negative", id)
 		}
 	}
-	if err := collector.ValidateInfoFields(m.Locations.InfoFields); err != nil {
+	if err := ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
 	}
 	if err := validateHeaders(&m.HTTPClientConfig, moduleBlock); err != nil {
@@ -247,23 +245,4 @@ func (c *Config) ModuleNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// Settings turns the module into what a poll of one target needs.
-func (m *Module) Settings() collector.TargetSettings {
-	return collector.TargetSettings{
-		Client: client.Config{
-			HTTPClientConfig: m.HTTPClientConfig,
-			Concurrency:      m.Concurrency,
-			MaxPages:         m.MaxPages,
-			MaxResponseBytes: m.MaxResponseBytes,
-			RateLimit:        m.RateLimit,
-			DisableGzip:      !m.Gzip,
-		},
-		DetailIDs:   m.Locations.DetailIDs,
-		DetailLimit: m.Locations.DetailLimit,
-		InfoFields:  m.Locations.InfoFields,
-		Timeout:     m.Timeout,
-		MinInterval: m.MinInterval,
-	}
 }

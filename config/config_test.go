@@ -55,19 +55,19 @@ modules:
 	if got := strings.Join(cfg.ModuleNames(), ","); got != "bare,default,staging" {
 		t.Errorf("modules %s", got)
 	}
-	d := cfg.Modules["default"].Settings()
-	if d.Timeout != 3*time.Second || d.Client.Concurrency != 2 || len(d.DetailIDs) != 3 || d.InfoFields[0] != "name" {
+	d := cfg.Modules["default"]
+	if d.Timeout != 3*time.Second || d.Concurrency != 2 || len(d.Locations.DetailIDs) != 3 || d.Locations.InfoFields[0] != "name" {
 		t.Errorf("default module settings: %+v", d)
 	}
 	if f := cfg.Modules["default"].HTTPClientConfig.Authorization.CredentialsFile; f != filepath.Join(dir, "key") {
 		t.Errorf("credentials_file %q not resolved against the file's directory", f)
 	}
-	s := cfg.Modules["staging"].Settings()
-	if s.Client.RateLimit != 5 || s.MinInterval != 30*time.Second || s.DetailLimit != 10 || s.Timeout != DefaultTimeout || !s.Client.DisableGzip {
+	s := cfg.Modules["staging"]
+	if s.RateLimit != 5 || s.MinInterval != 30*time.Second || s.Locations.DetailLimit != 10 || s.Timeout != DefaultTimeout || s.Gzip {
 		t.Errorf("staging module settings: %+v", s)
 	}
-	b := cfg.Modules["bare"].Settings()
-	if b.Client.Concurrency != 4 || b.Client.MaxPages == 0 || b.Client.MaxResponseBytes == 0 || b.Client.DisableGzip {
+	b := cfg.Modules["bare"]
+	if b.Concurrency != 4 || b.MaxPages == 0 || b.MaxResponseBytes == 0 || !b.Gzip {
 		t.Errorf("bare module lacks defaults: %+v", b)
 	}
 }
@@ -173,7 +173,7 @@ func TestStoreReload(t *testing.T) {
 		t.Fatal("a bad file was accepted")
 	}
 	okMetric(0)
-	if _, _, err := s.Lookup("other"); err != nil {
+	if _, err := s.Lookup("other"); err != nil {
 		t.Errorf("old module lost after a refused reload: %v", err)
 	}
 
@@ -183,13 +183,13 @@ func TestStoreReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	okMetric(1)
-	if _, _, err := s.Lookup("other"); err == nil {
+	if _, err := s.Lookup("other"); err == nil {
 		t.Error("a removed module is still served")
 	}
-	if _, _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "default") {
+	if _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "default") {
 		t.Errorf("no default module: error %v", err)
 	}
-	if _, _, err := s.Lookup("fresh"); err != nil {
+	if _, err := s.Lookup("fresh"); err != nil {
 		t.Error(err)
 	}
 }
@@ -202,7 +202,7 @@ func TestStoreWithoutFile(t *testing.T) {
 	if !s.Ready() {
 		t.Error("the command line alone is a loaded configuration")
 	}
-	if _, _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "--config.file") {
+	if _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "--config.file") {
 		t.Errorf("probe without modules: error %v", err)
 	}
 }
