@@ -52,23 +52,23 @@ func run(args []string) int {
 	var f flagValues
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
 	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)
-	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default(defaultTimeout.String()).DurationVar(&f.timeout)
-	app.Flag("api.concurrency", "Most requests in flight to the API at once during one poll.").Default(strconv.Itoa(client.DefaultConcurrency)).IntVar(&f.concurrency)
-	app.Flag("api.max-pages", "Most pages followed for one list.").Default(strconv.Itoa(client.DefaultMaxPages)).IntVar(&f.maxPages)
+	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default(defaultTimeout.String()).SetValue((*durationValue)(&f.timeout))
+	app.Flag("api.concurrency", "Most requests in flight to the API at once during one poll.").Default(strconv.Itoa(client.DefaultConcurrency)).SetValue((*intValue)(&f.concurrency))
+	app.Flag("api.max-pages", "Most pages followed for one list.").Default(strconv.Itoa(client.DefaultMaxPages)).SetValue((*intValue)(&f.maxPages))
 	app.Flag("api.max-response-bytes", "Largest response body read, in bytes or with a unit (64MiB); a larger body is a too_large error.").Default("64MiB").SetValue(&f.maxResponseBytes)
-	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").Float64Var(&f.rateLimit)
+	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").SetValue((*float64Value)(&f.rateLimit))
 	app.Flag("api.gzip", "Ask the service for gzip-compressed answers (--no-api.gzip: do not); --api.max-response-bytes bounds the decompressed body.").Default("true").BoolVar(&f.gzip)
-	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").DurationVar(&f.minInterval)
+	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").SetValue((*durationValue)(&f.minInterval))
 	var locationsGiven [3]bool
-	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&locationsGiven[0]).Int64ListVar(&f.detailIDs)
-	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&locationsGiven[1]).Default("0").IntVar(&f.detailLimit)
+	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&locationsGiven[0]).SetValue((*int64ListValue)(&f.detailIDs))
+	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&locationsGiven[1]).Default("0").SetValue((*intValue)(&f.detailLimit))
 	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&locationsGiven[2]).StringsVar(&f.infoFields)
 	app.Flag("api.http-config.file", "YAML file of prometheus/common HTTP client settings (tls_config, proxy_url, http_headers, ...) for the service behind /metrics; an authorization of type Token in it replaces the key flags.").StringVar(&f.httpConfigFile)
 	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
 	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s.", demoDetailLimit, demoInfoField)).BoolVar(&f.demo)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
-	app.Flag("web.max-requests", "Most scrape requests (metrics path and /probe together) served at once; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).IntVar(&f.maxRequests)
+	app.Flag("web.max-requests", "Most scrape requests (metrics path and /probe together) served at once; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intValue)(&f.maxRequests))
 	toolkitFlags := kingpinflag.AddFlags(app, defaultListenAddress)
 	logConfig := &promslog.Config{}
 	flag.AddFlags(app, logConfig)
@@ -76,8 +76,13 @@ func run(args []string) int {
 	app.UsageWriter(os.Stdout)
 	app.Version(version.Print(exporterName))
 	app.HelpFlag.Short('h')
+	nameFlagErrors(app)
 	if _, err := app.Parse(args); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: error: %v\n", exporterName, err)
+		msg := err.Error()
+		if m := switchWithValue(app, args); m != "" {
+			msg = m
+		}
+		fmt.Fprintf(os.Stderr, "%s: error: %s\n", exporterName, msg)
 		return 2
 	}
 	logger := promslog.New(logConfig)
@@ -94,7 +99,6 @@ func run(args []string) int {
 	}
 
 	reg := newRegistry(s.exporterMetrics)
-	s.target.Client.Observer = collector.NewRequestMetrics(reg)
 	store := moduleconfig.NewStore(f.configFile, reg, logger)
 	if err := store.Reload(); err != nil {
 		logger.Error("Invalid configuration", "err", err)
@@ -156,6 +160,9 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	single := ""
 	if s.base != nil {
 		single = client.RedactURL(s.base)
+		// Only with a single target: without one there are no requests
+		// to count, and /metrics has just the exporter's own metrics.
+		s.target.Client.Observer = collector.NewRequestMetrics(reg)
 		p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
 			Logger: logger, Recent: recent, Name: single,
 		})
@@ -174,7 +181,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
 	}
 	mux.Handle(metricsPath, metrics)
-	probe := collector.NewProbeHandler(store.Lookup, recent, logger.With("handler", "probe"))
+	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
 	mux.Handle("/probe", limit.wrap(probe))
 	// After a reload, the targets of changed or removed modules go at once,
 	// with their connections, rather than when next probed.

@@ -392,7 +392,7 @@ func TestProbeFamiliesEndToEnd(t *testing.T) {
 		})
 	}
 	_, m := e.get(t, "/metrics")
-	for _, absent := range []string{"deployment_service_requests_total", "deployment_service_target_info", "deployment_service_up"} {
+	for _, absent := range []string{"deployment_service_requests_total", "deployment_service_request_errors_total", "deployment_service_target_info", "deployment_service_up"} {
 		if strings.Contains(m, absent) {
 			t.Errorf("/metrics without --api.url carries %s", absent)
 		}
@@ -438,6 +438,46 @@ func TestStartupErrors(t *testing.T) {
 	}
 }
 
+// TestFlagValueErrors checks that a flag value kingpin cannot parse stops
+// the start with status 2 and one line naming the flag and what it takes.
+func TestFlagValueErrors(t *testing.T) {
+	tests := []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--api.timeout=abc"}, `--api.timeout: "abc" is not a duration, such as 10s`},
+		{nil, []string{"--api.min-interval=1"}, `--api.min-interval: "1" is not a duration, such as 10s`},
+		{nil, []string{"--locations.detail-id=abc"}, `--locations.detail-id: "abc" is not a whole number`},
+		{nil, []string{"--locations.detail-limit=x"}, `--locations.detail-limit: "x" is not a whole number`},
+		{nil, []string{"--api.max-pages=1.5"}, `--api.max-pages: "1.5" is not a whole number`},
+		{nil, []string{"--api.concurrency=2e3"}, `--api.concurrency: "2e3" is not a whole number`},
+		{nil, []string{"--web.max-requests=many"}, `--web.max-requests: "many" is not a whole number`},
+		{nil, []string{"--api.rate-limit=fast"}, `--api.rate-limit: "fast" is not a number`},
+		{nil, []string{"--api.max-response-bytes=abc"}, `--api.max-response-bytes: "abc" is not a size in bytes`},
+		{nil, []string{"--api.gzip=false"}, "--api.gzip takes no value: give --api.gzip or --no-api.gzip"},
+		{nil, []string{"--log.level=loud"}, "--log.level: "},
+		{[]string{"DEPLOYMENT_SERVICE_URL=http://127.0.0.1:1"}, []string{"--api.timeout=10"}, `--api.timeout: "10" is not a duration`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cmd := exec.Command(binary, tt.args...)
+			cmd.Env = append(cleanEnv(), tt.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Errorf("exit: %v, want status 2", err)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
+				t.Errorf("want one line with %q, got:\n%s", tt.want, stderr.String())
+			}
+		})
+	}
+}
+
 func TestVersionFlag(t *testing.T) {
 	out, err := exec.Command(binary, "--version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "deployment_service_exporter, version") {
@@ -464,7 +504,6 @@ func serveInProcess(t *testing.T, f flagValues) (*httptest.Server, *prometheus.R
 		t.Fatalf("validate: %v", err)
 	}
 	reg := newRegistry(s.exporterMetrics)
-	s.target.Client.Observer = collector.NewRequestMetrics(reg)
 	logger := promslog.NewNopLogger()
 	store := moduleconfig.NewStore(f.configFile, reg, logger)
 	if err := store.Reload(); err != nil {

@@ -7,11 +7,9 @@ import (
 	"net/url"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/alecthomas/units"
 	"github.com/prometheus/common/config"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -19,8 +17,8 @@ import (
 	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 )
 
-// defaultTimeout is the default of --api.timeout.
-const defaultTimeout = 10 * time.Second
+// defaultTimeout is the default of --api.timeout, a module's too.
+const defaultTimeout = moduleconfig.DefaultTimeout
 
 // keyEnv holds the API key itself. There is deliberately no flag for it,
 // so the key never shows in a process list.
@@ -107,7 +105,7 @@ func validate(f flagValues) (*settings, error) {
 			return nil, fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", id)
 		}
 	}
-	if err := collector.ValidateInfoFields(f.infoFields); err != nil {
+	if err := moduleconfig.ValidateInfoFields(f.infoFields); err != nil {
 		return nil, fmt.Errorf("--locations.info-field %w", err)
 	}
 	s.target = collector.TargetSettings{
@@ -194,6 +192,9 @@ func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 
 func parseBaseURL(raw string) (*url.URL, error) {
 	u, err := client.ParseBaseURL(raw)
+	if errors.Is(err, client.ErrURLCredentials) {
+		return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w: give the key through --api.key-file or %s", err, keyEnv)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
 	}
@@ -284,21 +285,34 @@ func validateMetricsPath(p string) error {
 	return nil
 }
 
-// byteSize is a kingpin value that takes a plain number of bytes or one
-// with a unit (64MiB, 10MB, 512KiB).
-type byteSize int64
-
-func (b *byteSize) Set(s string) error {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		*b = byteSize(n)
-		return nil
+// moduleSettings turns a module of the configuration file into what a
+// poll of one /probe target needs, as validate does for the flags.
+func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
+	return collector.TargetSettings{
+		Client: client.Config{
+			HTTPClientConfig: m.HTTPClientConfig,
+			Concurrency:      m.Concurrency,
+			MaxPages:         m.MaxPages,
+			MaxResponseBytes: m.MaxResponseBytes,
+			RateLimit:        m.RateLimit,
+			DisableGzip:      !m.Gzip,
+		},
+		DetailIDs:   m.Locations.DetailIDs,
+		DetailLimit: m.Locations.DetailLimit,
+		InfoFields:  m.Locations.InfoFields,
+		Timeout:     m.Timeout,
+		MinInterval: m.MinInterval,
 	}
-	n, err := units.ParseStrictBytes(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a size in bytes, such as 67108864 or 64MiB", s)
-	}
-	*b = byteSize(n)
-	return nil
 }
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+// probeLookup gives /probe the modules of store. The module itself is the
+// version the probe handler compares after a reload.
+func probeLookup(store *moduleconfig.Store) collector.ModuleLookup {
+	return func(name string) (collector.TargetSettings, any, error) {
+		m, err := store.Lookup(name)
+		if err != nil {
+			return collector.TargetSettings{}, nil, err
+		}
+		return moduleSettings(m), m, nil
+	}
+}

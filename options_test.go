@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 )
 
 func goodFlags() flagValues {
@@ -51,7 +53,7 @@ func TestValidateRefusesBadFlags(t *testing.T) {
 		{"no URL", func(f *flagValues) { f.apiURL = "" }, "--api.url"},
 		{"relative URL", func(f *flagValues) { f.apiURL = "deploy.example.com" }, "--api.url"},
 		{"wrong scheme", func(f *flagValues) { f.apiURL = "ftp://deploy.example.com" }, "--api.url"},
-		{"credentials in URL", func(f *flagValues) { f.apiURL = "https://user:hunter2@deploy.example.com" }, "--api.url"},
+		{"credentials in URL", func(f *flagValues) { f.apiURL = "https://user:hunter2@deploy.example.com" }, "--api.url (or DEPLOYMENT_SERVICE_URL): URL must not carry credentials: give the key through --api.key-file or DEPLOYMENT_SERVICE_API_KEY"},
 		{"unparsable URL", func(f *flagValues) { f.apiURL = "http://[::1" }, "--api.url"},
 		{"no key", func(f *flagValues) { f.key = "" }, "DEPLOYMENT_SERVICE_API_KEY"},
 		{"both key sources", func(f *flagValues) { f.keyFile = emptyKey }, "use one"},
@@ -319,5 +321,20 @@ func TestValidateDemoSubset(t *testing.T) {
 	s, err := validate(f)
 	if err != nil || s.target.DetailLimit != 0 || len(s.target.InfoFields) != 0 {
 		t.Errorf("single target without --locations.* flags: %+v, %v", s, err)
+	}
+}
+
+// TestModuleSettings checks that every setting of a module reaches the
+// poll of a /probe target.
+func TestModuleSettings(t *testing.T) {
+	cfg := &moduleconfig.Module{Timeout: 3 * time.Second, Concurrency: 2, MaxPages: 7, MaxResponseBytes: 99, RateLimit: 5, MinInterval: time.Minute}
+	cfg.Locations.DetailIDs = []int64{1, 2}
+	cfg.Locations.DetailLimit = 4
+	cfg.Locations.InfoFields = []string{"name"}
+	s := moduleSettings(cfg)
+	c := s.Client
+	if s.Timeout != 3*time.Second || s.MinInterval != time.Minute || len(s.DetailIDs) != 2 || s.DetailLimit != 4 || s.InfoFields[0] != "name" ||
+		c.Concurrency != 2 || c.MaxPages != 7 || c.MaxResponseBytes != 99 || c.RateLimit != 5 || !c.DisableGzip {
+		t.Errorf("settings: %+v", s)
 	}
 }

@@ -42,14 +42,9 @@ form label{display:block}
 }`
 
 var pageFuncs = template.FuncMap{
-	"duration": roundDuration,
-	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"moduleName": func(m string) string {
-		if m == "" {
-			return "(flags)"
-		}
-		return m
-	},
+	"duration":   roundDuration,
+	"utc":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"moduleName": collector.ModuleName,
 }
 
 var pageTemplates = template.Must(template.New("landing").Funcs(pageFuncs).Parse(`<!DOCTYPE html>

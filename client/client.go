@@ -93,7 +93,7 @@ type Client struct {
 
 // New validates cfg and builds a Client.
 func New(cfg Config) (*Client, error) {
-	if err := ValidateBaseURL(cfg.BaseURL); err != nil {
+	if err := validateBaseURL(cfg.BaseURL); err != nil {
 		return nil, err
 	}
 	if cfg.UserAgent == "" {
@@ -133,6 +133,11 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// ErrURLCredentials is the error of a base URL with a user or password in
+// it. Where the key should go instead depends on the caller: the key flags
+// for --api.url, the module for /probe.
+var ErrURLCredentials = errors.New("URL must not carry credentials")
+
 // ParseBaseURL parses and checks a base URL. Its errors never repeat the
 // input, which could carry credentials.
 func ParseBaseURL(raw string) (*url.URL, error) {
@@ -140,15 +145,15 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	if err != nil {
 		return nil, errors.New("not a valid URL: give an absolute http or https URL such as https://deploy.example.com")
 	}
-	if err := ValidateBaseURL(u); err != nil {
+	if err := validateBaseURL(u); err != nil {
 		return nil, err
 	}
 	return u, nil
 }
 
-// ValidateBaseURL checks that u can serve as a base URL: absolute http or
+// validateBaseURL checks that u can serve as a base URL: absolute http or
 // https, a host, and no credentials, query or fragment.
-func ValidateBaseURL(u *url.URL) error {
+func validateBaseURL(u *url.URL) error {
 	switch {
 	case u == nil:
 		return errors.New("no base URL")
@@ -157,7 +162,7 @@ func ValidateBaseURL(u *url.URL) error {
 	case u.Host == "" || u.Hostname() == "":
 		return errors.New("URL has no host")
 	case u.User != nil:
-		return errors.New("URL must not carry credentials; give the key through the key file or environment")
+		return ErrURLCredentials
 	case u.RawQuery != "" || u.ForceQuery:
 		return errors.New("URL must not have a query")
 	case u.Fragment != "":

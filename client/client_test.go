@@ -730,13 +730,13 @@ func TestValidateBaseURL(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if err := ValidateBaseURL(u); err == nil {
-			t.Errorf("ValidateBaseURL(%q) accepted it", raw)
+		if err := validateBaseURL(u); err == nil {
+			t.Errorf("validateBaseURL(%q) accepted it", raw)
 		}
 	}
 	u, _ := url.Parse("https://deploy.example.com/prefix/")
-	if err := ValidateBaseURL(u); err != nil {
-		t.Errorf("ValidateBaseURL refused a good URL: %v", err)
+	if err := validateBaseURL(u); err != nil {
+		t.Errorf("validateBaseURL refused a good URL: %v", err)
 	}
 }
 

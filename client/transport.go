@@ -259,14 +259,7 @@ func (l *lease) begin() {
 }
 
 // end counts a request done, and trims the pool once none is in flight.
-func (l *lease) end() {
-	l.t.mu.Lock()
-	p := l.t.pool(l.key)
-	p.inflight--
-	victims := l.t.trim(l.key, p)
-	l.t.mu.Unlock()
-	closeConns(victims)
-}
+func (l *lease) end() { l.drop(func(p *connPool) { p.inflight-- }) }
 
 // release ends the Client's use of the pool, closing its connections if
 // it was the last Client and nothing is in flight. It is idempotent.
@@ -274,9 +267,15 @@ func (l *lease) release() {
 	if l.released.Swap(true) {
 		return
 	}
+	l.drop(func(p *connPool) { p.clients-- })
+}
+
+// drop lowers a count of the pool with less, then closes the connections
+// that trim takes out, outside the lock.
+func (l *lease) drop(less func(*connPool)) {
 	l.t.mu.Lock()
 	p := l.t.pool(l.key)
-	p.clients--
+	less(p)
 	victims := l.t.trim(l.key, p)
 	l.t.mu.Unlock()
 	closeConns(victims)

@@ -44,7 +44,7 @@ func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout ti
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), ScrapeBudget(r, h.timeout))
+	ctx, cancel := context.WithTimeout(r.Context(), scrapeBudget(r, h.timeout))
 	defer cancel()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(h.metrics.Collector(h.poller.Poll(ctx)))
@@ -106,10 +106,10 @@ func (l scrapeErrorLog) Println(v ...any) {
 	l.logger.Error("Cannot serve metrics", "err", msg)
 }
 
-// ScrapeBudget is the time a poll may take for request r: the scrape
+// scrapeBudget is the time a poll may take for request r: the scrape
 // timeout Prometheus sends, less a margin to encode the answer, and never
 // more than limit.
-func ScrapeBudget(r *http.Request, limit time.Duration) time.Duration {
+func scrapeBudget(r *http.Request, limit time.Duration) time.Duration {
 	v := r.Header.Get(scrapeTimeoutHeader)
 	if v == "" {
 		return limit

@@ -40,7 +40,7 @@ type pollRun struct {
 	projects  *client.ListResult
 	locations *client.ListResult
 	seen      map[int64]bool
-	details   map[int64]*LocationState
+	details   map[int64]*locationState
 	detailSum detailSummary
 	// settled tells that the poll's outcome no longer depends on its
 	// scrapes: every result has arrived, or its deadline has passed.
@@ -98,7 +98,7 @@ func (d *detailSummary) status(pending bool) int {
 func newPollRun(ctx context.Context, t *Target, trace *client.Trace, budget time.Duration) *pollRun {
 	return &pollRun{
 		ctx: ctx, t: t, start: time.Now(), trace: trace, budget: budget,
-		seen: make(map[int64]bool), details: make(map[int64]*LocationState),
+		seen: make(map[int64]bool), details: make(map[int64]*locationState),
 	}
 }
 
@@ -190,7 +190,7 @@ func (p *pollRun) detail(id int64) {
 		end := time.Now()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		p.details[id] = &LocationState{ID: id, Status: r.Status, Duration: r.Duration, Err: r.Err, Fields: r.Fields}
+		p.details[id] = &locationState{ID: id, Status: r.Status, Duration: r.Duration, Err: r.Err, Fields: r.Fields}
 		p.detailSum.add(start, end, r.Status, r.Err)
 	}()
 }
@@ -232,9 +232,9 @@ func (p *pollRun) snapshot() *Snapshot {
 			continue
 		}
 		pending = true
-		s.Details = append(s.Details, LocationState{ID: id, Duration: now.Sub(p.start), Err: errTooLate})
+		s.Details = append(s.Details, locationState{ID: id, Duration: now.Sub(p.start), Err: errTooLate})
 	}
-	slices.SortFunc(s.Details, func(a, b LocationState) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.Details, func(a, b locationState) int { return cmp.Compare(a.ID, b.ID) })
 	switch d := &p.detailSum; {
 	case pending:
 		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.status(true), Duration: now.Sub(p.start), Err: errTooLate}

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -84,7 +85,7 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 // ServeHTTP implements http.Handler.
 func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	target, err := ParseTarget(q.Get("target"))
+	target, err := parseTarget(q.Get("target"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -95,7 +96,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), ScrapeBudget(r, e.timeout))
+	ctx, cancel := context.WithTimeout(r.Context(), scrapeBudget(r, e.timeout))
 	defer cancel()
 	snap := e.poller.Poll(ctx)
 	if q.Get("debug") == "true" {
@@ -109,16 +110,19 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveGatherer(w, r, reg, h.logger)
 }
 
-// ParseTarget checks a /probe target: an absolute http or https base URL
+// parseTarget checks a /probe target: an absolute http or https base URL
 // without credentials, query or fragment. It returns the target in one
 // spelling (see normalizeTarget), so that spellings of one service share
 // one poller. Its errors never repeat the target, which could carry
 // credentials.
-func ParseTarget(raw string) (*url.URL, error) {
+func parseTarget(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
 	}
 	u, err := client.ParseBaseURL(raw)
+	if errors.Is(err, client.ErrURLCredentials) {
+		return nil, fmt.Errorf("target: %w: the key comes from the module's authorization", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}

@@ -157,7 +157,7 @@ func TestProbeCountsTimeouts(t *testing.T) {
 	s := keySettings("k-probe")
 	s.Timeout = 200 * time.Millisecond
 	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": s}), nil, nil)
-	target, err := ParseTarget(srv.URL)
+	target, err := parseTarget(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ deployment_service_target_info{url="`+srv.URL+`"} 1
 
 func mustTarget(t *testing.T, raw string) *url.URL {
 	t.Helper()
-	u, err := ParseTarget(raw)
+	u, err := parseTarget(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

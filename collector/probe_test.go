@@ -135,7 +135,7 @@ func TestProbeRefusesBadRequests(t *testing.T) {
 		{"empty target", "target=", "target parameter is missing"},
 		{"relative target", "target=deploy.example.com", "http or https"},
 		{"other scheme", "target=" + url.QueryEscape("ftp://deploy.example.com"), "http or https"},
-		{"credentials in target", "target=" + url.QueryEscape("http://user:hunter2@deploy.example.com"), "credentials"},
+		{"credentials in target", "target=" + url.QueryEscape("http://user:hunter2@deploy.example.com"), "URL must not carry credentials: the key comes from the module's authorization"},
 		{"query in target", "target=" + url.QueryEscape("http://deploy.example.com/?a=b"), "query"},
 		{"bad URL", "target=" + url.QueryEscape("http://[::1"), "not a valid URL"},
 		{"unknown module", "module=nope&target=" + url.QueryEscape("http://127.0.0.1:1"), `unknown module "nope"`},

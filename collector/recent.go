@@ -294,12 +294,19 @@ func failureKind(err error) string {
 	return string(client.ReasonOf(err))
 }
 
+// ModuleName is how the pages and the text view name a poll's module:
+// the poll of the single target behind /metrics has none, and is set by
+// the flags.
+func ModuleName(module string) string {
+	if module == "" {
+		return "(flags)"
+	}
+	return module
+}
+
 // WriteText writes the debug view of rec as plain text, for curl users.
 func (rec *PollRecord) WriteText(w io.Writer) error {
-	module := rec.Module
-	if module == "" {
-		module = "(command-line flags)"
-	}
+	module := ModuleName(rec.Module)
 	var b strings.Builder
 	if rec.ID == 0 {
 		// A poll made for this view only, kept nowhere.

@@ -18,7 +18,7 @@ var heldOff = &client.Error{Status: 429, Err: client.ErrHeldOff}
 
 // snapshotOf builds a snapshot whose root and lists answered with the given
 // errors (nil is up) and whose detail views answered with details.
-func snapshotOf(root, projects, locations error, details ...LocationState) *Snapshot {
+func snapshotOf(root, projects, locations error, details ...locationState) *Snapshot {
 	st := func(err error) EndpointState {
 		var e *client.Error
 		if errors.As(err, &e) {
@@ -43,8 +43,8 @@ func snapshotOf(root, projects, locations error, details ...LocationState) *Snap
 	return s
 }
 
-func detail(id int64, status int, err error) LocationState {
-	return LocationState{ID: id, Status: status, Err: err}
+func detail(id int64, status int, err error) locationState {
+	return locationState{ID: id, Status: status, Err: err}
 }
 
 func TestPollSummaryTellsTheTruth(t *testing.T) {
@@ -235,5 +235,19 @@ func TestHeldOffPollNamesThePollThatMetThe429(t *testing.T) {
 	}
 	if rec, _ := log.Get(3); rec.HoldOffPollID != 0 || rec.SentNothing() {
 		t.Errorf("the poll that met the 429 links to %d", rec.HoldOffPollID)
+	}
+}
+
+// TestTextViewNamesTheFlagsModule checks that the text view names the
+// module of the single target as the pages and the README do.
+func TestTextViewNamesTheFlagsModule(t *testing.T) {
+	for module, want := range map[string]string{"": "module (flags)\n", "prod": "module prod\n"} {
+		var b strings.Builder
+		if err := (&PollRecord{ID: 1, Target: "svc", Module: module}).WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "Poll 1 of svc, "+want) {
+			t.Errorf("module %q: text view lacks %q:\n%s", module, want, b.String())
+		}
 	}
 }

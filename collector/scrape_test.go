@@ -453,7 +453,7 @@ func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
 		g := r.hold(t, sampleservice.EndpointLocations)
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.Header.Set(scrapeTimeoutHeader, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
-		budget := ScrapeBudget(req, time.Minute)
+		budget := scrapeBudget(req, time.Minute)
 		if budget <= 0 || budget >= timeout {
 			t.Fatalf("the budget of a %v scrape timeout is %v", timeout, budget)
 		}
@@ -817,7 +817,7 @@ func TestScrapeBudget(t *testing.T) {
 		if tt.header != "" {
 			req.Header.Set(scrapeTimeoutHeader, tt.header)
 		}
-		if got := ScrapeBudget(req, tt.limit); got != tt.want {
+		if got := scrapeBudget(req, tt.limit); got != tt.want {
 			t.Errorf("header %q limit %v: budget %v, want %v", tt.header, tt.limit, got, tt.want)
 		}
 	}

@@ -20,7 +20,7 @@ type Snapshot struct {
 	// Projects and Locations are the list counts, when the lists were read.
 	Projects, Locations Count
 	// Details holds the detail subset, sorted by id.
-	Details []LocationState
+	Details []locationState
 	// HoldOffUntil is when the hold-off in force as the snapshot was made
 	// ends, the zero time when none was: the service answered 429 or 503
 	// with Retry-After, and the exporter sends it nothing until then.
@@ -96,8 +96,8 @@ type Count struct {
 	Known bool
 }
 
-// LocationState is the outcome of one location's detail view.
-type LocationState struct {
+// locationState is the outcome of one location's detail view.
+type locationState struct {
 	ID       int64
 	Status   int
 	Duration time.Duration
@@ -128,7 +128,7 @@ func failedSnapshot(start time.Time, t *Target, status int, err error) *Snapshot
 		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: status, Err: err}
 	}
 	for _, id := range t.DetailIDs {
-		s.Details = append(s.Details, LocationState{ID: id, Status: status, Err: err})
+		s.Details = append(s.Details, locationState{ID: id, Status: status, Err: err})
 	}
 	return s
 }

@@ -30,7 +30,7 @@ func TestParseTargetSpellsOneTargetOneWay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, raw := range tt.spellings {
-			u, err := ParseTarget(raw)
+			u, err := parseTarget(raw)
 			if err != nil {
 				t.Errorf("%s: %v", raw, err)
 				continue

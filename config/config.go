@@ -17,11 +17,10 @@ import (
 	"go.yaml.in/yaml/v2"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
-	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
-// DefaultModule is the module /probe uses when the request names none.
-const DefaultModule = "default"
+// defaultModule is the module /probe uses when the request names none.
+const defaultModule = "default"
 
 // Config is the whole file.
 type Config struct {
@@ -59,10 +58,9 @@ type Locations struct {
 // moduleBlock is the key of a module's HTTP client settings.
 const moduleBlock = "http_client_config"
 
-// Defaults of a module, the same as those of the command line.
-const (
-	DefaultTimeout = 10 * time.Second
-)
+// DefaultTimeout bounds one poll unless a module or --api.timeout says
+// otherwise: the one default of both.
+const DefaultTimeout = 10 * time.Second
 
 // UnmarshalYAML applies the defaults before reading a module.
 func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
@@ -78,23 +76,23 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 	return unmarshal((*plain)(m))
 }
 
-// Load reads and checks the file at path. Every error names the file and,
+// load reads and checks the file at path. Every error names the file and,
 // where the YAML library knows it, the line, and says what to fix.
-func Load(path string) (*Config, error) {
+func load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, errors.Unwrap(err))
 	}
-	cfg, err := Parse(b, filepath.Dir(path))
+	cfg, err := parse(b, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	return cfg, nil
 }
 
-// Parse reads a configuration from b; relative file names inside it are
+// parse reads a configuration from b; relative file names inside it are
 // taken relative to dir.
-func Parse(b []byte, dir string) (*Config, error) {
+func parse(b []byte, dir string) (*Config, error) {
 	var cfg Config
 	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
 		return nil, explainYAML(err)
@@ -173,7 +171,7 @@ func (m *Module) validate() error {
 			return fmt.Errorf("locations.detail_ids: %d is negative", id)
 		}
 	}
-	if err := collector.ValidateInfoFields(m.Locations.InfoFields); err != nil {
+	if err := ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
 	}
 	if err := validateHeaders(&m.HTTPClientConfig, moduleBlock); err != nil {
@@ -247,23 +245,4 @@ func (c *Config) ModuleNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// Settings turns the module into what a poll of one target needs.
-func (m *Module) Settings() collector.TargetSettings {
-	return collector.TargetSettings{
-		Client: client.Config{
-			HTTPClientConfig: m.HTTPClientConfig,
-			Concurrency:      m.Concurrency,
-			MaxPages:         m.MaxPages,
-			MaxResponseBytes: m.MaxResponseBytes,
-			RateLimit:        m.RateLimit,
-			DisableGzip:      !m.Gzip,
-		},
-		DetailIDs:   m.Locations.DetailIDs,
-		DetailLimit: m.Locations.DetailLimit,
-		InfoFields:  m.Locations.InfoFields,
-		Timeout:     m.Timeout,
-		MinInterval: m.MinInterval,
-	}
 }

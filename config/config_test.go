@@ -27,7 +27,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 func TestParseValid(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "key", "abc\n")
-	cfg, err := Parse([]byte(`
+	cfg, err := parse([]byte(`
 modules:
   default:
     http_client_config:
@@ -50,24 +50,24 @@ modules:
     http_client_config: {authorization: {type: Token, credentials: b}}
 `), dir)
 	if err != nil {
-		t.Fatalf("Parse: %v", err)
+		t.Fatalf("parse: %v", err)
 	}
 	if got := strings.Join(cfg.ModuleNames(), ","); got != "bare,default,staging" {
 		t.Errorf("modules %s", got)
 	}
-	d := cfg.Modules["default"].Settings()
-	if d.Timeout != 3*time.Second || d.Client.Concurrency != 2 || len(d.DetailIDs) != 3 || d.InfoFields[0] != "name" {
+	d := cfg.Modules["default"]
+	if d.Timeout != 3*time.Second || d.Concurrency != 2 || len(d.Locations.DetailIDs) != 3 || d.Locations.InfoFields[0] != "name" {
 		t.Errorf("default module settings: %+v", d)
 	}
 	if f := cfg.Modules["default"].HTTPClientConfig.Authorization.CredentialsFile; f != filepath.Join(dir, "key") {
 		t.Errorf("credentials_file %q not resolved against the file's directory", f)
 	}
-	s := cfg.Modules["staging"].Settings()
-	if s.Client.RateLimit != 5 || s.MinInterval != 30*time.Second || s.DetailLimit != 10 || s.Timeout != DefaultTimeout || !s.Client.DisableGzip {
+	s := cfg.Modules["staging"]
+	if s.RateLimit != 5 || s.MinInterval != 30*time.Second || s.Locations.DetailLimit != 10 || s.Timeout != DefaultTimeout || s.Gzip {
 		t.Errorf("staging module settings: %+v", s)
 	}
-	b := cfg.Modules["bare"].Settings()
-	if b.Client.Concurrency != 4 || b.Client.MaxPages == 0 || b.Client.MaxResponseBytes == 0 || b.Client.DisableGzip {
+	b := cfg.Modules["bare"]
+	if b.Concurrency != 4 || b.MaxPages == 0 || b.MaxResponseBytes == 0 || !b.Gzip {
 		t.Errorf("bare module lacks defaults: %+v", b)
 	}
 }
@@ -109,9 +109,9 @@ func TestParseInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeFile(t, dir, "config.yml", tt.yaml)
-			_, err := Load(path)
+			_, err := load(path)
 			if err == nil {
-				t.Fatal("Load accepted it")
+				t.Fatal("load accepted it")
 			}
 			msg := err.Error()
 			if !strings.Contains(msg, path) {
@@ -173,7 +173,7 @@ func TestStoreReload(t *testing.T) {
 		t.Fatal("a bad file was accepted")
 	}
 	okMetric(0)
-	if _, _, err := s.Lookup("other"); err != nil {
+	if _, err := s.Lookup("other"); err != nil {
 		t.Errorf("old module lost after a refused reload: %v", err)
 	}
 
@@ -183,13 +183,13 @@ func TestStoreReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	okMetric(1)
-	if _, _, err := s.Lookup("other"); err == nil {
+	if _, err := s.Lookup("other"); err == nil {
 		t.Error("a removed module is still served")
 	}
-	if _, _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "default") {
+	if _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "default") {
 		t.Errorf("no default module: error %v", err)
 	}
-	if _, _, err := s.Lookup("fresh"); err != nil {
+	if _, err := s.Lookup("fresh"); err != nil {
 		t.Error(err)
 	}
 }
@@ -202,7 +202,7 @@ func TestStoreWithoutFile(t *testing.T) {
 	if !s.Ready() {
 		t.Error("the command line alone is a loaded configuration")
 	}
-	if _, _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "--config.file") {
+	if _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "--config.file") {
 		t.Errorf("probe without modules: error %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func TestShippedExampleParses(t *testing.T) {
 	writeFile(t, dir, "production.key", "p\n")
 	writeFile(t, dir, "staging.key", "s\n")
 	text := strings.ReplaceAll(string(b), "/etc/deployment-service/", dir+"/")
-	cfg, err := Parse([]byte(text), dir)
+	cfg, err := parse([]byte(text), dir)
 	if err != nil {
 		t.Fatalf("the shipped example does not parse: %v", err)
 	}

@@ -163,7 +163,7 @@ func TestLoadHTTPClientConfigInvalid(t *testing.T) {
 // TestModuleProxyURLErrorQuotesNoPassword covers the module file too:
 // net/url quotes a URL that does not parse, password included.
 func TestModuleProxyURLErrorQuotesNoPassword(t *testing.T) {
-	_, err := Parse([]byte("modules:\n  m:\n    http_client_config: {proxy_url: 'http://u:hunter2@[::1', authorization: {type: Token, credentials: k}}\n"), t.TempDir())
+	_, err := parse([]byte("modules:\n  m:\n    http_client_config: {proxy_url: 'http://u:hunter2@[::1', authorization: {type: Token, credentials: k}}\n"), t.TempDir())
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error %v", err)
 	}

@@ -7,8 +7,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
 // Store holds the configuration in use and swaps it on reload. A file that
@@ -70,7 +68,7 @@ func (s *Store) Reload() error {
 	cfg := &Config{}
 	var err error
 	if s.path != "" {
-		cfg, err = Load(s.path)
+		cfg, err = load(s.path)
 	}
 	if s.loadedHook != nil {
 		s.loadedHook()
@@ -101,28 +99,28 @@ func (s *Store) Ready() bool {
 // default.
 var errNoDefault = errors.New("no module given and the configuration has no module named default: add module=<name>")
 
-// Lookup implements collector.ModuleLookup: it returns the settings of the
-// module named name (default when empty) and the module itself, whose
-// contents tell whether a reload changed it.
-func (s *Store) Lookup(name string) (collector.TargetSettings, any, error) {
+// Lookup returns the module named name (default when empty). /probe
+// turns it into a target's settings, and compares it with the one it last
+// saw to tell whether a reload changed it.
+func (s *Store) Lookup(name string) (*Module, error) {
 	s.mu.RLock()
 	cfg := s.cfg
 	s.mu.RUnlock()
 	if cfg == nil || len(cfg.Modules) == 0 {
-		return collector.TargetSettings{}, nil, errors.New("no modules are configured: start the exporter with --config.file to use /probe")
+		return nil, errors.New("no modules are configured: start the exporter with --config.file to use /probe")
 	}
 	if name == "" {
-		m, ok := cfg.Modules[DefaultModule]
+		m, ok := cfg.Modules[defaultModule]
 		if !ok {
-			return collector.TargetSettings{}, nil, errNoDefault
+			return nil, errNoDefault
 		}
-		return m.Settings(), m, nil
+		return m, nil
 	}
 	m, ok := cfg.Modules[name]
 	if !ok {
-		return collector.TargetSettings{}, nil, fmt.Errorf("unknown module %q: use one of the configuration file's modules", name)
+		return nil, fmt.Errorf("unknown module %q: use one of the configuration file's modules", name)
 	}
-	return m.Settings(), m, nil
+	return m, nil
 }
 
 // ModuleNames returns the names of the modules in use, sorted.

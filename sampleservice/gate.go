@@ -13,8 +13,8 @@ import (
 // logged, and counts as in flight; one whose client gives up while held
 // ends without an answer.
 //
-// A Gate starts closed. Create one with NewGate and put it in front of
-// endpoints with SetGate or SetDetailGate, or let Hold do both. All methods
+// A Gate starts closed. Create one with newGate and put it in front of
+// endpoints with setGate or setDetailGate, or let Hold do both. All methods
 // are safe for concurrent use.
 type Gate struct {
 	mu     sync.Mutex
@@ -35,8 +35,8 @@ type GateCounts struct {
 	Arrived, Passed, Held, Abandoned int
 }
 
-// NewGate returns a closed gate.
-func NewGate() *Gate {
+// newGate returns a closed gate.
+func newGate() *Gate {
 	return &Gate{changed: make(chan struct{})}
 }
 
@@ -99,9 +99,9 @@ func (g *Gate) Await(ctx context.Context, cond func(GateCounts) bool) error {
 	}
 }
 
-// AwaitHeld blocks until at least n requests are held at the gate, or ctx
+// awaitHeld blocks until at least n requests are held at the gate, or ctx
 // ends.
-func (g *Gate) AwaitHeld(ctx context.Context, n int) error {
+func (g *Gate) awaitHeld(ctx context.Context, n int) error {
 	return g.Await(ctx, func(c GateCounts) bool { return c.Held >= n })
 }
 
@@ -163,10 +163,10 @@ type gates struct {
 	detail   map[int64]*Gate
 }
 
-// SetGate puts g in front of endpoint (one of the Endpoint constants):
+// setGate puts g in front of endpoint (one of the Endpoint constants):
 // every request to it waits there until g lets it through. A nil g removes
 // the gate. An unknown endpoint panics, as in SetFault.
-func (s *Service) SetGate(endpoint string, g *Gate) {
+func (s *Service) setGate(endpoint string, g *Gate) {
 	switch endpoint {
 	case EndpointRoot, EndpointProjects, EndpointLocations, EndpointLocationDetail:
 	default:
@@ -184,10 +184,10 @@ func (s *Service) SetGate(endpoint string, g *Gate) {
 	}
 }
 
-// SetDetailGate puts g in front of the detail view of one location id,
+// setDetailGate puts g in front of the detail view of one location id,
 // instead of any gate of the whole location_detail endpoint. A nil g
 // removes it.
-func (s *Service) SetDetailGate(id int, g *Gate) {
+func (s *Service) setDetailGate(id int, g *Gate) {
 	s.gates.mu.Lock()
 	defer s.gates.mu.Unlock()
 	if s.gates.detail == nil {
@@ -206,9 +206,9 @@ func (s *Service) Hold(endpoints ...string) *Gate {
 	if len(endpoints) == 0 {
 		endpoints = []string{EndpointRoot, EndpointProjects, EndpointLocations, EndpointLocationDetail}
 	}
-	g := NewGate()
+	g := newGate()
 	for _, ep := range endpoints {
-		s.SetGate(ep, g)
+		s.setGate(ep, g)
 	}
 	return g
 }

@@ -109,15 +109,15 @@ func TestDetailGate(t *testing.T) {
 	srv := start(t, Options{Locations: 10})
 	all := srv.Service.Hold(EndpointLocationDetail)
 	all.Open()
-	one := NewGate()
-	srv.Service.SetDetailGate(4, one)
+	one := newGate()
+	srv.Service.setDetailGate(4, one)
 	if r := get(t, srv.URL()+"/api/projects/locations/3/"); r.status != http.StatusOK {
 		t.Errorf("location 3: %d", r.status)
 	}
 	done := make(chan int, 1)
 	go func() { done <- get(t, srv.URL()+"/api/projects/locations/4/").status }()
 	await(t, one, func(c GateCounts) bool { return c.Held == 1 })
-	srv.Service.SetDetailGate(4, nil) // removing a gate lets no one through
+	srv.Service.setDetailGate(4, nil) // removing a gate lets no one through
 	if c := one.Counts(); c.Held != 1 {
 		t.Errorf("counts %+v", c)
 	}
@@ -128,17 +128,17 @@ func TestDetailGate(t *testing.T) {
 	if c := all.Counts(); c.Arrived != 1 {
 		t.Errorf("the endpoint-wide gate saw %d requests, want 1: the detail gate replaces it", c.Arrived)
 	}
-	srv.Service.SetGate(EndpointLocationDetail, nil)
+	srv.Service.setGate(EndpointLocationDetail, nil)
 	if r := get(t, srv.URL()+"/api/projects/locations/4/"); r.status != http.StatusOK {
 		t.Errorf("location 4 without gates: %d", r.status)
 	}
 }
 
 func TestAwaitEndsWithItsContext(t *testing.T) {
-	g := NewGate()
+	g := newGate()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := g.AwaitHeld(ctx, 1); !errors.Is(err, context.Canceled) {
+	if err := g.awaitHeld(ctx, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("Await: %v", err)
 	}
 }
@@ -149,5 +149,5 @@ func TestSetGateRefusesUnknownEndpoints(t *testing.T) {
 			t.Error("no panic for an unknown endpoint")
 		}
 	}()
-	New(Options{}).SetGate("location", NewGate())
+	New(Options{}).setGate("location", newGate())
 }

@@ -110,13 +110,13 @@ func (s *Service) SetKey(key string) {
 	s.auth.Store(&v)
 }
 
-// SetProjects and SetLocations change the list sizes at run time, so tests
+// setProjects and setLocations change the list sizes at run time, so tests
 // can watch the exporter follow a changing service. Values follow the
 // Options convention (0 = default, negative = empty).
-func (s *Service) SetProjects(n int) { s.projects.Store(size(n, DefaultProjects)) }
+func (s *Service) setProjects(n int) { s.projects.Store(size(n, DefaultProjects)) }
 
-// SetLocations is the locations counterpart of SetProjects.
-func (s *Service) SetLocations(n int) { s.locations.Store(size(n, DefaultLocations)) }
+// setLocations is the locations counterpart of setProjects.
+func (s *Service) setLocations(n int) { s.locations.Store(size(n, DefaultLocations)) }
 
 // Prefix returns the normalised path prefix ("" or "/something").
 func (s *Service) Prefix() string { return s.prefix }

@@ -302,13 +302,13 @@ func TestMillionLocations(t *testing.T) {
 
 func TestSetLocations(t *testing.T) {
 	srv := start(t, Options{Locations: 3})
-	srv.Service.SetLocations(5)
+	srv.Service.setLocations(5)
 	if got := walk(t, srv.URL()+"/api/projects/locations/"); len(got) != 5 {
-		t.Errorf("%d locations after SetLocations(5)", len(got))
+		t.Errorf("%d locations after setLocations(5)", len(got))
 	}
-	srv.Service.SetProjects(-1)
+	srv.Service.setProjects(-1)
 	if got := walk(t, srv.URL()+"/api/projects/projects/"); len(got) != 0 {
-		t.Errorf("%d projects after SetProjects(-1)", len(got))
+		t.Errorf("%d projects after setProjects(-1)", len(got))
 	}
 	if r := get(t, srv.URL()+"/api/projects/locations/1/"); !strings.Contains(string(r.body), `"project":null`) {
 		t.Errorf("without projects, project should be null: %.200s", r.body)

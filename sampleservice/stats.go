@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// MaxLog bounds the request log; older records are dropped first, so a
+// maxLog bounds the request log; older records are dropped first, so a
 // benchmark walking a million entries cannot exhaust memory.
-const MaxLog = 10000
+const maxLog = 10000
 
 // RequestRecord describes one request as the service saw it, for tests that
 // check what a client sends. The Authorization value itself is never kept.
@@ -87,12 +87,12 @@ func (st *stats) begin(r *http.Request, endpoint string, authOK bool) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.log) < MaxLog {
+	if len(st.log) < maxLog {
 		st.log = append(st.log, rec)
 		return
 	}
 	st.log[st.next] = rec
-	st.next = (st.next + 1) % MaxLog
+	st.next = (st.next + 1) % maxLog
 }
 
 func (st *stats) end() { st.inFlight.Add(-1) }
@@ -130,7 +130,7 @@ func (s *Service) MaxInFlight() int64 { return s.stats.maxInFlight.Load() }
 // exact expected Authorization header.
 func (s *Service) SawWrongAuth() bool { return s.stats.wrongAuth.Load() }
 
-// Log returns the most recent requests (at most MaxLog), oldest first.
+// Log returns the most recent requests (at most maxLog), oldest first.
 func (s *Service) Log() []RequestRecord {
 	st := &s.stats
 	st.mu.Lock()

@@ -69,16 +69,16 @@ func TestRequestRecording(t *testing.T) {
 
 func TestLogIsBounded(t *testing.T) {
 	s := New(Options{Key: testKey})
-	for i := range MaxLog + 10 {
+	for i := range maxLog + 10 {
 		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://x/api/?n=%d", i), nil)
 		s.stats.begin(req, EndpointRoot, true)
 		s.stats.end()
 	}
 	log := s.Log()
-	if len(log) != MaxLog || log[0].RawQuery != "n=10" || log[MaxLog-1].RawQuery != fmt.Sprintf("n=%d", MaxLog+9) {
+	if len(log) != maxLog || log[0].RawQuery != "n=10" || log[maxLog-1].RawQuery != fmt.Sprintf("n=%d", maxLog+9) {
 		t.Errorf("%d records, first %q, last %q", len(log), log[0].RawQuery, log[len(log)-1].RawQuery)
 	}
-	if s.TotalRequests() != MaxLog+10 {
+	if s.TotalRequests() != maxLog+10 {
 		t.Errorf("TotalRequests %d", s.TotalRequests())
 	}
 }

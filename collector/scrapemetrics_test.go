@@ -28,7 +28,7 @@ func TestSnapshotExposition(t *testing.T) {
 		},
 		Projects:     Count{Value: 0, Known: true},
 		HoldOffUntil: time.Unix(1700000060, 250_000_000),
-		Details: []LocationState{
+		Details: []locationState{
 			{ID: 3, Status: 200, Duration: 200 * time.Millisecond, Fields: map[string]string{"name": "eu-west", "region": "eu\xff"}},
 			{ID: 7, Status: 404, Duration: 300 * time.Millisecond, Err: fail},
 		},
