@@ -106,25 +106,24 @@ func validate(f flagValues) (*settings, error) {
 // validateLimits checks the numeric flags, the ranges they take and the
 // flags that exclude one another.
 func validateLimits(f flagValues) error {
-	switch {
-	case f.timeout <= 0:
-		return errors.New("--api.timeout must be positive, such as 10s")
-	case f.concurrency < 1:
-		return errors.New("--api.concurrency must be at least 1")
-	case f.maxPages < 1:
-		return errors.New("--api.max-pages must be at least 1")
-	case f.maxResponseBytes < 1:
-		return errors.New("--api.max-response-bytes must be positive, such as 64MiB")
-	case f.detailLimit < 0:
-		return errors.New("--locations.detail-limit must be 0 (none) or more")
-	case f.rateLimit < 0 || math.IsNaN(f.rateLimit) || math.IsInf(f.rateLimit, 0):
-		return errors.New("--api.rate-limit must be 0 (no limit) or more requests per second")
-	case f.minInterval < 0:
-		return errors.New("--api.min-interval must be 0 (poll on every scrape) or more")
-	case len(f.detailIDs) > 0 && f.detailLimit > 0:
-		return errors.New("--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both")
-	case f.maxRequests < 0:
-		return errors.New("--web.max-requests must be 0 (no limit) or more")
+	// In the order they are checked: the first that fails is reported.
+	for _, c := range []struct {
+		bad bool
+		msg string
+	}{
+		{f.timeout <= 0, "--api.timeout must be positive, such as 10s"},
+		{f.concurrency < 1, "--api.concurrency must be at least 1"},
+		{f.maxPages < 1, "--api.max-pages must be at least 1"},
+		{f.maxResponseBytes < 1, "--api.max-response-bytes must be positive, such as 64MiB"},
+		{f.detailLimit < 0, "--locations.detail-limit must be 0 (none) or more"},
+		{f.rateLimit < 0 || math.IsNaN(f.rateLimit) || math.IsInf(f.rateLimit, 0), "--api.rate-limit must be 0 (no limit) or more requests per second"},
+		{f.minInterval < 0, "--api.min-interval must be 0 (poll on every scrape) or more"},
+		{len(f.detailIDs) > 0 && f.detailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
+		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
+	} {
+		if c.bad {
+			return errors.New(c.msg)
+		}
 	}
 	if err := validateMetricsPath(f.metricsPath); err != nil {
 		return err
