@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -48,8 +49,71 @@ func main() {
 // run parses args, validates them and serves until the server fails. It
 // returns the process exit code.
 func run(args []string) int {
+	cmd, err := parseArgs(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: error: %s\n", exporterName, err)
+		return 2
+	}
+	logger := promslog.New(cmd.log)
+	s, err := validate(cmd.flags)
+	if err != nil {
+		logger.Error("Invalid configuration", "err", err)
+		return 1
+	}
+	for _, w := range ineffectiveFlags(cmd.flags) {
+		logger.Warn("Setting without effect", "detail", w)
+	}
+	x, err := build(s, cmd.flags, logger)
+	if err != nil {
+		msg := "Invalid configuration"
+		var se *startError
+		if errors.As(err, &se) {
+			msg, err = se.msg, se.err
+		}
+		logger.Error(msg, "err", err)
+		return 1
+	}
+	defer x.close()
+	return serve(x, cmd.web, logger)
+}
+
+// command is what the command line asks for: the exporter's own flags,
+// the toolkit's listen flags and the log settings.
+type command struct {
+	flags flagValues
+	web   *web.FlagConfig
+	log   *promslog.Config
+}
+
+// parseArgs parses the command line. --help and --version answer and exit
+// inside; any other error is the one to print before exiting with 2.
+func parseArgs(args []string) (*command, error) {
 	app := kingpin.New(exporterName, "Prometheus exporter for a deployment service's HTTP JSON API.")
-	var f flagValues
+	cmd := &command{log: &promslog.Config{}}
+	locationsGiven := addFlags(app, &cmd.flags)
+	cmd.web = kingpinflag.AddFlags(app, defaultListenAddress)
+	flag.AddFlags(app, cmd.log)
+	// --version and --help are answers, not errors: they go to stdout.
+	app.UsageWriter(os.Stdout)
+	app.Version(version.Print(exporterName))
+	app.HelpFlag.Short('h')
+	nameFlagErrors(app)
+	if _, err := app.Parse(args); err != nil {
+		if m := switchWithValue(app, args); m != "" {
+			return nil, errors.New(m)
+		}
+		return nil, err
+	}
+	cmd.flags.key = os.Getenv(keyEnv)
+	cmd.flags.locationsGiven = locationsGiven[0] || locationsGiven[1] || locationsGiven[2]
+	return cmd, nil
+}
+
+// addFlags defines the exporter's own flags on app, parsed into f. The
+// flags of the returned array are set when the corresponding --locations.*
+// flag is on the command line.
+func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
+	var given [3]bool
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
 	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)
 	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default(defaultTimeout.String()).SetValue((*durationValue)(&f.timeout))
@@ -59,61 +123,57 @@ func run(args []string) int {
 	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").SetValue((*float64Value)(&f.rateLimit))
 	app.Flag("api.gzip", "Ask the service for gzip-compressed answers (--no-api.gzip: do not); --api.max-response-bytes bounds the decompressed body.").Default("true").BoolVar(&f.gzip)
 	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").SetValue((*durationValue)(&f.minInterval))
-	var locationsGiven [3]bool
-	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&locationsGiven[0]).SetValue((*int64ListValue)(&f.detailIDs))
-	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&locationsGiven[1]).Default("0").SetValue((*intValue)(&f.detailLimit))
-	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&locationsGiven[2]).StringsVar(&f.infoFields)
+	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&given[0]).SetValue((*int64ListValue)(&f.detailIDs))
+	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&given[1]).Default("0").SetValue((*intValue)(&f.detailLimit))
+	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&given[2]).StringsVar(&f.infoFields)
 	app.Flag("api.http-config.file", "YAML file of prometheus/common HTTP client settings (tls_config, proxy_url, http_headers, ...) for the service behind /metrics; an authorization of type Token in it replaces the key flags.").StringVar(&f.httpConfigFile)
 	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
 	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s.", demoDetailLimit, demoInfoField)).BoolVar(&f.demo)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
 	app.Flag("web.max-requests", "Most scrape requests (metrics path and /probe together) served at once; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intValue)(&f.maxRequests))
-	toolkitFlags := kingpinflag.AddFlags(app, defaultListenAddress)
-	logConfig := &promslog.Config{}
-	flag.AddFlags(app, logConfig)
-	// --version and --help are answers, not errors: they go to stdout.
-	app.UsageWriter(os.Stdout)
-	app.Version(version.Print(exporterName))
-	app.HelpFlag.Short('h')
-	nameFlagErrors(app)
-	if _, err := app.Parse(args); err != nil {
-		msg := err.Error()
-		if m := switchWithValue(app, args); m != "" {
-			msg = m
-		}
-		fmt.Fprintf(os.Stderr, "%s: error: %s\n", exporterName, msg)
-		return 2
-	}
-	logger := promslog.New(logConfig)
-	f.key = os.Getenv(keyEnv)
-	f.locationsGiven = locationsGiven[0] || locationsGiven[1] || locationsGiven[2]
+	return &given
+}
 
-	s, err := validate(f)
-	if err != nil {
-		logger.Error("Invalid configuration", "err", err)
-		return 1
-	}
-	for _, w := range ineffectiveFlags(f) {
-		logger.Warn("Setting without effect", "detail", w)
-	}
+// endpoints is what build puts together for serve.
+type endpoints struct {
+	handler http.Handler
+	// reload reloads the configuration file, as SIGHUP and POST /-/reload do.
+	reload func() error
+	// close releases what build started (the sample service of --demo).
+	close func()
+}
 
+// startError is a failure of build with the message it is logged under.
+type startError struct {
+	msg string
+	err error
+}
+
+func (e *startError) Error() string { return e.msg + ": " + e.err.Error() }
+
+func (e *startError) Unwrap() error { return e.err }
+
+// build turns the validated settings into the registry, the configuration
+// store and the handlers of every endpoint, starting the sample service
+// first with --demo.
+func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
 	reg := newRegistry(s.exporterMetrics)
 	store := moduleconfig.NewStore(f.configFile, reg, logger)
 	if err := store.Reload(); err != nil {
-		logger.Error("Invalid configuration", "err", err)
-		return 1
+		return nil, &startError{"Invalid configuration", err}
 	}
 	logger.Info("Starting "+exporterName, "version", version.Info())
 	logger.Info("Build context", "build_context", version.BuildContext())
 
+	x := &endpoints{close: func() {}}
 	if f.demo {
 		demo, err := sampleservice.Start(sampleservice.DefaultOptions())
 		if err != nil {
-			logger.Error("Cannot start the sample service", "err", err)
-			return 1
+			return nil, &startError{"Cannot start the sample service", err}
 		}
-		defer demo.Close()
+		// The process is ending: nothing is left to tell of a failure.
+		x.close = func() { _ = demo.Close() }
 		s.base, _ = parseBaseURL(demo.URL())
 		s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
 			Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
@@ -124,12 +184,18 @@ func run(args []string) int {
 	recent := collector.NewPollLog(collector.DefaultRecentPolls)
 	mux, reload, err := routes(s, f.metricsPath, reg, store, recent, logger)
 	if err != nil {
-		logger.Error("Invalid configuration", "err", err)
-		return 1
+		x.close()
+		return nil, &startError{"Invalid configuration", err}
 	}
-	go reloadOnSIGHUP(reload, logger)
+	x.handler, x.reload = mux, reload
+	return x, nil
+}
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+// serve answers HTTP with x, reloading the configuration file on every
+// SIGHUP, until the server fails. It returns the process exit code.
+func serve(x *endpoints, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
+	go reloadOnSIGHUP(x.reload, logger)
+	srv := &http.Server{Handler: x.handler, ReadHeaderTimeout: 10 * time.Second}
 	if err := web.ListenAndServe(srv, toolkitFlags, logger); err != nil {
 		logger.Error("Server stopped", "err", err)
 		return 1

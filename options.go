@@ -73,85 +73,105 @@ type settings struct {
 	exporterMetrics bool
 }
 
-// validate checks the flags and returns one error naming what to fix.
-// In demo mode the URL and key come from the sample service later.
+// validate checks the flags and returns one error naming what to fix:
+// first the limits, then the service to watch.
 func validate(f flagValues) (*settings, error) {
-	s := &settings{}
-	switch {
-	case f.timeout <= 0:
-		return nil, errors.New("--api.timeout must be positive, such as 10s")
-	case f.concurrency < 1:
-		return nil, errors.New("--api.concurrency must be at least 1")
-	case f.maxPages < 1:
-		return nil, errors.New("--api.max-pages must be at least 1")
-	case f.maxResponseBytes < 1:
-		return nil, errors.New("--api.max-response-bytes must be positive, such as 64MiB")
-	case f.detailLimit < 0:
-		return nil, errors.New("--locations.detail-limit must be 0 (none) or more")
-	case f.rateLimit < 0 || math.IsNaN(f.rateLimit) || math.IsInf(f.rateLimit, 0):
-		return nil, errors.New("--api.rate-limit must be 0 (no limit) or more requests per second")
-	case f.minInterval < 0:
-		return nil, errors.New("--api.min-interval must be 0 (poll on every scrape) or more")
-	case len(f.detailIDs) > 0 && f.detailLimit > 0:
-		return nil, errors.New("--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both")
-	case f.maxRequests < 0:
-		return nil, errors.New("--web.max-requests must be 0 (no limit) or more")
+	if err := validateLimits(f); err != nil {
+		return nil, err
+	}
+	s := &settings{
+		target: collector.TargetSettings{
+			Client: client.Config{
+				Concurrency:      f.concurrency,
+				MaxPages:         f.maxPages,
+				MaxResponseBytes: int64(f.maxResponseBytes),
+				RateLimit:        f.rateLimit,
+				DisableGzip:      !f.gzip,
+			},
+			DetailIDs:   f.detailIDs,
+			DetailLimit: f.detailLimit,
+			InfoFields:  f.infoFields,
+			Timeout:     f.timeout,
+			MinInterval: f.minInterval,
+		},
+		maxRequests:     f.maxRequests,
+		exporterMetrics: !f.disableExporterMetrics,
+	}
+	if err := validateTarget(f, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// validateLimits checks the numeric flags, the ranges they take and the
+// flags that exclude one another.
+func validateLimits(f flagValues) error {
+	// In the order they are checked: the first that fails is reported.
+	for _, c := range []struct {
+		bad bool
+		msg string
+	}{
+		{f.timeout <= 0, "--api.timeout must be positive, such as 10s"},
+		{f.concurrency < 1, "--api.concurrency must be at least 1"},
+		{f.maxPages < 1, "--api.max-pages must be at least 1"},
+		{f.maxResponseBytes < 1, "--api.max-response-bytes must be positive, such as 64MiB"},
+		{f.detailLimit < 0, "--locations.detail-limit must be 0 (none) or more"},
+		{f.rateLimit < 0 || math.IsNaN(f.rateLimit) || math.IsInf(f.rateLimit, 0), "--api.rate-limit must be 0 (no limit) or more requests per second"},
+		{f.minInterval < 0, "--api.min-interval must be 0 (poll on every scrape) or more"},
+		{len(f.detailIDs) > 0 && f.detailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
+		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
+	} {
+		if c.bad {
+			return errors.New(c.msg)
+		}
 	}
 	if err := validateMetricsPath(f.metricsPath); err != nil {
-		return nil, err
+		return err
 	}
 	for _, id := range f.detailIDs {
 		if id < 0 {
-			return nil, fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", id)
+			return fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", id)
 		}
 	}
 	if err := moduleconfig.ValidateInfoFields(f.infoFields); err != nil {
-		return nil, fmt.Errorf("--locations.info-field %w", err)
+		return fmt.Errorf("--locations.info-field %w", err)
 	}
-	s.target = collector.TargetSettings{
-		Client: client.Config{
-			Concurrency:      f.concurrency,
-			MaxPages:         f.maxPages,
-			MaxResponseBytes: int64(f.maxResponseBytes),
-			RateLimit:        f.rateLimit,
-			DisableGzip:      !f.gzip,
-		},
-		DetailIDs:   f.detailIDs,
-		DetailLimit: f.detailLimit,
-		InfoFields:  f.infoFields,
-		Timeout:     f.timeout,
-		MinInterval: f.minInterval,
-	}
-	s.maxRequests = f.maxRequests
-	s.exporterMetrics = !f.disableExporterMetrics
+	return nil
+}
+
+// validateTarget checks the service behind /metrics (its URL, key and
+// HTTP client file) and completes s with it. In demo mode the URL and key
+// come from the sample service later; with only --config.file there is no
+// such service, and s.base stays nil.
+func validateTarget(f flagValues, s *settings) error {
 	if f.demo {
 		if f.apiURL != "" {
-			return nil, errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
+			return errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
 		}
 		if !f.locationsGiven {
 			s.target.DetailLimit = demoDetailLimit
 			s.target.InfoFields = []string{demoInfoField}
 		}
-		return s, nil
+		return nil
 	}
 	if f.apiURL == "" {
 		if f.configFile != "" {
 			// Only /probe targets from the configuration file.
-			return s, nil
+			return nil
 		}
-		return nil, errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
+		return errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
 	}
 	base, err := parseBaseURL(f.apiURL)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.base = base
 	hc, err := httpClientConfig(f)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	s.base = base
 	s.target.Client.HTTPClientConfig = *hc
-	return s, nil
+	return nil
 }
 
 // httpClientConfig returns the HTTP client settings of the service behind

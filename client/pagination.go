@@ -88,56 +88,103 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	defer c.slots.release()
 
 	u := c.endpointURL(rel)
-	seen := map[string]bool{pageKey(u): true}
-	var entries int64
-	hasCount := false
+	w := &pageWalk{c: c, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[string]bool{pageKey(u): true}}
 	for {
-		res.Pages++
-		var pr listPageResult
-		used := len(res.IDs) + res.MissingIDs
-		res.Status, _, res.Err = c.get(ctx, ep, u, res.Pages, true, func(body io.Reader, resp *http.Response) error {
-			return c.readListPage(body, resp, wantIDs-used, res.Pages, &pr)
-		})
-		if res.Err != nil {
-			return res
+		pr, ok := w.read(ctx, u)
+		if !ok || w.done(ctx, pr) {
+			return w.res
 		}
-		page := pr.page
-		seen[pageKey(pr.url)] = true
-		entries += int64(page.Entries)
-		c.noteIDs(ep, &res, page, onIDs)
-		if res.Pages == 1 && page.HasCount {
-			// The first page's count stands for the list: later pages are
-			// read only for ids, and a list that changes while it is walked
-			// must not be counted twice.
-			res.Count, hasCount = page.Count, true
+		if u = w.next(ctx, pr); u == nil {
+			return w.res
 		}
-		if pr.linkErr != nil && !(hasCount && len(res.IDs)+res.MissingIDs >= wantIDs) {
-			// A next page may be named in what cannot be read: counting
-			// this page alone could be a wrong count.
-			res.Err = c.fail(ep, ReasonPagination, res.Status, fmt.Errorf("the Link header of page %d is malformed: %w", res.Pages, pr.linkErr))
-			c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err))
-			return res
-		}
-		if pr.next == "" || (hasCount && len(res.IDs)+res.MissingIDs >= wantIDs) {
-			if !hasCount {
-				res.Count = entries
-			}
-			c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; walk done, count %d", page.Entries, res.Count))
-			return res
-		}
-		next, err := c.nextPage(pr.url, pr.next, seen, res.Pages)
-		if err != nil {
-			res.Err = c.fail(ep, ReasonPagination, res.Status, err)
-			c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err))
-			return res
-		}
-		how := "next"
-		if pr.fromLink {
-			how = "the Link header's next"
-		}
-		c.note(ctx, ep, res.Pages, fmt.Sprintf("%d entries; following %s to %s", page.Entries, how, c.redact.clean(RedactURL(next))))
-		u = next
 	}
+}
+
+// pageWalk is one walk of a list view, from its first page to its last.
+type pageWalk struct {
+	c       *Client
+	ep      Endpoint
+	wantIDs int
+	onIDs   func([]int64)
+	// seen holds the pages read or about to be, for loop detection.
+	seen map[string]bool
+	// entries counts the entries of every page read.
+	entries int64
+	// hasCount tells that the first page's envelope carried a count.
+	hasCount bool
+	res      ListResult
+}
+
+// read reads the page at u and adds what it holds to the walk. It reports
+// false when the page could not be read, and the walk has failed.
+func (w *pageWalk) read(ctx context.Context, u *url.URL) (listPageResult, bool) {
+	res := &w.res
+	res.Pages++
+	var pr listPageResult
+	used := len(res.IDs) + res.MissingIDs
+	res.Status, _, res.Err = w.c.get(ctx, w.ep, u, res.Pages, true, func(body io.Reader, resp *http.Response) error {
+		return w.c.readListPage(body, resp, w.wantIDs-used, res.Pages, &pr)
+	})
+	if res.Err != nil {
+		return pr, false
+	}
+	w.seen[pageKey(pr.url)] = true
+	w.entries += int64(pr.page.Entries)
+	w.c.noteIDs(w.ep, res, pr.page, w.onIDs)
+	if res.Pages == 1 && pr.page.HasCount {
+		// The first page's count stands for the list: later pages are
+		// read only for ids, and a list that changes while it is walked
+		// must not be counted twice.
+		res.Count, w.hasCount = pr.page.Count, true
+	}
+	return pr, true
+}
+
+// enough tells whether the walk holds all it reads pages for: a count
+// from the envelope, and the ids asked for.
+func (w *pageWalk) enough() bool {
+	return w.hasCount && len(w.res.IDs)+w.res.MissingIDs >= w.wantIDs
+}
+
+// done tells whether the walk ends with page pr, just read, and then
+// completes the result: failed, or counted.
+func (w *pageWalk) done(ctx context.Context, pr listPageResult) bool {
+	if pr.linkErr != nil && !w.enough() {
+		// A next page may be named in what cannot be read: counting
+		// this page alone could be a wrong count.
+		w.stop(ctx, pr, fmt.Errorf("the Link header of page %d is malformed: %w", w.res.Pages, pr.linkErr))
+		return true
+	}
+	if pr.next != "" && !w.enough() {
+		return false
+	}
+	if !w.hasCount {
+		w.res.Count = w.entries
+	}
+	w.c.note(ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; walk done, count %d", pr.page.Entries, w.res.Count))
+	return true
+}
+
+// next steps from page pr to the page it links to. It returns nil when
+// the link is refused, and the walk has failed.
+func (w *pageWalk) next(ctx context.Context, pr listPageResult) *url.URL {
+	next, err := w.c.nextPage(pr.url, pr.next, w.seen, w.res.Pages)
+	if err != nil {
+		w.stop(ctx, pr, err)
+		return nil
+	}
+	how := "next"
+	if pr.fromLink {
+		how = "the Link header's next"
+	}
+	w.c.note(ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; following %s to %s", pr.page.Entries, how, w.c.redact.clean(RedactURL(next))))
+	return next
+}
+
+// stop fails the walk after page pr for a pagination error.
+func (w *pageWalk) stop(ctx context.Context, pr listPageResult, err error) {
+	w.res.Err = w.c.fail(w.ep, ReasonPagination, w.res.Status, err)
+	w.c.note(ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", pr.page.Entries, w.res.Err))
 }
 
 // readListPage decodes one page of a list and finds its next link.

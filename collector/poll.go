@@ -107,68 +107,94 @@ func newPollRun(ctx context.Context, t *Target, trace *client.Trace, budget time
 // holding them arrives. The client bounds how many requests are in flight,
 // so the wall time is the critical path of the round trips.
 func (p *pollRun) run() *Snapshot {
-	c := p.t.Client
-	// Each list call reports once: when its request is in line for a slot,
-	// or when it returns without one (held off, say).
-	inLine := make(chan struct{}, 3)
-	list := func(call func(ctx context.Context)) {
-		var once sync.Once
-		report := func() { once.Do(func() { inLine <- struct{}{} }) }
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			defer report()
-			call(client.WithQueuedHook(p.ctx, report))
-		}()
-	}
-	list(func(ctx context.Context) {
-		r := c.Root(ctx)
-		p.mu.Lock()
-		p.root = &r
-		p.mu.Unlock()
-	})
-	list(func(ctx context.Context) {
-		r := c.Projects(ctx)
-		p.mu.Lock()
-		p.projects = &r
-		p.mu.Unlock()
-	})
-	list(func(ctx context.Context) {
-		want, onIDs := 0, func([]int64) {}
-		if len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0 {
-			want = p.t.DetailLimit
-			onIDs = func(ids []int64) {
-				for _, id := range ids {
-					p.detail(id)
-				}
-			}
-		}
-		r := c.Locations(ctx, want, onIDs)
-		p.mu.Lock()
-		p.locations = &r
-		if r.IDErr != nil {
-			// Entries without an integer id leave their detail views
-			// unreadable: location_detail fails, the list itself stays up.
-			// The client has already counted these failures.
-			p.detailSum.fail(0, r.IDErr)
-		}
-		p.mu.Unlock()
-	})
+	inLine := p.startLists()
 	// The explicit detail views start alongside the lists, but only once
 	// the lists are in line: the client serves waiting lists first, and a
 	// detail view must not take a free slot before a list has asked.
-	for range 3 {
-		select {
-		case <-inLine:
-		case <-p.ctx.Done():
-		}
-	}
+	p.waitInLine(inLine)
 	for _, id := range p.t.DetailIDs {
 		p.detail(id)
 	}
 	p.wg.Wait()
 	p.settle()
 	return p.snapshot()
+}
+
+// pollLists is how many list calls a poll starts: root, projects and
+// locations.
+const pollLists = 3
+
+// startLists starts the list calls, each in its own goroutine. The channel
+// returned hears once from each.
+func (p *pollRun) startLists() <-chan struct{} {
+	inLine := make(chan struct{}, pollLists)
+	p.startList(inLine, p.readRoot)
+	p.startList(inLine, p.readProjects)
+	p.startList(inLine, p.readLocations)
+	return inLine
+}
+
+// startList starts one list call. It reports on inLine once: when its
+// request is in line for a slot, or when it returns without one (held
+// off, say).
+func (p *pollRun) startList(inLine chan<- struct{}, call func(ctx context.Context)) {
+	var once sync.Once
+	report := func() { once.Do(func() { inLine <- struct{}{} }) }
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer report()
+		call(client.WithQueuedHook(p.ctx, report))
+	}()
+}
+
+// waitInLine waits until every list call has reported on inLine, or the
+// poll's context ends.
+func (p *pollRun) waitInLine(inLine <-chan struct{}) {
+	for range pollLists {
+		select {
+		case <-inLine:
+		case <-p.ctx.Done():
+		}
+	}
+}
+
+func (p *pollRun) readRoot(ctx context.Context) {
+	r := p.t.Client.Root(ctx)
+	p.mu.Lock()
+	p.root = &r
+	p.mu.Unlock()
+}
+
+func (p *pollRun) readProjects(ctx context.Context) {
+	r := p.t.Client.Projects(ctx)
+	p.mu.Lock()
+	p.projects = &r
+	p.mu.Unlock()
+}
+
+// readLocations reads the locations list. Without explicit ids, it starts
+// the detail views of the first DetailLimit ids as their pages arrive.
+func (p *pollRun) readLocations(ctx context.Context) {
+	want, onIDs := 0, func([]int64) {}
+	if len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0 {
+		want = p.t.DetailLimit
+		onIDs = func(ids []int64) {
+			for _, id := range ids {
+				p.detail(id)
+			}
+		}
+	}
+	r := p.t.Client.Locations(ctx, want, onIDs)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.locations = &r
+	if r.IDErr != nil {
+		// Entries without an integer id leave their detail views
+		// unreadable: location_detail fails, the list itself stays up.
+		// The client has already counted these failures.
+		p.detailSum.fail(0, r.IDErr)
+	}
 }
 
 // detail starts the detail view of id, once per poll even when a shifting
