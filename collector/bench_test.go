@@ -67,7 +67,7 @@ func BenchmarkExposition(b *testing.B) {
 // registry of its own for the snapshot, served through promhttp.
 func serveSnapshot(w http.ResponseWriter, r *http.Request, m *Metrics, s *Snapshot) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.Collector(s))
+	reg.MustRegister(m.collector(s))
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }
 
@@ -77,12 +77,12 @@ func benchSnapshot(n int) *Snapshot {
 	s := &Snapshot{
 		Start:     time.Now(),
 		Duration:  120 * time.Millisecond,
-		Endpoints: make(map[client.Endpoint]EndpointState, 4),
+		Endpoints: make(map[client.Endpoint]endpointState, 4),
 		Projects:  Count{Value: 5, Known: true},
 		Locations: Count{Value: int64(n) * 10, Known: true},
 	}
 	for _, ep := range client.Endpoints {
-		s.Endpoints[ep] = EndpointState{Status: http.StatusOK, Duration: 30 * time.Millisecond}
+		s.Endpoints[ep] = endpointState{Status: http.StatusOK, Duration: 30 * time.Millisecond}
 	}
 	for i := range n {
 		d := locationState{ID: int64(i + 1), Status: http.StatusOK, Duration: time.Duration(i%50+5) * time.Millisecond}
@@ -100,7 +100,7 @@ func benchSnapshot(n int) *Snapshot {
 func benchSeries(b *testing.B, m *Metrics, s *Snapshot) int {
 	b.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m.Collector(s))
+	reg.MustRegister(m.collector(s))
 	mfs, err := reg.Gather()
 	if err != nil {
 		b.Fatal(err)
@@ -178,7 +178,7 @@ func (p *benchPipeline) poll(b *testing.B) *Snapshot {
 	defer cancel()
 	s := p.poller.Poll(ctx)
 	for ep, st := range s.Endpoints {
-		if !st.OK() {
+		if !st.ok() {
 			b.Fatalf("endpoint %s failed: %v", ep, st.Err)
 		}
 	}

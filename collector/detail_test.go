@@ -133,8 +133,8 @@ func TestLocationDetailStatusTooLate(t *testing.T) {
 			cancel()
 			s := <-done
 			st := s.Endpoints[client.EndpointLocationDetail]
-			if st.OK() || st.Status != tt.status {
-				t.Errorf("location_detail up %v, status %d; want down with %d", st.OK(), st.Status, tt.status)
+			if st.ok() || st.Status != tt.status {
+				t.Errorf("location_detail up %v, status %d; want down with %d", st.ok(), st.Status, tt.status)
 			}
 		})
 	}

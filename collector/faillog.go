@@ -54,7 +54,7 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 			continue
 		}
 		kind := ""
-		if !st.OK() {
+		if !st.ok() {
 			kind = failure{failureKind(st.Err), st.Status}.String()
 		}
 		f.step(s.Start, ep, kind, endpointLines{logger: logger.With("endpoint", ep), st: st})
@@ -137,7 +137,7 @@ func sinceAttr(t time.Time) slog.Attr {
 // endpointLines logs the root and the lists, one line per failure.
 type endpointLines struct {
 	logger *slog.Logger
-	st     EndpointState
+	st     endpointState
 }
 
 func (e endpointLines) started(_, previously string, since time.Time) {
@@ -159,7 +159,7 @@ func (e endpointLines) recovered(since time.Time, polls int) {
 // detailLines logs the detail views, one line for all of them.
 type detailLines struct {
 	logger        *slog.Logger
-	st            EndpointState
+	st            endpointState
 	failed, total int
 }
 

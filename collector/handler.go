@@ -47,7 +47,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeBudget(r, h.timeout))
 	defer cancel()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(h.metrics.Collector(h.poller.Poll(ctx)))
+	reg.MustRegister(h.metrics.collector(h.poller.Poll(ctx)))
 	var g prometheus.Gatherer = reg
 	if h.gatherer != nil {
 		g = prometheus.Gatherers{h.gatherer, reg}

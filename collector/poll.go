@@ -228,25 +228,25 @@ func (p *pollRun) snapshot() *Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
-	tooLate := EndpointState{Duration: now.Sub(p.start), Err: errTooLate}
+	tooLate := endpointState{Duration: now.Sub(p.start), Err: errTooLate}
 	s := &Snapshot{
-		Start: p.start, Duration: now.Sub(p.start), Endpoints: make(map[client.Endpoint]EndpointState, 4),
+		Start: p.start, Duration: now.Sub(p.start), Endpoints: make(map[client.Endpoint]endpointState, 4),
 		trace: p.trace, budget: p.budget,
 	}
 	s.Endpoints[client.EndpointRoot] = tooLate
 	if p.root != nil {
-		s.Endpoints[client.EndpointRoot] = endpointState(*p.root)
+		s.Endpoints[client.EndpointRoot] = stateOf(*p.root)
 	}
 	s.Endpoints[client.EndpointProjects] = tooLate
 	if p.projects != nil {
-		s.Endpoints[client.EndpointProjects] = endpointState(p.projects.Result)
+		s.Endpoints[client.EndpointProjects] = stateOf(p.projects.Result)
 		if p.projects.Err == nil {
 			s.Projects = Count{Value: p.projects.Count, Known: true}
 		}
 	}
 	s.Endpoints[client.EndpointLocations] = tooLate
 	if p.locations != nil {
-		s.Endpoints[client.EndpointLocations] = endpointState(p.locations.Result)
+		s.Endpoints[client.EndpointLocations] = stateOf(p.locations.Result)
 		if p.locations.Err == nil {
 			s.Locations = Count{Value: p.locations.Count, Known: true}
 		}
@@ -263,9 +263,9 @@ func (p *pollRun) snapshot() *Snapshot {
 	slices.SortFunc(s.Details, func(a, b locationState) int { return cmp.Compare(a.ID, b.ID) })
 	switch d := &p.detailSum; {
 	case pending:
-		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.status(true), Duration: now.Sub(p.start), Err: errTooLate}
+		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: d.status(true), Duration: now.Sub(p.start), Err: errTooLate}
 	case d.tried || d.failed:
-		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: d.status(false), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
+		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: d.status(false), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
 	}
 	s.HoldOffUntil = holdOffAt(p.t.Client, now)
 	return s
@@ -305,8 +305,8 @@ func (p *pollRun) abandoned() bool {
 	return p.cancelled
 }
 
-func endpointState(r client.Result) EndpointState {
-	return EndpointState{Status: r.Status, Duration: r.Duration, Err: r.Err}
+func stateOf(r client.Result) endpointState {
+	return endpointState{Status: r.Status, Duration: r.Duration, Err: r.Err}
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -87,9 +87,6 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 	return &Poller{target: t, opts: opts}
 }
 
-// Target returns the target the poller watches.
-func (p *Poller) Target() *Target { return p.target }
-
 // Poll returns a snapshot for one scrape, by the time ctx is done at the
 // latest. It joins the poll in flight if there is one, moving its end to
 // this scrape's deadline when that is later: sharing a poll never shortens

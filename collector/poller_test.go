@@ -99,7 +99,7 @@ func joinedPoll(t *testing.T, early time.Duration) bool {
 	// The early scrape answers at its deadline with what has arrived.
 	es := <-earlyDone
 	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
-		if st := es.Endpoints[ep]; st.OK() || st.Status != 0 {
+		if st := es.Endpoints[ep]; st.ok() || st.Status != 0 {
 			t.Errorf("early scrape: %s up or with status %d before the API answered", ep, st.Status)
 		}
 	}
@@ -109,8 +109,8 @@ func joinedPoll(t *testing.T, early time.Duration) bool {
 
 	g.release()
 	ls := <-lateDone
-	if !ls.Up() || !ls.Projects.Known || !ls.Locations.Known || ls.Locations.Value != 10 {
-		t.Errorf("late scrape: up %v, projects %+v, locations %+v; the poll ended at the early scrape's deadline", ls.Up(), ls.Projects, ls.Locations)
+	if !ls.up() || !ls.Projects.Known || !ls.Locations.Known || ls.Locations.Value != 10 {
+		t.Errorf("late scrape: up %v, projects %+v, locations %+v; the poll ended at the early scrape's deadline", ls.up(), ls.Projects, ls.Locations)
 	}
 	if n := g.arrived.Load(); n != 3 {
 		t.Errorf("the API saw %d requests, want 3: one poll", n)
@@ -192,7 +192,7 @@ func TestCompletedPollIsKept(t *testing.T) {
 	c := r.poller.inflight
 	r.poller.mu.Unlock()
 	cancel() // the scrape leaves with every result in
-	if s := <-left; !s.Up() {
+	if s := <-left; !s.up() {
 		t.Error("the leaving scrape lacks results that had all arrived")
 	}
 	close(release)

@@ -106,7 +106,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Gathered after the poll, so the counters include its requests.
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(e.metrics.Collector(snap), e.requests, e.info)
+	reg.MustRegister(e.metrics.collector(snap), e.requests, e.info)
 	serveGatherer(w, r, reg, h.logger)
 }
 
@@ -282,7 +282,7 @@ func (h *ProbeHandler) Prune() {
 // drop forgets a pair and closes its client's connections: at once, or
 // as soon as a poll still in flight ends; h.mu is held.
 func (h *ProbeHandler) drop(key probeKey, e *probeEntry) {
-	e.poller.Target().Client.Close()
+	e.poller.target.Client.Close()
 	delete(h.pollers, key)
 }
 

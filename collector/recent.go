@@ -171,7 +171,7 @@ func (l *PollLog) holdOffPoll(rec *PollRecord) uint64 {
 // newPollRecord sums up a snapshot.
 func newPollRecord(target, module string, s *Snapshot) *PollRecord {
 	rec := &PollRecord{
-		Start: s.Start, Duration: s.Duration, Target: target, Module: module, Up: s.Up(),
+		Start: s.Start, Duration: s.Duration, Target: target, Module: module, Up: s.up(),
 		Projects: s.Projects, Locations: s.Locations,
 	}
 	if s.trace != nil {
@@ -228,7 +228,7 @@ func summarize(s *Snapshot) (PollState, string) {
 		groups[f] = append(groups[f], name)
 	}
 	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
-		if st, ok := s.Endpoints[ep]; ok && !st.OK() {
+		if st, ok := s.Endpoints[ep]; ok && !st.ok() {
 			add(string(ep), failure{failureKind(st.Err), st.Status})
 		}
 	}
@@ -249,7 +249,7 @@ func summarize(s *Snapshot) (PollState, string) {
 		parts = append(parts, strings.Join(groups[f], ", ")+" "+f.String())
 	}
 	state := PollFailed
-	if s.Up() {
+	if s.up() {
 		state = PollPartial
 	}
 	return state, state.String() + ": " + strings.Join(parts, ", ")
@@ -275,7 +275,7 @@ func detailFailures(s *Snapshot) detailTally {
 		}
 		t.count[f]++
 	}
-	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.OK() && len(t.order) == 0 {
+	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.ok() && len(t.order) == 0 {
 		f := failure{failureKind(st.Err), st.Status}
 		t.order, t.count[f] = []failure{f}, len(s.Details)
 	}

@@ -19,20 +19,20 @@ var heldOff = &client.Error{Status: 429, Err: client.ErrHeldOff}
 // snapshotOf builds a snapshot whose root and lists answered with the given
 // errors (nil is up) and whose detail views answered with details.
 func snapshotOf(root, projects, locations error, details ...locationState) *Snapshot {
-	st := func(err error) EndpointState {
+	st := func(err error) endpointState {
 		var e *client.Error
 		if errors.As(err, &e) {
-			return EndpointState{Status: e.Status, Err: err}
+			return endpointState{Status: e.Status, Err: err}
 		}
-		return EndpointState{Status: 200, Err: err}
+		return endpointState{Status: 200, Err: err}
 	}
-	s := &Snapshot{Endpoints: map[client.Endpoint]EndpointState{
+	s := &Snapshot{Endpoints: map[client.Endpoint]endpointState{
 		client.EndpointRoot: st(root), client.EndpointProjects: st(projects), client.EndpointLocations: st(locations),
 	}, Details: details}
 	if len(details) > 0 {
 		// The location_detail endpoint as the poll sums it up today: the
 		// last status and the first error. The summary must not trust it.
-		sum := EndpointState{Status: 200}
+		sum := endpointState{Status: 200}
 		for _, d := range details {
 			if d.Err != nil && sum.Err == nil {
 				sum.Err = d.Err
@@ -106,7 +106,7 @@ func TestPollSummaryWithoutDetailStates(t *testing.T) {
 	// A location_detail endpoint that failed with no detail view listed
 	// (too late before any id was known) still makes the poll partial.
 	s := snapshotOf(nil, nil, nil)
-	s.Endpoints[client.EndpointLocationDetail] = EndpointState{Err: errTooLate}
+	s.Endpoints[client.EndpointLocationDetail] = endpointState{Err: errTooLate}
 	rec := newPollRecord("t", "", s)
 	if rec.State != PollPartial || rec.Summary != "partial: location_detail too late" {
 		t.Errorf("got %v %q", rec.State, rec.Summary)

@@ -105,7 +105,7 @@ func (r *rig) gather(t *testing.T) *prometheus.Registry {
 // registry returns a pedantic registry holding the metrics of s.
 func (r *rig) registry(s *Snapshot) *prometheus.Registry {
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(r.metrics.Collector(s))
+	reg.MustRegister(r.metrics.collector(s))
 	return reg
 }
 

@@ -68,9 +68,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collector returns a collector that exposes s. It is registered on a
+// collector returns a collector that exposes s. It is registered on a
 // registry of its own for one scrape.
-func (m *Metrics) Collector(s *Snapshot) prometheus.Collector {
+func (m *Metrics) collector(s *Snapshot) prometheus.Collector {
 	return &snapshotCollector{m: m, s: s}
 }
 
@@ -90,13 +90,13 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	gauge(m.upDesc, boolValue(s.Up()))
+	gauge(m.upDesc, boolValue(s.up()))
 	for _, ep := range client.Endpoints {
 		st, ok := s.Endpoints[ep]
 		if !ok {
 			continue
 		}
-		gauge(m.endpointUpDesc, boolValue(st.OK()), string(ep))
+		gauge(m.endpointUpDesc, boolValue(st.ok()), string(ep))
 		gauge(m.endpointDurationDesc, st.Duration.Seconds(), string(ep))
 		gauge(m.endpointStatusDesc, float64(st.Status), string(ep))
 	}

@@ -20,7 +20,7 @@ func TestSnapshotExposition(t *testing.T) {
 	s := &Snapshot{
 		Start:    start,
 		Duration: 1500 * time.Millisecond,
-		Endpoints: map[client.Endpoint]EndpointState{
+		Endpoints: map[client.Endpoint]endpointState{
 			client.EndpointRoot:           {Status: 200, Duration: 100 * time.Millisecond},
 			client.EndpointProjects:       {Status: 200, Duration: 250 * time.Millisecond},
 			client.EndpointLocations:      {Status: 500, Duration: time.Second, Err: fail},
@@ -34,7 +34,7 @@ func TestSnapshotExposition(t *testing.T) {
 		},
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewMetrics([]string{"name", "region", "tier"}).Collector(s))
+	reg.MustRegister(NewMetrics([]string{"name", "region", "tier"}).collector(s))
 	want := `
 # HELP deployment_service_endpoint_duration_seconds Wall time spent on the endpoint in this scrape, all pages together.
 # TYPE deployment_service_endpoint_duration_seconds gauge
@@ -91,16 +91,16 @@ deployment_service_up 0
 }
 
 func TestUpNeedsAllThreeLists(t *testing.T) {
-	ok := EndpointState{Status: 200}
-	bad := EndpointState{Status: 500, Err: errors.New("x")}
-	for name, eps := range map[string]map[client.Endpoint]EndpointState{
+	ok := endpointState{Status: 200}
+	bad := endpointState{Status: 500, Err: errors.New("x")}
+	for name, eps := range map[string]map[client.Endpoint]endpointState{
 		"all well":       {client.EndpointRoot: ok, client.EndpointProjects: ok, client.EndpointLocations: ok},
 		"root missing":   {client.EndpointProjects: ok, client.EndpointLocations: ok},
 		"projects fails": {client.EndpointRoot: ok, client.EndpointProjects: bad, client.EndpointLocations: ok},
 		"details fail":   {client.EndpointRoot: ok, client.EndpointProjects: ok, client.EndpointLocations: ok, client.EndpointLocationDetail: bad},
 	} {
 		want := name == "all well" || name == "details fail"
-		if got := (&Snapshot{Endpoints: eps}).Up(); got != want {
+		if got := (&Snapshot{Endpoints: eps}).up(); got != want {
 			t.Errorf("%s: Up() = %v, want %v", name, got, want)
 		}
 	}
@@ -129,7 +129,7 @@ func TestHoldOffEndsInAReusedPoll(t *testing.T) {
 		t.Error("the shared snapshot was changed")
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewMetrics(nil).Collector(later))
+	reg.MustRegister(NewMetrics(nil).collector(later))
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP deployment_service_hold_off_until_timestamp_seconds Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force.
 # TYPE deployment_service_hold_off_until_timestamp_seconds gauge
 deployment_service_hold_off_until_timestamp_seconds 0

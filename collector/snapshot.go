@@ -16,7 +16,7 @@ type Snapshot struct {
 	Duration time.Duration
 	// Endpoints holds root, projects and locations, plus location_detail
 	// when any detail view was requested.
-	Endpoints map[client.Endpoint]EndpointState
+	Endpoints map[client.Endpoint]endpointState
 	// Projects and Locations are the list counts, when the lists were read.
 	Projects, Locations Count
 	// Details holds the detail subset, sorted by id.
@@ -77,8 +77,8 @@ func (s *Snapshot) at(now time.Time) *Snapshot {
 	return &c
 }
 
-// EndpointState is how one endpoint answered during a poll.
-type EndpointState struct {
+// endpointState is how one endpoint answered during a poll.
+type endpointState struct {
 	// Status is the HTTP status of the last response, 0 when none came.
 	Status   int
 	Duration time.Duration
@@ -86,8 +86,8 @@ type EndpointState struct {
 	Err error
 }
 
-// OK tells whether the endpoint answered well.
-func (e EndpointState) OK() bool { return e.Err == nil }
+// ok tells whether the endpoint answered well.
+func (e endpointState) ok() bool { return e.Err == nil }
 
 // Count is a list count that may be unknown: a list that could not be read
 // has no count, which is not the same as a count of zero.
@@ -106,10 +106,10 @@ type locationState struct {
 	Fields map[string]string
 }
 
-// Up tells whether all three lists and the root answered well.
-func (s *Snapshot) Up() bool {
+// up tells whether all three lists and the root answered well.
+func (s *Snapshot) up() bool {
 	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
-		if st, ok := s.Endpoints[ep]; !ok || !st.OK() {
+		if st, ok := s.Endpoints[ep]; !ok || !st.ok() {
 			return false
 		}
 	}
@@ -120,12 +120,12 @@ func (s *Snapshot) Up() bool {
 // too late: every endpoint is down with the given status and error, and
 // the explicit detail ids, whose series must not vanish, are down too.
 func failedSnapshot(start time.Time, t *Target, status int, err error) *Snapshot {
-	s := &Snapshot{Start: start, Endpoints: make(map[client.Endpoint]EndpointState, 4)}
+	s := &Snapshot{Start: start, Endpoints: make(map[client.Endpoint]endpointState, 4)}
 	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
-		s.Endpoints[ep] = EndpointState{Status: status, Err: err}
+		s.Endpoints[ep] = endpointState{Status: status, Err: err}
 	}
 	if t.wantsDetails() {
-		s.Endpoints[client.EndpointLocationDetail] = EndpointState{Status: status, Err: err}
+		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: status, Err: err}
 	}
 	for _, id := range t.DetailIDs {
 		s.Details = append(s.Details, locationState{ID: id, Status: status, Err: err})
