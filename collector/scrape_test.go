@@ -146,10 +146,11 @@ func await(t *testing.T, g *sampleservice.Gate, cond func(sampleservice.GateCoun
 	}
 }
 
-// withMoreTime runs try with each of the budgets in turn until it reports
-// true. For tests whose subject is a real deadline: what has to happen
-// before it takes a busy machine longer, and try returns false when it did
-// not, so the scenario runs again with more time instead of failing.
+// withMoreTime runs try with a budget of 1 s, then 4 s, then 16 s, until
+// it reports true. It serves tests whose subject is a real deadline: the
+// work that has to come before the deadline takes a busy machine longer,
+// so try returns false when that work did not fit, and the scenario runs
+// again with more time instead of failing.
 func withMoreTime(t *testing.T, try func(budget time.Duration) bool) {
 	t.Helper()
 	for _, budget := range []time.Duration{time.Second, 4 * time.Second, 16 * time.Second} {
