@@ -35,6 +35,7 @@ func TestGoldenExposition(t *testing.T) {
 	writeTestFile(t, dir, "key", goldenKey+"\n")
 	modules := writeTestFile(t, dir, "modules.yml", `modules:
   default:
+    targets: ["http://127.0.0.1:*"]
     http_client_config: {authorization: {type: Token, credentials_file: key}}
     locations: {detail_ids: [2, 5], info_fields: [name]}
 `)

@@ -54,6 +54,9 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "%s: error: %s\n", exporterName, err)
 		return 2
 	}
+	if cmd.flags.configCheck {
+		return checkConfig(cmd.flags, os.Stdout, os.Stderr)
+	}
 	logger := promslog.New(cmd.log)
 	s, err := validate(cmd.flags)
 	if err != nil {
@@ -128,6 +131,7 @@ func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
 	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&given[2]).StringsVar(&f.infoFields)
 	app.Flag("api.http-config.file", "YAML file of prometheus/common HTTP client settings (tls_config, proxy_url, http_headers, ...) for the service behind /metrics; an authorization of type Token in it replaces the key flags.").StringVar(&f.httpConfigFile)
 	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
+	app.Flag("config.check", "Check --config.file, --api.http-config.file and the other flags as a start would (building every module's HTTP client), print what is wrong or OK, and exit 1 or 0 without serving.").BoolVar(&f.configCheck)
 	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s.", demoDetailLimit, demoInfoField)).BoolVar(&f.demo)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
@@ -249,6 +253,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	mux.Handle(metricsPath, metrics)
 	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
 	mux.Handle("/probe", limit.wrap(probe))
+	mux.Handle("GET /sd", serviceDiscovery(store, logger))
 	// After a reload, the targets of changed or removed modules go at once,
 	// with their connections, rather than when next probed.
 	reload := func() error {

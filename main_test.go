@@ -256,8 +256,10 @@ func TestProbeTwoServicesEndToEnd(t *testing.T) {
 	writeTestFile(t, dir, "bravo.key", "e2e-key-bravo\n")
 	good := `modules:
   default:
+    targets: ["http://127.0.0.1:*"]
     http_client_config: {authorization: {type: Token, credentials_file: alpha.key}}
   bravo:
+    targets: ["http://127.0.0.1:*/deploy"]
     http_client_config: {authorization: {type: Token, credentials_file: bravo.key}}
     locations: {detail_ids: [2]}
 `
@@ -295,7 +297,7 @@ func TestProbeTwoServicesEndToEnd(t *testing.T) {
 	}
 
 	// SIGHUP loads a fixed file: the bravo module is gone.
-	writeTestFile(t, dir, "config.yml", "modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials_file: alpha.key}}\n")
+	writeTestFile(t, dir, "config.yml", "modules:\n  default:\n    targets: [\"http://127.0.0.1:*\"]\n    http_client_config: {authorization: {type: Token, credentials_file: alpha.key}}\n")
 	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +333,7 @@ func TestProbeFamiliesEndToEnd(t *testing.T) {
 
 	dir := t.TempDir()
 	writeTestFile(t, dir, "key", "e2e-key-fam\n")
-	cfg := writeTestFile(t, dir, "config.yml", "modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n    locations: {detail_ids: [3]}\n")
+	cfg := writeTestFile(t, dir, "config.yml", "modules:\n  default:\n    targets: [\"http://127.0.0.1:*\", \"http://127.0.0.1:*/deploy\"]\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n    locations: {detail_ids: [3]}\n")
 	e := startExporter(t, nil, "--config.file="+cfg)
 
 	families := []string{
@@ -681,7 +683,7 @@ func TestContentNegotiation(t *testing.T) {
 	defer svc.Close()
 	dir := t.TempDir()
 	writeTestFile(t, dir, "key", "negotiation-key\n")
-	cfg := writeTestFile(t, dir, "modules.yml", "modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n    locations: {detail_limit: 2, info_fields: [name]}\n")
+	cfg := writeTestFile(t, dir, "modules.yml", "modules:\n  default:\n    targets: [\"http://127.0.0.1:*\"]\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n    locations: {detail_limit: 2, info_fields: [name]}\n")
 
 	f := goodFlags()
 	f.apiURL, f.key, f.configFile = svc.URL(), "negotiation-key", cfg
@@ -839,7 +841,7 @@ func TestMaxRequests(t *testing.T) {
 	writeTestFile(t, dir, "key", "gated-key\n")
 	f := goodFlags()
 	f.apiURL, f.key, f.maxRequests = svc.URL, "gated-key", 1
-	f.configFile = writeTestFile(t, dir, "modules.yml", "modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n")
+	f.configFile = writeTestFile(t, dir, "modules.yml", "modules:\n  default:\n    targets: [\"http://127.0.0.1:*\"]\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n")
 	exp, reg := serveInProcess(t, f)
 	probe := exp.URL + "/probe?target=" + url.QueryEscape(svc.URL)
 

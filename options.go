@@ -41,6 +41,7 @@ type flagValues struct {
 	gzip             bool
 	demo             bool
 	configFile       string
+	configCheck      bool
 	metricsPath      string
 
 	httpConfigFile         string
@@ -289,7 +290,7 @@ func ineffectiveFlags(f flagValues) []string {
 }
 
 // reservedPaths are served by the exporter itself.
-var reservedPaths = []string{"/probe", "/-/healthy", "/-/ready", "/-/reload"}
+var reservedPaths = []string{"/probe", "/sd", "/-/healthy", "/-/ready", "/-/reload"}
 
 // validateMetricsPath refuses a --web.telemetry-path that the HTTP mux
 // would reject or that would shadow another endpoint.
@@ -328,11 +329,11 @@ func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 // probeLookup gives /probe the modules of store. The module itself is the
 // version the probe handler compares after a reload.
 func probeLookup(store *moduleconfig.Store) collector.ModuleLookup {
-	return func(name string) (collector.TargetSettings, any, error) {
+	return func(name string) (collector.ProbeModule, error) {
 		m, err := store.Lookup(name)
 		if err != nil {
-			return collector.TargetSettings{}, nil, err
+			return collector.ProbeModule{}, err
 		}
-		return moduleSettings(m), m, nil
+		return collector.ProbeModule{Settings: moduleSettings(m), Version: m, CheckTarget: m.CheckTarget}, nil
 	}
 }

@@ -415,7 +415,7 @@ func sequentialScrapes(t *table, b *binaries) error {
 	// go_*, process_*, promhttp_* and build metrics, the floor of any
 	// exporter built on client_golang.
 	modules := filepath.Join(b.tmp, "modules.yml")
-	if err := os.WriteFile(modules, []byte("modules:\n  default:\n    http_client_config: {authorization: {type: Token, credentials: unused}}\n"), 0o600); err != nil {
+	if err := os.WriteFile(modules, []byte("modules:\n  default:\n    targets: [\"http://127.0.0.1:*\"]\n    http_client_config: {authorization: {type: Token, credentials: unused}}\n"), 0o600); err != nil {
 		return err
 	}
 	base, err := launchExporter(b.exporter, b.tmp, nil, "--config.file="+modules)

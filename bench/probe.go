@@ -66,6 +66,7 @@ func probeCosts(t *table, b *binaries) error {
 	modules := filepath.Join(dir, "modules.yml")
 	if err := os.WriteFile(modules, []byte(`modules:
   default:
+    targets: ["http://127.0.0.1:*"]
     http_client_config:
       authorization: {type: Token, credentials_file: key}
     timeout: 10s

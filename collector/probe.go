@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,11 +21,22 @@ import (
 // from requests; the least recently used one goes first.
 const maxProbeTargets = 1000
 
-// ModuleLookup finds a module by name. It returns the module's settings
-// and a value describing the module (compared with reflect.DeepEqual), so
-// that a reload replaces the pollers of changed modules only: the others
-// keep their hold-off, minimum interval and last poll.
-type ModuleLookup func(name string) (s TargetSettings, version any, err error)
+// ModuleLookup finds a module by name; its error is the 400's reason.
+type ModuleLookup func(name string) (ProbeModule, error)
+
+// ProbeModule is what /probe needs of a module.
+type ProbeModule struct {
+	Settings TargetSettings
+	// Version describes the module (compared with reflect.DeepEqual), so
+	// that a reload replaces the pollers of changed modules only: the
+	// others keep their hold-off, minimum interval and last poll.
+	Version any
+	// CheckTarget says why the module may not be used with a target, in
+	// /probe's spelling, or returns nil when it may; nil allows any.
+	// It guards the module's credentials: a refused target is sent
+	// nothing.
+	CheckTarget func(target *url.URL) error
+}
 
 // ProbeHandler serves /probe?target=<base URL>&module=<name>: a poll of any
 // service on a registry of its own, with the families that /metrics has
@@ -91,7 +101,19 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	module := q.Get("module")
-	e, err := h.entry(target, module)
+	m, err := h.lookup(module)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if m.CheckTarget != nil {
+		if err := m.CheckTarget(target); err != nil {
+			h.logger.Debug("Target refused", "target", client.RedactURL(target), "module", moduleName(module), "err", err)
+			http.Error(w, fmt.Sprintf("module %q may not be used with target %s: %s", moduleName(module), client.RedactURL(target), err), http.StatusForbidden)
+			return
+		}
+	}
+	e, err := h.entry(target, module, m)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -112,7 +134,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // parseTarget checks a /probe target: an absolute http or https base URL
 // without credentials, query or fragment. It returns the target in one
-// spelling (see normalizeTarget), so that spellings of one service share
+// spelling (see client.NormalizeBaseURL), so that spellings of one service share
 // one poller. Its errors never repeat the target, which could carry
 // credentials.
 func parseTarget(raw string) (*url.URL, error) {
@@ -126,72 +148,7 @@ func parseTarget(raw string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
-	return normalizeTarget(u), nil
-}
-
-// defaultPorts are the ports a scheme implies.
-var defaultPorts = map[string]string{"http": "80", "https": "443"}
-
-// normalizeTarget spells a checked base URL one way: scheme and host in
-// lower case, the scheme's default port dropped, the port without leading
-// zeros, and no trailing slash on the path (the client puts "/api/" after
-// the path whether or not it ends with one). IPv6 hosts keep their
-// brackets, and a zone keeps its case.
-func normalizeTarget(u *url.URL) *url.URL {
-	n := *u
-	n.Scheme = strings.ToLower(u.Scheme)
-	host := u.Hostname()
-	if addr, zone, ok := strings.Cut(host, "%"); ok {
-		host = strings.ToLower(addr) + "%" + zone
-	} else {
-		host = strings.ToLower(host)
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if port := strings.TrimLeft(u.Port(), "0"); port != "" && port != defaultPorts[n.Scheme] {
-		host += ":" + port
-	}
-	n.Host = host
-	n.Path = strings.TrimRight(u.Path, "/")
-	n.RawPath = ""
-	if u.RawPath != "" {
-		// Escapes that change the meaning, such as %2F, stay; those of
-		// characters that need none go, as RFC 3986 section 6.2.2 has it.
-		if raw := normalizeEscapes(strings.TrimRight(u.RawPath, "/")); raw != n.EscapedPath() {
-			n.RawPath = raw
-		}
-	}
-	return &n
-}
-
-// normalizeEscapes decodes the percent-escapes of unreserved characters
-// in an escaped path and writes the others in upper case.
-func normalizeEscapes(p string) string {
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		if p[i] != '%' || i+2 >= len(p) {
-			b.WriteByte(p[i])
-			continue
-		}
-		v, err := strconv.ParseUint(p[i+1:i+3], 16, 8)
-		if err != nil {
-			b.WriteByte(p[i])
-			continue
-		}
-		if c := byte(v); isUnreserved(c) {
-			b.WriteByte(c)
-		} else {
-			b.WriteString(strings.ToUpper(p[i : i+3]))
-		}
-		i += 2
-	}
-	return b.String()
-}
-
-// isUnreserved tells whether c is an unreserved character of RFC 3986.
-func isUnreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0
+	return client.NormalizeBaseURL(u), nil
 }
 
 func moduleName(m string) string {
@@ -201,13 +158,10 @@ func moduleName(m string) string {
 	return m
 }
 
-// entry returns the poller for target and module, building one when there
-// is none or the module changed since.
-func (h *ProbeHandler) entry(target *url.URL, module string) (*probeEntry, error) {
-	settings, version, err := h.lookup(module)
-	if err != nil {
-		return nil, err
-	}
+// entry returns the poller for target and module m, building one when
+// there is none or the module changed since.
+func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*probeEntry, error) {
+	settings, version := m.Settings, m.Version
 	key := probeKey{target: target.String(), module: moduleName(module)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -217,24 +171,26 @@ func (h *ProbeHandler) entry(target *url.URL, module string) (*probeEntry, error
 	} else if ok {
 		h.drop(key, e)
 	}
-	if len(h.pollers) >= h.maxTargets {
-		h.evictOldest()
-	}
-	m, err := h.module(key.module, settings, version)
+	shared, err := h.module(key.module, settings, version)
 	if err != nil {
 		return nil, h.targetError(key.module, err)
 	}
 	name := client.RedactURL(target)
 	e := &probeEntry{
-		version: version, metrics: m.metrics, requests: newRequestMetrics(), info: NewTargetInfo(name),
+		version: version, metrics: shared.metrics, requests: newRequestMetrics(), info: NewTargetInfo(name),
 		timeout: settings.Timeout, lastUsed: time.Now(),
 	}
-	settings.Client.Transport, settings.Client.Observer = m.transport, e.requests
+	settings.Client.Transport, settings.Client.Observer = shared.transport, e.requests
 	e.poller, err = NewTargetPoller(target, settings, PollerOptions{
 		Logger: h.logger.With("target", name, "module", key.module), Recent: h.recent, Name: name, Module: key.module,
 	})
 	if err != nil {
 		return nil, h.targetError(key.module, err)
+	}
+	// Only now that the new pair is known to work does an old one make
+	// room for it.
+	if len(h.pollers) >= h.maxTargets {
+		h.evictOldest()
 	}
 	h.pollers[key] = e
 	return e, nil
@@ -268,12 +224,12 @@ func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for key, e := range h.pollers {
-		if _, version, err := h.lookup(key.module); err != nil || !reflect.DeepEqual(e.version, version) {
+		if m, err := h.lookup(key.module); err != nil || !reflect.DeepEqual(e.version, m.Version) {
 			h.drop(key, e)
 		}
 	}
 	for name, m := range h.modules {
-		if _, version, err := h.lookup(name); err != nil || !reflect.DeepEqual(m.version, version) {
+		if l, err := h.lookup(name); err != nil || !reflect.DeepEqual(m.version, l.Version) {
 			delete(h.modules, name)
 		}
 	}

@@ -161,10 +161,7 @@ func TestProbeCountsTimeouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := h.entry(target, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := defaultEntry(t, h, target)
 	ran := make(chan struct{}, 1)
 	e.poller.ranHook = func() { ran <- struct{}{} }
 	var body string
@@ -227,14 +224,26 @@ deployment_service_target_info{url="`+srv.URL+`"} 1
 		t.Error(err)
 	}
 	// Lint the answer as Prometheus would read it.
-	e, err := h.entry(mustTarget(t, srv.URL), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := defaultEntry(t, h, mustTarget(t, srv.URL))
 	problems, err := testutil.CollectAndLint(e.requests)
 	if err != nil || len(problems) > 0 {
 		t.Errorf("lint of the request metrics: %v %v", err, problems)
 	}
+}
+
+// defaultEntry returns the pair of target and the default module, as a
+// probe of it would find or build it.
+func defaultEntry(t *testing.T, h *ProbeHandler, target *url.URL) *probeEntry {
+	t.Helper()
+	m, err := h.lookup("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := h.entry(target, "", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 func mustTarget(t *testing.T, raw string) *url.URL {
@@ -254,13 +263,13 @@ type versionedLookup struct {
 	version  int
 }
 
-func (l *versionedLookup) lookup(name string) (TargetSettings, any, error) {
+func (l *versionedLookup) lookup(name string) (ProbeModule, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if name != "" && name != "default" {
-		return TargetSettings{}, nil, fmt.Errorf("unknown module %q", name)
+		return ProbeModule{}, fmt.Errorf("unknown module %q", name)
 	}
-	return l.settings, l.version, nil
+	return ProbeModule{Settings: l.settings, Version: l.version}, nil
 }
 
 func (l *versionedLookup) bump() {

@@ -30,15 +30,15 @@ func keySettings(key string) TargetSettings {
 }
 
 func staticLookup(modules map[string]TargetSettings) ModuleLookup {
-	return func(name string) (TargetSettings, any, error) {
+	return func(name string) (ProbeModule, error) {
 		if name == "" {
 			name = "default"
 		}
 		s, ok := modules[name]
 		if !ok {
-			return TargetSettings{}, nil, fmt.Errorf("unknown module %q", name)
+			return ProbeModule{}, fmt.Errorf("unknown module %q", name)
 		}
-		return s, name, nil
+		return ProbeModule{Settings: s, Version: name}, nil
 	}
 }
 
@@ -111,9 +111,9 @@ func TestUnchangedModuleKeepsItsPoller(t *testing.T) {
 	svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "60"})
 	// Every lookup returns a fresh but equal module, as a reload of an
 	// unchanged file does.
-	h := NewProbeHandler(func(string) (TargetSettings, any, error) {
+	h := NewProbeHandler(func(string) (ProbeModule, error) {
 		s := keySettings("k-1234")
-		return s, &s, nil
+		return ProbeModule{Settings: s, Version: &s}, nil
 	}, nil, nil)
 	probe(t, h, "target="+url.QueryEscape(srv.URL))
 	sent := svc.TotalRequests()

@@ -29,6 +29,12 @@ type Config struct {
 
 // Module says how to poll one kind of service.
 type Module struct {
+	// Targets are the services the module may be used with, as
+	// TargetPattern reads them: its credentials go nowhere else.
+	Targets []string `yaml:"targets"`
+	// AllowAnyTarget lets /probe use the module, credentials included,
+	// with whatever target a request names.
+	AllowAnyTarget   bool                       `yaml:"allow_any_target"`
 	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
 	// Timeout bounds one poll; Prometheus' scrape timeout lowers it.
 	Timeout time.Duration `yaml:"timeout"`
@@ -46,6 +52,9 @@ type Module struct {
 	// MinInterval is the least time between two polls of one target.
 	MinInterval time.Duration `yaml:"min_interval"`
 	Locations   Locations     `yaml:"locations"`
+
+	// patterns are Targets, parsed.
+	patterns []TargetPattern
 }
 
 // Locations chooses the detail subset of a module.
@@ -91,29 +100,63 @@ func load(path string) (*Config, error) {
 }
 
 // parse reads a configuration from b; relative file names inside it are
-// taken relative to dir.
+// taken relative to dir. Every module is checked and its HTTP client
+// built, so a bad file is refused whole, naming each module that is wrong.
 func parse(b []byte, dir string) (*Config, error) {
 	var cfg Config
 	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
 		return nil, explainYAML(err)
 	}
 	if len(cfg.Modules) == 0 {
-		return nil, errors.New("no modules: add at least one under modules:, such as default: {http_client_config: {authorization: {type: Token, credentials_file: /path/to/key}}}")
+		return nil, errors.New("no modules: add at least one under modules:, such as default: {targets: [https://deploy.example.com], http_client_config: {authorization: {type: Token, credentials_file: /path/to/key}}}")
 	}
+	var problems Problems
 	for _, name := range cfg.ModuleNames() {
 		m := cfg.Modules[name]
 		if m == nil {
-			return nil, fmt.Errorf("module %q is empty: give it settings, or {} for the defaults", name)
-		}
-		if err := m.validate(); err != nil {
-			return nil, fmt.Errorf("module %q: %w", name, err)
+			problems = append(problems, fmt.Errorf("module %q is empty: give it settings, or {} for the defaults", name))
+			continue
 		}
 		m.HTTPClientConfig.SetDirectory(dir)
-		if err := checkCredentialsFile(m.HTTPClientConfig.Authorization, moduleBlock); err != nil {
-			return nil, fmt.Errorf("module %q: %w", name, err)
+		if err := m.check(); err != nil {
+			problems = append(problems, fmt.Errorf("module %q: %w", name, err))
 		}
 	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
 	return &cfg, nil
+}
+
+// Problems are the errors of a file, one per module that is wrong. As an
+// error it is one line; --config.check prints one line each.
+type Problems []error
+
+func (p Problems) Error() string {
+	msgs := make([]string, len(p))
+	for i, err := range p {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// check validates a module whose file names are already resolved, reads
+// its key file and builds its HTTP client (reading the CA, certificate
+// and key files), so that what would fail on every probe fails the load.
+func (m *Module) check() error {
+	if err := m.validate(); err != nil {
+		return err
+	}
+	if err := checkCredentialsFile(m.HTTPClientConfig.Authorization, moduleBlock); err != nil {
+		return err
+	}
+	if err := m.parseTargets(); err != nil {
+		return err
+	}
+	if _, err := client.NewTransport(m.HTTPClientConfig, ""); err != nil {
+		return fmt.Errorf("%s cannot be used: %s", moduleBlock, strings.TrimPrefix(err.Error(), "http client config: "))
+	}
+	return nil
 }
 
 // explainYAML adds the fix to the YAML library's error, which already names
@@ -196,7 +239,9 @@ func validateAuth(c *commoncfg.HTTPClientConfig, block string) error {
 		}
 		return errors.New(msg)
 	case c.Authorization == nil:
-		return fmt.Errorf("%s is missing: the service needs a key, such as authorization: {type: Token, credentials_file: /path/to/key}", key("authorization"))
+		// No key: a module may poll a service without one, and the
+		// command line takes its key from the key flags.
+		return nil
 	case c.Authorization.Type == "Bearer":
 		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", key("authorization.type"))
 	case c.Authorization.Type != "Token":

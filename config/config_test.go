@@ -12,8 +12,9 @@ import (
 	"github.com/prometheus/common/promslog"
 )
 
-// withKey is the smallest valid module: a Token key and defaults.
-const withKey = "{http_client_config: {authorization: {type: Token, credentials: k}}}"
+// withKey is the smallest valid module with a key: a Token key, the one
+// service it may go to, and defaults.
+const withKey = "{targets: [https://deploy.example.com], http_client_config: {authorization: {type: Token, credentials: k}}}"
 
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
@@ -30,6 +31,7 @@ func TestParseValid(t *testing.T) {
 	cfg, err := parse([]byte(`
 modules:
   default:
+    targets: [https://deploy.example.com]
     http_client_config:
       authorization:
         type: Token
@@ -40,6 +42,7 @@ modules:
       detail_ids: [3, 5, 3]
       info_fields: [name]
   staging:
+    targets: [https://staging.example.com]
     http_client_config: {authorization: {type: Token, credentials: s}}
     rate_limit: 5
     min_interval: 30s
@@ -47,6 +50,7 @@ modules:
     locations:
       detail_limit: 10
   bare:
+    allow_any_target: true
     http_client_config: {authorization: {type: Token, credentials: b}}
 `), dir)
 	if err != nil {
@@ -85,7 +89,6 @@ func TestParseInvalid(t *testing.T) {
 		{"wrong type", "modules:\n  default:\n    concurrency: lots\n", []string{"line 3", "wrong type"}},
 		{"bad duration", "modules:\n  default:\n    timeout: soon\n", []string{"line 3", "time.Duration"}},
 		{"wrong value is not quoted", "modules:\n  default:\n    concurrency: s3cr3tkey\n", []string{"line 3", "a value"}},
-		{"no authorization", "modules:\n  m: {timeout: 5s}\n", []string{"authorization is missing"}},
 		{"authorization without a key", "modules:\n  m:\n    http_client_config: {authorization: {type: Token}}\n", []string{"no key"}},
 		{"authorization type in lower case", "modules:\n  m:\n    http_client_config: {authorization: {type: token, credentials: abc}}\n", []string{"spelled so"}},
 		{"authorization without type", "modules:\n  m:\n    http_client_config: {authorization: {credentials: abc}}\n", []string{"type must be Token", "Bearer"}},

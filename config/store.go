@@ -85,6 +85,11 @@ func (s *Store) Reload() error {
 	if s.path != "" {
 		s.logger.Info("Configuration loaded", "file", s.path, "modules", len(cfg.Modules))
 	}
+	for _, name := range cfg.ModuleNames() {
+		if cfg.Modules[name].AllowAnyTarget {
+			s.logger.Warn("Module has allow_any_target: true: /probe sends its credentials to any target a request names; list its services under targets instead", "module", name, "file", s.path)
+		}
+	}
 	return nil
 }
 
@@ -123,6 +128,14 @@ func (s *Store) Lookup(name string) (*Module, error) {
 	return m, nil
 }
 
+// Current returns the configuration in use, nil before the first load.
+// It is never changed: a reload replaces it.
+func (s *Store) Current() *Config {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cfg
+}
+
 // ModuleNames returns the names of the modules in use, sorted.
 func (s *Store) ModuleNames() []string {
 	s.mu.RLock()
@@ -131,4 +144,23 @@ func (s *Store) ModuleNames() []string {
 		return nil
 	}
 	return s.cfg.ModuleNames()
+}
+
+// Check reads the file at path as a reload would, building every module's
+// HTTP client, and returns each problem as one line naming the file and,
+// where there is one, the module. It returns nothing for a good file.
+func Check(path string) []string {
+	_, err := load(path)
+	if err == nil {
+		return nil
+	}
+	var problems Problems
+	if errors.As(err, &problems) {
+		lines := make([]string, len(problems))
+		for i, p := range problems {
+			lines[i] = fmt.Sprintf("config file %s: %s", path, p)
+		}
+		return lines
+	}
+	return []string{err.Error()}
 }

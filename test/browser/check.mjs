@@ -129,6 +129,7 @@ async function main() {
   const config = path.join(work, 'modules.yml');
   writeFileSync(config, `modules:
   default:
+    targets: ["http://127.0.0.1:*"]
     http_client_config:
       authorization: {type: Token, credentials: key-the-demo-service-refuses}
     timeout: 5s

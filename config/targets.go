@@ -1,0 +1,197 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+)
+
+// anyPort is the port of a pattern that matches every port.
+const anyPort = "*"
+
+// TargetPattern is one entry of a module's targets: a base URL, as /probe
+// takes it, where "*" may stand for one whole host label or for the port.
+// It is kept in the spelling /probe normalises targets to, so that a
+// trailing slash, a default port or upper case never decide a match.
+type TargetPattern struct {
+	scheme string
+	// labels are the host's dot-separated labels, "*" for any one label;
+	// an IP literal is a single label.
+	labels []string
+	// port is "" for the scheme's default, anyPort, or a number.
+	port string
+	// path is the escaped path without a trailing slash.
+	path string
+	// concrete is the target itself when the pattern has no "*".
+	concrete *url.URL
+}
+
+// ParseTargetPattern reads one entry of targets. Its errors say what is
+// wrong without repeating the entry.
+func ParseTargetPattern(raw string) (TargetPattern, error) {
+	var p TargetPattern
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return p, errors.New("not an absolute http or https URL such as https://deploy.example.com")
+	}
+	authority, path, _ := strings.Cut(rest, "/")
+	if strings.Contains(authority, "@") {
+		return p, client.ErrURLCredentials
+	}
+	// net/url takes "*" in a host but not as a port, so the port
+	// wildcard is taken off before parsing and put back after.
+	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok {
+		authority, p.port = a, anyPort
+	}
+	if strings.ContainsAny(path, "*?#") {
+		return p, errors.New(`"*" stands for a host label or the port, never for part of the path; a query or fragment has no place in a target`)
+	}
+	u, err := client.ParseBaseURL(scheme + "://" + authority + "/" + path)
+	if err != nil {
+		return p, err
+	}
+	u = client.NormalizeBaseURL(u)
+	host := u.Hostname()
+	if strings.HasPrefix(u.Host, "[") {
+		if strings.Contains(host, "*") {
+			return p, errors.New(`"*" cannot stand for part of an IPv6 address`)
+		}
+		p.labels = []string{host}
+	} else {
+		p.labels = strings.Split(host, ".")
+	}
+	for _, l := range p.labels {
+		if l == "" {
+			return p, errors.New("host has an empty label (two dots in a row, or a dot at an end)")
+		}
+		if l != "*" && strings.Contains(l, "*") {
+			return p, errors.New(`"*" must stand for one whole host label, as in https://*.deploy.example.com, not part of one`)
+		}
+	}
+	p.scheme, p.path = u.Scheme, u.EscapedPath()
+	if p.port != anyPort {
+		p.port = u.Port()
+	}
+	if p.port != anyPort && !strings.Contains(host, "*") {
+		p.concrete = u
+	}
+	return p, nil
+}
+
+// Matches tells whether target, as /probe normalised it, is one that the
+// pattern names. A "*" label matches exactly one non-empty label, so it
+// never reaches across a dot.
+func (p TargetPattern) Matches(target *url.URL) bool {
+	if target.Scheme != p.scheme || target.EscapedPath() != p.path {
+		return false
+	}
+	if p.port != anyPort && target.Port() != p.port {
+		return false
+	}
+	host := target.Hostname()
+	var labels []string
+	if strings.HasPrefix(target.Host, "[") {
+		labels = []string{host}
+	} else {
+		labels = strings.Split(host, ".")
+	}
+	if len(labels) != len(p.labels) {
+		return false
+	}
+	for i, l := range labels {
+		if l == "" || p.labels[i] != "*" && p.labels[i] != l {
+			return false
+		}
+	}
+	return true
+}
+
+// Concrete returns the target the pattern names when it has no "*", in
+// /probe's spelling, and nil otherwise.
+func (p TargetPattern) Concrete() *url.URL { return p.concrete }
+
+// parseTargets reads the module's targets and refuses a module whose
+// credentials could go to any service /probe is told of without its
+// author saying so.
+func (m *Module) parseTargets() error {
+	m.patterns = make([]TargetPattern, 0, len(m.Targets))
+	for i, raw := range m.Targets {
+		p, err := ParseTargetPattern(raw)
+		if err != nil {
+			// An entry with credentials in it is not repeated.
+			if strings.Contains(raw, "@") {
+				return fmt.Errorf("targets[%d]: %w", i, err)
+			}
+			return fmt.Errorf("targets[%d] %q: %w", i, raw, err)
+		}
+		m.patterns = append(m.patterns, p)
+	}
+	if len(m.Targets) == 0 && !m.AllowAnyTarget {
+		if what := m.credentials(); what != "" {
+			return fmt.Errorf("carries credentials (%s) but lists no targets: add targets: [https://deploy.example.com] naming the services they may go to, or allow_any_target: true to send them wherever /probe is told", what)
+		}
+	}
+	return nil
+}
+
+// credentials names the settings of the module that carry a secret to
+// the service, or returns "" when it sends none. A proxy's credentials go
+// to the proxy, which the file names, and a TLS client certificate's key
+// never leaves the exporter, so neither counts.
+func (m *Module) credentials() string {
+	c := &m.HTTPClientConfig
+	var what []string
+	if a := c.Authorization; a != nil && (a.Credentials != "" || a.CredentialsFile != "" || a.CredentialsRef != "") {
+		what = append(what, moduleBlock+".authorization")
+	}
+	if c.HTTPHeaders != nil {
+		for _, name := range sortedKeys(c.HTTPHeaders.Headers) {
+			if h := c.HTTPHeaders.Headers[name]; len(h.Secrets) > 0 || len(h.Files) > 0 {
+				what = append(what, moduleBlock+".http_headers."+name)
+			}
+		}
+	}
+	return strings.Join(what, ", ")
+}
+
+// CheckTarget tells whether /probe may use the module with target, in
+// /probe's spelling: nil when it may, else why not, in one line.
+func (m *Module) CheckTarget(target *url.URL) error {
+	if m.AllowAnyTarget || len(m.patterns) == 0 && m.credentials() == "" {
+		return nil
+	}
+	for _, p := range m.patterns {
+		if p.Matches(target) {
+			return nil
+		}
+	}
+	return errors.New("its targets do not list this target, and its credentials go only to those: probe one of them, or add the target to the module's targets")
+}
+
+// ConcreteTargets returns the targets the module lists without a "*", in
+// /probe's spelling and the file's order, each once: what service
+// discovery hands Prometheus to probe.
+func (m *Module) ConcreteTargets() []*url.URL {
+	var out []*url.URL
+	seen := make(map[string]bool)
+	for _, p := range m.patterns {
+		if u := p.Concrete(); u != nil && !seen[u.String()] {
+			seen[u.String()] = true
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

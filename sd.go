@@ -1,0 +1,54 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
+)
+
+// sdGroup is one target group of Prometheus' HTTP service discovery.
+type sdGroup struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels"`
+}
+
+// serviceDiscovery answers GET /sd: the concrete targets of every module
+// of the configuration in use, one group per module, so that a Prometheus
+// http_sd_configs job probes each listed service with its module. Patterns
+// name no service and are left out. ?module=<name> narrows the answer to
+// one module, for a job of its own (its own interval, say).
+func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		groups := []sdGroup{}
+		cfg := store.Current()
+		names := []string(nil)
+		if cfg != nil {
+			names = cfg.ModuleNames()
+		}
+		if only := r.URL.Query().Get("module"); only != "" {
+			if cfg == nil || cfg.Modules[only] == nil {
+				http.Error(w, fmt.Sprintf("unknown module %q: use one of the configuration file's modules", only), http.StatusBadRequest)
+				return
+			}
+			names = []string{only}
+		}
+		for _, name := range names {
+			targets := cfg.Modules[name].ConcreteTargets()
+			if len(targets) == 0 {
+				continue
+			}
+			g := sdGroup{Labels: map[string]string{"module": name, "__param_module": name}}
+			for _, t := range targets {
+				g.Targets = append(g.Targets, t.String())
+			}
+			groups = append(groups, g)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(groups); err != nil {
+			logger.Debug("Cannot send the service discovery answer", "err", err)
+		}
+	}
+}
