@@ -70,7 +70,26 @@ func TestMain(m *testing.M) {
 type exporter struct {
 	cmd    *exec.Cmd
 	addr   string
-	stderr *bytes.Buffer
+	stderr *syncBuffer
+}
+
+// syncBuffer is the exporter's log, read by tests while the process
+// writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func freeAddr(t *testing.T) string {
@@ -85,7 +104,7 @@ func freeAddr(t *testing.T) string {
 
 func startExporter(t *testing.T, env []string, args ...string) *exporter {
 	t.Helper()
-	e := &exporter{addr: freeAddr(t), stderr: &bytes.Buffer{}}
+	e := &exporter{addr: freeAddr(t), stderr: &syncBuffer{}}
 	e.cmd = exec.Command(binary, append([]string{"--web.listen-address=" + e.addr}, args...)...)
 	e.cmd.Env = append(cleanEnv(), env...)
 	e.cmd.Stderr = e.stderr

@@ -56,6 +56,7 @@ var pageTemplates = template.Must(template.New("landing").Funcs(pageFuncs).Parse
 <ul>
 <li><a href="{{.MetricsPath}}">Metrics</a> ({{if .SingleTarget}}polls <span class="url">{{.SingleTarget}}</span>{{else}}exporter metrics only: no --api.url{{end}})</li>
 <li><a href="-/healthy">Health</a> and <a href="-/ready">readiness</a></li>
+{{if .Modules}}<li><a href="sd">Service discovery</a> (the modules' listed targets, for Prometheus' http_sd_configs)</li>{{end}}
 </ul>
 <h2>Targets</h2>
 {{if .Targets}}<table class="stack" id="targets">

@@ -253,3 +253,74 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestProbeRefusedTargetGetsNothing: a target that the module's check
+// refuses is a 403 naming the module, before any request leaves and
+// before the cache makes room for it.
+func TestProbeRefusedTargetGetsNothing(t *testing.T) {
+	listed := sampleservice.New(sampleservice.Options{Key: "k-listed", Locations: 3})
+	other := sampleservice.New(sampleservice.Options{Key: "k-listed", Locations: 3})
+	srvListed, srvOther := httptest.NewServer(listed), httptest.NewServer(other)
+	defer srvListed.Close()
+	defer srvOther.Close()
+	allowed := mustTarget(t, srvListed.URL)
+	var checked []string
+	h := NewProbeHandler(func(string) (ProbeModule, error) {
+		return ProbeModule{Settings: keySettings("k-listed"), Version: 1, CheckTarget: func(target *url.URL) error {
+			checked = append(checked, target.String())
+			if target.String() != allowed.String() {
+				return fmt.Errorf("not listed")
+			}
+			return nil
+		}}, nil
+	}, nil, nil)
+	h.maxTargets = 1
+
+	if code, body := probe(t, h, "target="+url.QueryEscape(srvListed.URL+"/")); code != http.StatusOK || !strings.Contains(body, "deployment_service_up 1") {
+		t.Fatalf("listed target: %d\n%s", code, body)
+	}
+	code, body := probe(t, h, "target="+url.QueryEscape(strings.ToUpper(srvOther.URL)))
+	if code != http.StatusForbidden {
+		t.Errorf("unlisted target answered %d, want 403", code)
+	}
+	if want := `module "default" may not be used with target ` + srvOther.URL + ": not listed\n"; body != want {
+		t.Errorf("403 body %q, want %q", body, want)
+	}
+	if n := other.TotalRequests(); n != 0 {
+		t.Errorf("the unlisted target got %d requests", n)
+	}
+	if want := []string{allowed.String(), srvOther.URL}; fmt.Sprint(checked) != fmt.Sprint(want) {
+		t.Errorf("checked %q, want the targets in /probe's spelling %q", checked, want)
+	}
+	h.mu.Lock()
+	_, kept := h.pollers[probeKey{target: allowed.String(), module: "default"}]
+	n := len(h.pollers)
+	h.mu.Unlock()
+	if !kept || n != 1 {
+		t.Errorf("the refused target changed the cache: listed pair kept %v, %d pairs", kept, n)
+	}
+}
+
+// TestProbeBrokenModuleEvictsNothing: a pair that cannot be built leaves
+// the cache as it was, even when it is full.
+func TestProbeBrokenModuleEvictsNothing(t *testing.T) {
+	svc := sampleservice.New(sampleservice.Options{Key: "k", Locations: 3})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	broken := keySettings("k")
+	broken.Client.HTTPClientConfig.TLSConfig.CAFile = "/nonexistent/ca.pem"
+	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings("k"), "broken": broken}), nil, nil)
+	h.maxTargets = 1
+	if code, _ := probe(t, h, "target="+url.QueryEscape(srv.URL)); code != http.StatusOK {
+		t.Fatalf("good module: %d", code)
+	}
+	if code, body := probe(t, h, "module=broken&target="+url.QueryEscape(srv.URL)); code != http.StatusBadRequest || !strings.Contains(body, `module "broken"`) {
+		t.Errorf("broken module: %d %s", code, body)
+	}
+	h.mu.Lock()
+	_, kept := h.pollers[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	h.mu.Unlock()
+	if !kept {
+		t.Error("the broken module evicted a healthy pair")
+	}
+}

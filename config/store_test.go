@@ -1,7 +1,9 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -120,5 +122,25 @@ func TestReloadsRunOneAtATime(t *testing.T) {
 	}
 	if _, err := s.Lookup("m19"); err != nil {
 		t.Errorf("the last file's module is not in force: %v", err)
+	}
+}
+
+// TestAllowAnyTargetWarnsOncePerLoad: a module that sends its key
+// anywhere is said at warn on every load, once, naming the module.
+func TestAllowAnyTargetWarnsOncePerLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "config.yml", "modules:\n  bound: "+withKey+"\n  loose: {allow_any_target: true, http_client_config: {authorization: {type: Token, credentials: k}}}\n")
+	var log bytes.Buffer
+	s := NewStore(path, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&log, nil)))
+	for range 2 {
+		if err := s.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(log.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d warnings over two loads, want 2:\n%s", n, log.String())
+	}
+	if n := strings.Count(log.String(), "allow_any_target: true"); n != 2 || !strings.Contains(log.String(), "module=loose") || strings.Contains(log.String(), "module=bound") {
+		t.Errorf("the warnings do not name the loose module alone:\n%s", log.String())
 	}
 }

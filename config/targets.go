@@ -47,6 +47,12 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok {
 		authority, p.port = a, anyPort
 	}
+	switch port := strings.LastIndex(authority, ":"); {
+	case strings.HasPrefix(authority, "[") && strings.Contains(authority, "*"):
+		return p, errors.New(`"*" cannot stand for part of an IPv6 address`)
+	case port > strings.LastIndex(authority, "]") && strings.Contains(authority[port:], "*"):
+		return p, errors.New(`"*" stands for the whole port, as in http://127.0.0.1:*, not part of one`)
+	}
 	if strings.ContainsAny(path, "*?#") {
 		return p, errors.New(`"*" stands for a host label or the port, never for part of the path; a query or fragment has no place in a target`)
 	}
@@ -57,9 +63,6 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 	u = client.NormalizeBaseURL(u)
 	host := u.Hostname()
 	if strings.HasPrefix(u.Host, "[") {
-		if strings.Contains(host, "*") {
-			return p, errors.New(`"*" cannot stand for part of an IPv6 address`)
-		}
 		p.labels = []string{host}
 	} else {
 		p.labels = strings.Split(host, ".")

@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/deployment-service/deployment_service_exporter/sampleservice"
+)
+
+// recorder is a service that records every request it gets: where a key
+// must never go.
+type recorder struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []string // method, path and Authorization of each request
+}
+
+func newRecorder(t *testing.T) *recorder {
+	t.Helper()
+	r := &recorder{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.seen = append(r.seen, req.Method+" "+req.URL.Path+" "+req.Header.Get("Authorization"))
+		r.mu.Unlock()
+		http.NotFound(w, req)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *recorder) requests() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.seen...)
+}
+
+// TestProbeKeyGoesOnlyToListedTargets: through the binary, a module's key
+// reaches the services its targets list, however a target is spelt, and
+// nothing at all reaches any other, however it is spelt or patterned.
+func TestProbeKeyGoesOnlyToListedTargets(t *testing.T) {
+	listed, err := sampleservice.Start(sampleservice.Options{Key: "key-alpha-123", Locations: 4, Prefix: "/deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listed.Close()
+	rec := newRecorder(t)
+	recPort := mustURL(t, rec.URL).Port()
+	listedURL := mustURL(t, listed.URL())
+
+	dir := t.TempDir()
+	writeTestFile(t, dir, "alpha.key", "key-alpha-123\n")
+	cfg := writeTestFile(t, dir, "config.yml", `modules:
+  default:
+    targets: ["`+listed.URL()+`"]
+    http_client_config: {authorization: {type: Token, credentials_file: alpha.key}}
+  wild:
+    targets: ["http://127.0.0.1:*/deploy"]
+    http_client_config: {authorization: {type: Token, credentials: key-wild-456}}
+  open:
+    timeout: 2s
+`)
+	e := startExporter(t, nil, "--config.file="+cfg)
+
+	// The listed service in other spellings: still the listed one.
+	for _, spelling := range []string{
+		listed.URL(), listed.URL() + "/", strings.ToUpper(listedURL.Scheme) + "://" + listedURL.Host + "/deploy/",
+		"http://127.0.0.1:0" + listedURL.Port() + "/deploy",
+	} {
+		if code, body := e.get(t, "/probe?target="+url.QueryEscape(spelling)); code != http.StatusOK || !strings.Contains(body, "deployment_service_up 1") {
+			t.Errorf("listed target spelt %s: %d\n%s", spelling, code, body)
+		}
+	}
+
+	refused := []struct{ module, target string }{
+		{"default", rec.URL},
+		{"default", rec.URL + "/deploy"},
+		{"default", "http://localhost:" + recPort + "/deploy"},
+		{"default", "http://127.0.0.1:" + recPort + listedURL.Path},
+		{"default", "http://localhost:" + listedURL.Port() + "/deploy"}, // the listed port under another name
+		{"default", listed.URL() + "x"},
+		{"default", listed.URL() + "/api"},
+		{"default", "https://127.0.0.1:" + listedURL.Port() + "/deploy"},
+		{"wild", rec.URL},
+		{"wild", rec.URL + "/deploy/x"},
+		{"wild", rec.URL + "/deployx"},
+		{"wild", "http://localhost:" + recPort + "/deploy"},
+		{"wild", "http://127.0.0.1.nip.io:" + recPort + "/deploy"},
+		{"wild", "https://127.0.0.1:" + recPort + "/deploy"},
+		{"", rec.URL + "/deploy"}, // no module: the default one
+	}
+	for _, r := range refused {
+		for _, debug := range []string{"", "&debug=true"} {
+			code, body := e.get(t, "/probe?module="+r.module+"&target="+url.QueryEscape(r.target)+debug)
+			name := r.module
+			if name == "" {
+				name = "default"
+			}
+			if code != http.StatusForbidden || !strings.Contains(body, `module "`+name+`" may not be used with target`) || strings.Count(body, "\n") != 1 {
+				t.Errorf("module %q, target %s%s: %d %q, want a one-line 403", r.module, r.target, debug, code, body)
+			}
+		}
+	}
+	if got := rec.requests(); len(got) != 0 {
+		t.Fatalf("unlisted targets got requests: %q", got)
+	}
+
+	// The recorder does record: a pattern that matches it, and a module
+	// without credentials, reach it, the latter without any key.
+	if code, _ := e.get(t, "/probe?module=wild&target="+url.QueryEscape(rec.URL+"/deploy/")); code != http.StatusOK {
+		t.Errorf("pattern match: %d", code)
+	}
+	if code, _ := e.get(t, "/probe?module=open&target="+url.QueryEscape(rec.URL)); code != http.StatusOK {
+		t.Errorf("module without credentials: %d", code)
+	}
+	var withKey, withoutKey int
+	for _, r := range rec.requests() {
+		switch {
+		case strings.Contains(r, "key-alpha"):
+			t.Errorf("the default module's key reached an unlisted service: %s", r)
+		case strings.HasSuffix(r, " Token key-wild-456") && strings.HasPrefix(r, "GET /deploy/api/"):
+			withKey++
+		case strings.HasSuffix(r, " ") && !strings.HasPrefix(r, "GET /deploy/"):
+			withoutKey++
+		default:
+			t.Errorf("unexpected request %q", r)
+		}
+	}
+	if withKey == 0 || withoutKey == 0 {
+		t.Errorf("the recorder saw %d requests of the pattern's module and %d of the keyless one, want some of each", withKey, withoutKey)
+	}
+	for _, secret := range []string{"key-alpha-123", "key-wild-456"} {
+		if strings.Contains(e.stderr.String(), secret) {
+			t.Errorf("the log holds the key %s", secret)
+		}
+	}
+}
+
+// TestBadModuleRefusedEverywhere: a module with a key and no targets is a
+// bad file at start, on reload (the old file keeps serving) and for
+// --config.check, each time with a line naming the module.
+func TestBadModuleRefusedEverywhere(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "key-k", Locations: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	dir := t.TempDir()
+	bad := "modules:\n  default:\n    targets: [\"http://127.0.0.1:*\"]\n    http_client_config: {authorization: {type: Token, credentials: key-k}}\n" +
+		"  leaky:\n    http_client_config: {authorization: {type: Token, credentials: key-k}}\n"
+	badPath := writeTestFile(t, dir, "bad.yml", bad)
+	const wantLine = `module "leaky": carries credentials (http_client_config.authorization) but lists no targets`
+	// logfmt escapes the quotes around the module's name.
+	const wantLog = `module \"leaky\": carries credentials (http_client_config.authorization) but lists no targets`
+
+	// At start.
+	start := exec.Command(binary, "--web.listen-address="+freeAddr(t), "--config.file="+badPath)
+	start.Env = cleanEnv()
+	var startErr bytes.Buffer
+	start.Stderr = &startErr
+	if err := start.Run(); err == nil {
+		t.Fatal("the exporter started with the bad file")
+	}
+	if lines := strings.Split(strings.TrimSpace(startErr.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], wantLog) {
+		t.Errorf("start: want one line with %q, got:\n%s", wantLine, startErr.String())
+	}
+
+	// By --config.check, which serves nothing.
+	code, stdout, stderr := runCheck(t, "--config.file="+badPath)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, wantLine) || !strings.Contains(stderr, badPath) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("--config.check of the bad file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
+	// On reload, by HTTP and by SIGHUP: refused, the old file serves on.
+	cfgPath := writeTestFile(t, dir, "config.yml", "modules:\n  default:\n    targets: [\""+svc.URL()+"\"]\n    http_client_config: {authorization: {type: Token, credentials: key-k}}\n")
+	e := startExporter(t, nil, "--config.file="+cfgPath)
+	writeTestFile(t, dir, "config.yml", bad)
+	if code, body := e.do(t, http.MethodPost, "/-/reload"); code != http.StatusInternalServerError || !strings.Contains(body, wantLine) {
+		t.Errorf("reload of the bad file: %d %q", code, body)
+	}
+	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "SIGHUP's refusal was logged", func() bool {
+		return strings.Count(e.stderr.String(), wantLog) >= 2
+	})
+	if _, m := e.get(t, "/metrics"); !strings.Contains(m, "deployment_service_exporter_config_last_reload_successful 0") {
+		t.Error("the refused reload is not reported")
+	}
+	if code, body := e.get(t, "/probe?target="+url.QueryEscape(svc.URL())); code != http.StatusOK || !strings.Contains(body, "deployment_service_up 1") {
+		t.Errorf("the old file stopped serving: %d\n%s", code, body)
+	}
+	if code, _ := e.get(t, "/probe?module=leaky&target="+url.QueryEscape(svc.URL())); code != http.StatusBadRequest {
+		t.Errorf("the refused file's module answers %d", code)
+	}
+}
+
+// runCheck runs the binary with --config.check and args.
+func runCheck(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--config.check"}, args...)...)
+	cmd.Env = cleanEnv()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// TestConfigCheck: --config.check reads every file as a start would,
+// building each HTTP client, names every problem and serves nothing.
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	writeTestFile(t, dir, "key", "key-k\n")
+	good := writeTestFile(t, dir, "good.yml", "modules:\n  default:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials_file: key}}\n")
+	twoBad := writeTestFile(t, dir, "two-bad.yml", "modules:\n"+
+		"  ca:\n    targets: [https://deploy.example.com]\n    http_client_config: {tls_config: {ca_file: missing-ca.pem}, authorization: {type: Token, credentials_file: key}}\n"+
+		"  fine: {}\n"+
+		"  nokey:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials_file: missing.key}}\n")
+	httpBad := writeTestFile(t, dir, "http.yml", "tls_config: {cert_file: missing-cert.pem, key_file: missing-key.pem}\n")
+	tests := []struct {
+		name      string
+		args      []string
+		wantCode  int
+		wantLines []string // each a fragment of one line of stderr, in order
+	}{
+		{"a good file", []string{"--config.file=" + good}, 0, nil},
+		{"a good file and a service", []string{"--config.file=" + good, "--api.url=http://127.0.0.1:1", "--api.key-file=" + dir + "/key"}, 0, nil},
+		{"the demo", []string{"--demo"}, 0, nil},
+		{"every bad module", []string{"--config.file=" + twoBad}, 1, []string{`module "ca": http_client_config cannot be used`, `module "nokey": http_client_config.authorization.credentials_file`}},
+		{"a missing file", []string{"--config.file=" + dir + "/none.yml"}, 1, []string{"none.yml"}},
+		{"a bad HTTP client file", []string{"--api.http-config.file=" + httpBad}, 1, []string{"--api.http-config.file"}},
+		{"a bad flag", []string{"--config.file=" + good, "--api.timeout=0s"}, 1, []string{"--api.timeout"}},
+		{"no key for the service", []string{"--api.url=http://127.0.0.1:1"}, 1, []string{"no API key"}},
+		{"nothing to check", nil, 1, []string{"nothing to check"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCheck(t, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d; stderr %q", code, tt.wantCode, stderr)
+			}
+			if tt.wantCode == 0 {
+				if stdout != "OK\n" || stderr != "" {
+					t.Errorf("stdout %q, stderr %q; want OK alone", stdout, stderr)
+				}
+				return
+			}
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			if stdout != "" || len(lines) != len(tt.wantLines) {
+				t.Fatalf("stdout %q; stderr lines %q, want %d", stdout, lines, len(tt.wantLines))
+			}
+			for i, w := range tt.wantLines {
+				if !strings.Contains(lines[i], w) {
+					t.Errorf("line %q lacks %q", lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+// TestServiceDiscovery: /sd lists each module's concrete targets with the
+// labels that make Prometheus probe them with that module, and follows a
+// reload.
+func TestServiceDiscovery(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeTestFile(t, dir, "config.yml", `modules:
+  default:
+    targets: [https://b.example.com/, "https://*.example.com", HTTPS://A.example.com:443]
+    http_client_config: {authorization: {type: Token, credentials: key-k}}
+  patterns-only:
+    targets: ["http://127.0.0.1:*"]
+    http_client_config: {authorization: {type: Token, credentials: key-k}}
+  open: {}
+`)
+	e := startExporter(t, nil, "--config.file="+cfg)
+	want := `[{"targets":["https://b.example.com","https://a.example.com"],"labels":{"__param_module":"default","module":"default"}}]`
+	checkSD(t, e, "/sd", want)
+	checkSD(t, e, "/sd?module=default", want)
+	checkSD(t, e, "/sd?module=open", `[]`)
+	if code, body := e.get(t, "/sd?module=nope"); code != http.StatusBadRequest || !strings.Contains(body, `unknown module "nope"`) {
+		t.Errorf("unknown module: %d %q", code, body)
+	}
+	if code, _ := e.do(t, http.MethodPost, "/sd"); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /sd answered %d", code)
+	}
+
+	writeTestFile(t, dir, "config.yml", `modules:
+  staging:
+    targets: [http://deploy-staging.example.com:8080/deploy]
+    http_client_config: {authorization: {type: Token, credentials: key-k}}
+  other:
+    targets: [https://c.example.com, https://d.example.com]
+`)
+	if code, body := e.do(t, http.MethodPost, "/-/reload"); code != http.StatusOK {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	checkSD(t, e, "/sd", `[{"targets":["https://c.example.com","https://d.example.com"],"labels":{"__param_module":"other","module":"other"}},`+
+		`{"targets":["http://deploy-staging.example.com:8080/deploy"],"labels":{"__param_module":"staging","module":"staging"}}]`)
+}
+
+func checkSD(t *testing.T, e *exporter, path, want string) {
+	t.Helper()
+	resp, body := fetch(t, "http://"+e.addr+path, nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("%s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var got, exp any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, body)
+	}
+	if err := json.Unmarshal([]byte(want), &exp); err != nil {
+		t.Fatal(err)
+	}
+	if g, w := mustJSON(t, got), mustJSON(t, exp); g != w {
+		t.Errorf("%s:\n got %s\nwant %s", path, g, w)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func mustURL(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
