@@ -85,8 +85,11 @@ type listPage struct {
 	Entries  int     // number of entries on this page
 	Count    int64   // envelope "count"
 	HasCount bool    // envelope carried an integer "count"
-	Next     string  // envelope "next" ("" when null or absent)
+	Next     string  // envelope "next" ("" when null, absent or empty)
 	HasNext  bool    // envelope carried "next", a string or null
+	// NextNamed tells that "next" was a string, even an empty one: a
+	// next page is named, and "" names the page itself.
+	NextNamed bool
 	Envelope bool    // body was an envelope rather than a plain array
 	IDs      []int64 // integer ids among the first wantIDs entries, in order
 	// NoID counts the entries among the first wantIDs that have no usable
@@ -322,7 +325,7 @@ func (s *scanner) readNext(page *listPage) error {
 		if err != nil {
 			return withContext(err, `"next"`)
 		}
-		page.Next = string(v)
+		page.Next, page.NextNamed = string(v), true
 		return nil
 	}
 	return s.wrongKind(c, 1, `"next" is not a string or null`)

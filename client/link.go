@@ -72,21 +72,22 @@ func parseLinks(v string) ([]link, error) {
 
 // nextLink returns the target of the first link of the Link header fields
 // of h whose relation types include "next" and whose context is the page
-// itself, or "" when there is none. page is the URL of the page the header
-// came with, against which an anchor is resolved.
-func nextLink(h http.Header, page *url.URL) (string, error) {
+// itself, and whether there is one: an empty target ("<>") is a link to
+// the page itself. page is the URL of the page the header came with,
+// against which an anchor is resolved.
+func nextLink(h http.Header, page *url.URL) (target string, found bool, err error) {
 	for _, v := range h.Values("Link") {
 		links, err := parseLinks(v)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		for _, l := range links {
 			if l.hasRel("next") && aboutPage(l, page) {
-				return l.target, nil
+				return l.target, true, nil
 			}
 		}
 	}
-	return "", nil
+	return "", false, nil
 }
 
 // aboutPage tells whether a link's context is the page: it has no anchor,

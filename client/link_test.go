@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -47,12 +48,12 @@ func TestNextLink(t *testing.T) {
 			for _, v := range tc.header {
 				h.Add("Link", v)
 			}
-			got, err := nextLink(h, page)
+			got, found, err := nextLink(h, page)
 			if err != nil {
 				t.Fatalf("error %v", err)
 			}
-			if got != tc.want {
-				t.Errorf("next %q, want %q", got, tc.want)
+			if got != tc.want || found != (tc.want != "") {
+				t.Errorf("next %q (found %v), want %q", got, found, tc.want)
 			}
 		})
 	}
@@ -72,7 +73,7 @@ func TestNextLinkMalformed(t *testing.T) {
 		`<a>; rel="prev", junk`,                  // not a link-value
 	} {
 		h := http.Header{"Link": {v}}
-		if got, err := nextLink(h, page); !errors.Is(err, errBadLink) {
+		if got, _, err := nextLink(h, page); !errors.Is(err, errBadLink) {
 			t.Errorf("%s: next %q, error %v; want errBadLink", v, got, err)
 		}
 	}
@@ -86,5 +87,17 @@ func TestParseLinks(t *testing.T) {
 	want := []link{{target: "a", rel: "next", anchor: "#x", hasAnchor: true}, {target: "b", rel: "prev", anchor: "y", hasAnchor: true}}
 	if len(links) != len(want) || links[0] != want[0] || links[1] != want[1] {
 		t.Errorf("links %+v, want %+v", links, want)
+	}
+}
+
+// TestNextLinkEmptyTarget: "<>" is a link to the page itself, found like
+// any other, so that the walk can call it a loop rather than the end.
+func TestNextLinkEmptyTarget(t *testing.T) {
+	page, _ := url.Parse("https://h.example/api/x/")
+	for _, v := range []string{`<>; rel="next"`, `< >; rel="next"`, `<a>; rel="prev", <>; rel=next`} {
+		got, found, err := nextLink(http.Header{"Link": {v}}, page)
+		if err != nil || !found || strings.TrimSpace(got) != "" {
+			t.Errorf("%s: next %q, found %v, error %v; want an empty target, found", v, got, found, err)
+		}
 	}
 }

@@ -186,6 +186,11 @@ func TestLinkHeaderFollowsTheRules(t *testing.T) {
 			wantErr: "more than 3 pages",
 		},
 		{
+			name:    "an empty target",
+			link:    func(*http.Request, string) string { return `<>; rel="next"` },
+			wantErr: "next link after page 1 is empty",
+		},
+		{
 			name:    "a malformed header",
 			link:    func(*http.Request, string) string { return `<?page=2; rel="next"` },
 			wantErr: "Link header of page 1 is malformed",
@@ -407,5 +412,45 @@ func TestLongInfoField(t *testing.T) {
 		if !strings.HasSuffix(d, "…") || len(d) > maxFieldValue+len("…") || len(d) < maxFieldValue-3+len("…") || r.Fields["name"] == "" {
 			t.Errorf("%d bytes: description of %d bytes ending %q, name %q", size, len(d), d[max(len(d)-8, 0):], r.Fields["name"])
 		}
+	}
+}
+
+// TestEmptyNextIsALoop: an empty next names the page itself. Without a
+// count, the list is a pagination failure, never a count of one page;
+// only null or no link ends it. With a count and the ids needed, the walk
+// has no reason to follow it.
+func TestEmptyNextIsALoop(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, link string
+		wantCount        int64 // -1: a pagination failure
+	}{
+		{"an envelope without a count", `{"next": "", "previous": null, "results": [{"id": 1}, {"id": 2}, {"id": 3}]}`, "", -1},
+		{"an envelope with blanks for a link", `{"next": "  ", "results": [{"id": 1}]}`, "", -1},
+		{"a plain array with an empty Link", `[{"id": 1}, {"id": 2}, {"id": 3}]`, `<>; rel="next"`, -1},
+		{"an envelope with null", `{"next": null, "results": [{"id": 1}, {"id": 2}, {"id": 3}]}`, "", 3},
+		{"an envelope without next", `{"results": [{"id": 1}, {"id": 2}, {"id": 3}]}`, "", 3},
+		{"a plain array without a Link", `[{"id": 1}, {"id": 2}, {"id": 3}]`, "", 3},
+		{"a plain array with another relation", `[{"id": 1}, {"id": 2}, {"id": 3}]`, `<>; rel="prev"`, 3},
+		{"an envelope with a count", `{"count": 7, "next": "", "results": [{"id": 1}]}`, "", 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAPI(t, "")
+			f.handle("/api/projects/locations/", func(w http.ResponseWriter, _ *http.Request) {
+				if tc.link != "" {
+					w.Header().Set("Link", tc.link)
+				}
+				fmt.Fprint(w, tc.body)
+			})
+			res := f.client(t, nil).Locations(context.Background(), 0, nil)
+			if tc.wantCount < 0 {
+				if ReasonOf(res.Err) != ReasonPagination || !strings.Contains(res.Err.Error(), "empty") {
+					t.Errorf("count %d, err %v; want a pagination failure saying the link is empty", res.Count, res.Err)
+				}
+				return
+			}
+			if res.Err != nil || res.Count != tc.wantCount {
+				t.Errorf("count %d, err %v; want %d", res.Count, res.Err, tc.wantCount)
+			}
+		})
 	}
 }

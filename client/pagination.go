@@ -57,7 +57,10 @@ type listPageResult struct {
 	url *url.URL
 	// next is the next page's link as written: the envelope's "next" when
 	// the body carries one (even null), else the Link header's rel="next".
-	next     string
+	next string
+	// hasNext tells that a next page is named, even by an empty link,
+	// which names the page itself; only null or no link ends a list.
+	hasNext  bool
 	fromLink bool
 	// linkErr tells that the Link header could not be parsed, so whether
 	// a next page exists is unknown.
@@ -155,7 +158,7 @@ func (w *pageWalk) done(ctx context.Context, pr listPageResult) bool {
 		w.stop(ctx, pr, fmt.Errorf("the Link header of page %d is malformed: %w", w.res.Pages, pr.linkErr))
 		return true
 	}
-	if pr.next != "" && !w.enough() {
+	if pr.hasNext && !w.enough() {
 		return false
 	}
 	if !w.hasCount {
@@ -193,10 +196,10 @@ func (c *Client) readListPage(body io.Reader, resp *http.Response, wantIDs, n in
 	if err != nil {
 		return fmt.Errorf("page %d: %w", n, err)
 	}
-	pr.page, pr.url, pr.next = page, resp.Request.URL, page.Next
+	pr.page, pr.url, pr.next, pr.hasNext = page, resp.Request.URL, page.Next, page.NextNamed
 	if !page.HasNext {
-		next, err := nextLink(resp.Header, pr.url)
-		pr.next, pr.fromLink, pr.linkErr = next, next != "", err
+		pr.next, pr.hasNext, pr.linkErr = nextLink(resp.Header, pr.url)
+		pr.fromLink = pr.hasNext
 	}
 	return nil
 }
@@ -242,6 +245,10 @@ func pageKey(u *url.URL) string {
 func (c *Client) nextPage(cur *url.URL, next string, seen map[string]bool, pages int) (*url.URL, error) {
 	if len(next) > maxStringValue {
 		return nil, fmt.Errorf("next link after page %d is longer than %d bytes", pages, maxStringValue)
+	}
+	if strings.TrimSpace(next) == "" {
+		// RFC 3986 resolves an empty reference to the page itself.
+		return nil, fmt.Errorf("next link after page %d is empty, which names the page itself (a pagination loop; null or no link ends a list)", pages)
 	}
 	ref, err := url.Parse(next)
 	if err != nil {
