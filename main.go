@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
+	"github.com/deployment-service/deployment_service_exporter/internal/sighup"
 	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
@@ -43,12 +42,16 @@ func main() {
 		// the User-Agent and build info instead of leaving them blank.
 		version.Version = "devel"
 	}
-	os.Exit(run(os.Args[1:]))
+	// SIGHUPs are caught from the process's first moments (package
+	// sighup); those that came before the configuration could be
+	// reloaded wait in the channel and reload it once serving.
+	os.Exit(run(os.Args[1:], sighup.Signals()))
 }
 
-// run parses args, validates them and serves until the server fails. It
-// returns the process exit code.
-func run(args []string) int {
+// run parses args, validates them and serves until the server fails,
+// reloading the configuration on every signal of hup. It returns the
+// process exit code.
+func run(args []string, hup <-chan os.Signal) int {
 	cmd, err := parseArgs(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: error: %s\n", exporterName, err)
@@ -77,7 +80,7 @@ func run(args []string) int {
 		return 1
 	}
 	defer x.close()
-	return serve(x, cmd.web, logger)
+	return serve(x, cmd.web, hup, logger)
 }
 
 // command is what the command line asks for: the exporter's own flags,
@@ -196,9 +199,9 @@ func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
 }
 
 // serve answers HTTP with x, reloading the configuration file on every
-// SIGHUP, until the server fails. It returns the process exit code.
-func serve(x *endpoints, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
-	go reloadOnSIGHUP(x.reload, logger)
+// signal of hup, until the server fails. It returns the process exit code.
+func serve(x *endpoints, toolkitFlags *web.FlagConfig, hup <-chan os.Signal, logger *slog.Logger) int {
+	go reloadOnSignal(hup, x.reload, logger)
 	srv := &http.Server{Handler: x.handler, ReadHeaderTimeout: 10 * time.Second}
 	if err := web.ListenAndServe(srv, toolkitFlags, logger); err != nil {
 		logger.Error("Server stopped", "err", err)
@@ -274,7 +277,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		_, _ = fmt.Fprintln(w, "Ready")
 	})
 	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost && r.Method != http.MethodPut {
+		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
 			http.Error(w, "Use POST to reload the configuration", http.StatusMethodNotAllowed)
 			return
@@ -323,11 +326,10 @@ func (l scrapeLimit) wrap(h http.Handler) http.Handler {
 	})
 }
 
-// reloadOnSIGHUP reloads the configuration file on every SIGHUP, for the
-// life of the process.
-func reloadOnSIGHUP(reload func() error, logger *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+// reloadOnSignal reloads the configuration file on every signal of hup,
+// for the life of the process. A signal queued while the exporter started
+// reloads at once, so a file changed meanwhile is read.
+func reloadOnSignal(hup <-chan os.Signal, reload func() error, logger *slog.Logger) {
 	for range hup {
 		if err := reload(); err != nil {
 			logger.Error("Configuration refused; the previous one stays in use", "err", err)
