@@ -25,8 +25,8 @@ import (
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
-	"github.com/deployment-service/deployment_service_exporter/internal/sighup"
 	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
+	"github.com/deployment-service/deployment_service_exporter/internal/sighup"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 

@@ -82,16 +82,16 @@ func withContext(err error, format string, args ...any) error {
 
 // listPage is what one page of a list view tells the exporter.
 type listPage struct {
-	Entries  int     // number of entries on this page
-	Count    int64   // envelope "count"
-	HasCount bool    // envelope carried an integer "count"
-	Next     string  // envelope "next" ("" when null, absent or empty)
-	HasNext  bool    // envelope carried "next", a string or null
+	Entries  int    // number of entries on this page
+	Count    int64  // envelope "count"
+	HasCount bool   // envelope carried an integer "count"
+	Next     string // envelope "next" ("" when null, absent or empty)
+	HasNext  bool   // envelope carried "next", a string or null
 	// NextNamed tells that "next" was a string, even an empty one: a
 	// next page is named, and "" names the page itself.
 	NextNamed bool
-	Envelope bool    // body was an envelope rather than a plain array
-	IDs      []int64 // integer ids among the first wantIDs entries, in order
+	Envelope  bool    // body was an envelope rather than a plain array
+	IDs       []int64 // integer ids among the first wantIDs entries, in order
 	// NoID counts the entries among the first wantIDs that have no usable
 	// id: none, one that is not an integer fitting 64 bits, or two.
 	NoID int
