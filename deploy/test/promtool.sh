@@ -19,7 +19,8 @@ ensure_apt curl curl
 ensure_apt jq jq
 
 cd "${repo}"
-configs=(deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml deploy/compose/prometheus.yml)
+configs=(deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml deploy/prometheus/prometheus-sd.yml
+  deploy/compose/prometheus.yml)
 rules=(deploy/prometheus/rules/*.yml)
 tests=(deploy/prometheus/tests/*.yml)
 
