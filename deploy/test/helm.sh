@@ -9,15 +9,17 @@
 #      into their Kubernetes and Prometheus Operator types and pass
 #      tools/cmd/k8scheck (the kinds and counts expected for the case, the
 #      restricted security context, probes, resources, the key and modules
-#      from Secret files, ServiceMonitors for /metrics and /probe, the
+#      from Secret files, the targets each module's key may go to,
+#      ServiceMonitors for /metrics and /probe, the ScrapeConfig on /sd, the
 #      PrometheusRule equal to the rule files, NetworkPolicy and
 #      PodDisruptionBudget, and container arguments the binary accepts); the
 #      key given as a value appears nowhere but base64 in its Secret;
 #   5. values the exporter would refuse, or that watch nothing, fail the
 #      render with the message that says what to set;
 #   6. the README's Helm quick start, run as written (a dummy key; kubectl
-#      stubbed out; `helm install` replaced by `helm template`), renders
-#      manifests that pass the same checks.
+#      stubbed out; `helm install` replaced by `helm template`), and the
+#      chart README's /sd values example render manifests that pass the
+#      same checks.
 #
 # Helm comes from PATH or $(go env GOPATH)/bin, else it is built with
 # `go install` (a few minutes).
@@ -75,11 +77,22 @@ check_case "${ci}/default-values.yaml" Deployment=1,Service=1,ServiceAccount=1 \
 check_case "${ci}/demo-values.yaml" Deployment=1,Service=1,ServiceAccount=1
 check_case "${ci}/probe-values.yaml" Deployment=1,Service=1,ServiceAccount=1,ServiceMonitor=3 \
   -external-secret deployment-service-exporter-modules -external-secret deployment-service-keys
+check_case "${ci}/sd-values.yaml" Deployment=1,Service=1,ServiceAccount=1,Secret=1,ServiceMonitor=1,ScrapeConfig=1,PrometheusRule=1 \
+  -external-secret deployment-service-api-key -external-secret deployment-service-staging-key
 check_case "${ci}/full-values.yaml" \
-  Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1 \
+  Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,ScrapeConfig=1,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1 \
   -external-secret deployment-service-keys
+# The chart README's /sd values example, with the image it leaves out (in
+# a directory of its own: check_case writes the render to ${work}).
+mkdir -p "${work}/values"
+{
+  printf 'image:\n  repository: registry.example.com/deployment-service-exporter\n'
+  markdown_block "${chart}/README.md" '<!-- values: /probe through /sd (checked by deploy/test/helm.sh and configcheck.sh) -->' yaml
+} >"${work}/values/readme-sd-values.yaml"
+check_case "${work}/values/readme-sd-values.yaml" Deployment=1,Service=1,ServiceAccount=1,Secret=1,ServiceMonitor=1,ScrapeConfig=1 \
+  -external-secret deployment-service-api-key -external-secret deployment-service-staging-key
 n_cases=$(find "${ci}" -name '*-values.yaml' | wc -l)
-[[ "${n_cases}" -eq 4 ]] || die "ci/ has ${n_cases} values files; give each a case here"
+[[ "${n_cases}" -eq 5 ]] || die "ci/ has ${n_cases} values files; give each a case here"
 
 # The key given as a value is only ever base64 in its Secret: never an
 # argument, an environment value or an annotation.
@@ -103,7 +116,7 @@ refuse() {
 img=(--set image.repository=registry.example.com/deployment-service-exporter)
 url=(--set apiUrl=https://deploy.example.com)
 key=(--set apiKey.existingSecret=k)
-modules=(--set-json 'config.modules={"default":{"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}')
+modules=(--set-json 'config.modules={"default":{"targets":["https://a.example.com","https://*.b.example.com"],"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}')
 refuse "image.repository is required"
 refuse "nothing to watch" "${img[@]}"
 refuse "apiUrl needs a key" "${img[@]}" "${url[@]}"
@@ -124,7 +137,36 @@ refuse 'name "a" is given twice' "${img[@]}" "${modules[@]}" \
 refuse "url \"ftp://a\" must be the http:// or https:// base URL" "${img[@]}" "${modules[@]}" \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=ftp://a'
 refuse "additional properties 'apikey' not allowed" "${img[@]}" "${url[@]}" "${key[@]}" --set apikey.value=x
-log "ok: 13 kinds of wrong values fail the render with a message saying what to set"
+# A module's key goes only to the services it lists (issue 18).
+refuse "config.modules.default carries credentials but lists no targets" "${img[@]}" \
+  --set-json 'config.modules={"default":{"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}'
+refuse "config.modules.default carries credentials but lists no targets" "${img[@]}" \
+  --set-json 'config.modules={"default":{"http_client_config":{"http_headers":{"X-Key":{"files":["/k"]}}}}}'
+refuse "got string, want array" "${img[@]}" --set-json 'config.modules={"default":{"targets":"https://a.example.com"}}'
+refuse 'module "default" does not list https://c.b.example.com/x under targets' "${img[@]}" "${modules[@]}" \
+  --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://c.b.example.com/x'
+refuse "scrapeConfig probes the targets that config.modules lists" "${img[@]}" "${url[@]}" "${key[@]}" --set scrapeConfig.enabled=true
+refuse 'scrapeConfig.modules: module "x" is not in config.modules' "${img[@]}" "${modules[@]}" \
+  --set scrapeConfig.enabled=true --set 'scrapeConfig.modules[0]=x'
+refuse "no module it discovers lists a concrete target" "${img[@]}" --set scrapeConfig.enabled=true \
+  --set-json 'config.modules={"default":{"targets":["https://*.b.example.com"],"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}'
+refuse 'the ScrapeConfig (scrapeConfig.enabled) already probes https://a.example.com with module "default"' \
+  "${img[@]}" "${modules[@]}" --set scrapeConfig.enabled=true \
+  --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://A.example.com:443/'
+log "ok: 21 kinds of wrong values fail the render with a message saying what to set"
+
+# What the chart accepts of targets, the exporter accepts too: a spelling
+# that differs only in case, default port and trailing slash, a "*" host
+# label, a "*" port, and allow_any_target render.
+"${helm}" template dse "${chart}" --kube-version "${kube_version}" "${img[@]}" \
+  --set-json 'config.modules={"default":{"targets":["HTTPS://A.example.com:443/","https://*.b.example.com","http://127.0.0.1:*/deploy"],"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}},"any":{"allow_any_target":true,"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}' \
+  --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://a.example.com' \
+  --set 'serviceMonitor.targets[1].name=b' --set 'serviceMonitor.targets[1].url=https://x.b.example.com/' \
+  --set 'serviceMonitor.targets[2].name=c' --set 'serviceMonitor.targets[2].url=http://127.0.0.1:8080/deploy' \
+  --set 'serviceMonitor.targets[3].name=d' --set 'serviceMonitor.targets[3].url=https://elsewhere.example.com' \
+  --set 'serviceMonitor.targets[3].module=any' >/dev/null 2>"${work}/err.txt" ||
+  die "targets that their modules list were refused: $(cat "${work}/err.txt")"
+log "ok: targets listed by their modules (spelling, * label, * port, allow_any_target) render"
 
 # The quick start, as README.md writes it.
 readme_block '<!-- quick start: helm (run by deploy/test/helm.sh) -->' >"${work}/quickstart.sh"

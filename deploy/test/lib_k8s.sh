@@ -23,13 +23,19 @@ ensure_go_tool() {
 # the line MARKER (an HTML comment, invisible on the rendered page), so that
 # a check can run a quick start exactly as the README writes it.
 readme_block() {
-  local marker=$1 block
-  block=$(awk -v marker="${marker}" '
+  markdown_block "${repo}/README.md" "$1" sh
+}
+
+# markdown_block FILE MARKER LANG: prints the first ```LANG block of the
+# Markdown FILE that follows the line MARKER.
+markdown_block() {
+  local file=$1 marker=$2 lang=$3 block
+  block=$(awk -v marker="${marker}" -v fence="\`\`\`${lang}" '
     $0 == marker { found = 1; next }
-    found && !inside && /^```sh$/ { inside = 1; next }
+    found && !inside && $0 == fence { inside = 1; next }
     inside && /^```$/ { exit }
     inside { print }
-  ' "${repo}/README.md")
-  [[ -n "${block}" ]] || die "README.md has no \`\`\`sh block after the line '${marker}'"
+  ' "${file}")
+  [[ -n "${block}" ]] || die "${file#"${repo}/"} has no \`\`\`${lang} block after the line '${marker}'"
   printf '%s\n' "${block}"
 }

@@ -30,10 +30,13 @@ type checker struct {
 	rules           *monitoringv1.PrometheusRuleSpec
 	flags           flagcheck.Set
 
-	// modules names the modules of the --config.file in the manifests, nil
+	// modules holds the modules of the --config.file in the manifests, nil
 	// when there is none or it is in a Secret made by the user.
-	modules    map[string]bool
+	modules    map[string]*module
 	configFile bool
+	// probedBy maps each /probe target and module that a ServiceMonitor or
+	// ScrapeConfig scrapes to the object that does, to find doubles.
+	probedBy map[string]string
 
 	passed int
 	errs   []string
@@ -65,6 +68,9 @@ func (c *checker) run() {
 			"ServiceAccount %s: automountServiceAccountToken must not be true (the exporter needs no Kubernetes API)", sa.Name)
 	}
 	c.serviceMonitors()
+	for _, sc := range o.scrapeConfigs {
+		c.scrapeConfig(sc)
+	}
 	for _, pr := range o.prometheusRules {
 		c.prometheusRule(pr)
 	}
@@ -118,6 +124,9 @@ func (c *checker) metadata() {
 		metas = append(metas, &m.ObjectMeta)
 	}
 	for _, m := range c.objs.podDisruptionBudgets {
+		metas = append(metas, &m.ObjectMeta)
+	}
+	for _, m := range c.objs.scrapeConfigs {
 		metas = append(metas, &m.ObjectMeta)
 	}
 	for _, m := range metas {
@@ -289,19 +298,50 @@ func (c *checker) apiURL(name string, ct *corev1.Container) string {
 // moduleConfig is the part of the exporter's --config.file this check reads.
 type moduleConfig struct {
 	Modules map[string]struct {
+		Targets          []string `json:"targets"`
+		AllowAnyTarget   bool     `json:"allow_any_target"`
 		HTTPClientConfig struct {
 			Authorization *struct {
 				Type            string `json:"type"`
 				Credentials     string `json:"credentials"`
 				CredentialsFile string `json:"credentials_file"`
+				CredentialsRef  string `json:"credentials_ref"`
 			} `json:"authorization"`
+			HTTPHeaders map[string]struct {
+				Secrets []string `json:"secrets"`
+				Files   []string `json:"files"`
+			} `json:"http_headers"`
 		} `json:"http_client_config"`
 	} `json:"modules"`
 }
 
+// module is what the checks of /probe scrapes need to know of a module.
+type module struct {
+	targets []targetPattern
+	// anyTarget: /probe may use it with any target (allow_any_target, or
+	// no targets and no credentials).
+	anyTarget bool
+}
+
+// allows reports whether /probe may use the module with target.
+func (m *module) allows(target targetPattern) bool {
+	return m.anyTarget || slices.ContainsFunc(m.targets, func(p targetPattern) bool { return p.matches(target) })
+}
+
+// concrete returns the targets that /sd hands Prometheus for the module.
+func (m *module) concrete() []targetPattern {
+	var out []targetPattern
+	for _, p := range m.targets {
+		if p.concrete() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // config checks the --config.file: on a Secret volume and, when the Secret
-// is in the manifests, a YAML file of modules each carrying a Token key,
-// whose key files are on Secret volumes too.
+// is in the manifests, a YAML file of modules whose keys are of type Token,
+// in key files on Secret volumes too, and go only to the targets they list.
 func (c *checker) config(where string, pod *corev1.PodSpec, ct *corev1.Container, file string) {
 	content, ok := c.secretFile(where, pod, ct, file)
 	if !ok || content == nil {
@@ -313,11 +353,29 @@ func (c *checker) config(where string, pod *corev1.PodSpec, ct *corev1.Container
 		return
 	}
 	c.expect(len(cfg.Modules) > 0, "%s: %s has no modules", where, file)
-	c.modules = map[string]bool{}
+	c.modules = map[string]*module{}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Modules)) {
-		c.modules[name] = true
-		auth := cfg.Modules[name].HTTPClientConfig.Authorization
-		if !c.expect(auth != nil && auth.Type == "Token" && (auth.Credentials != "" || auth.CredentialsFile != ""),
+		mc := cfg.Modules[name]
+		m := &module{anyTarget: mc.AllowAnyTarget}
+		c.modules[name] = m
+		for _, raw := range mc.Targets {
+			p, err := parseTarget(raw)
+			if c.expect(err == nil, "%s: module %s: targets entry %q: %v", where, name, raw, err) {
+				m.targets = append(m.targets, p)
+			}
+		}
+		auth := mc.HTTPClientConfig.Authorization
+		credentials := auth != nil && (auth.Credentials != "" || auth.CredentialsFile != "" || auth.CredentialsRef != "")
+		for _, h := range mc.HTTPClientConfig.HTTPHeaders {
+			credentials = credentials || len(h.Secrets) > 0 || len(h.Files) > 0
+		}
+		c.expect(!credentials || len(mc.Targets) > 0 || mc.AllowAnyTarget,
+			"%s: module %s carries credentials but lists no targets (the exporter refuses it): its key would go wherever /probe is told", where, name)
+		m.anyTarget = m.anyTarget || len(mc.Targets) == 0 && !credentials
+		if auth == nil {
+			continue // a module without a key; the service may not need one
+		}
+		if !c.expect(auth.Type == "Token" && (auth.Credentials != "" || auth.CredentialsFile != ""),
 			"%s: module %s needs http_client_config.authorization of type Token with credentials_file (the exporter refuses it otherwise)", where, name) {
 			continue
 		}

@@ -3,17 +3,19 @@
 // on deploy/helm/deployment-service-exporter.
 //
 // Every object is decoded strictly into its Kubernetes API type (k8s.io/api,
-// and the Prometheus Operator's types for ServiceMonitor and PrometheusRule):
-// an unknown or misspelt field, a duplicate field or a malformed quantity is
-// an error, as is a kind the check does not know. Then the objects are checked
-// against each other and against what the exporter needs: the number of
-// objects of each kind (-want), a restricted security context, resources,
-// probes on /-/healthy and /-/ready, the API key mounted from a Secret and
-// read through --api.key-file, the --config.file modules and the key files
-// they name, /metrics and /probe ServiceMonitors with the job labels the
-// rules select and the multi-target relabelling, selectors and ports that
-// connect (Service, ServiceMonitor, NetworkPolicy, PodDisruptionBudget), rules
-// equal to those of deploy/prometheus/rules (-rules), and (with -help)
+// and the Prometheus Operator's types for ServiceMonitor, PrometheusRule and
+// ScrapeConfig): an unknown or misspelt field, a duplicate field or a
+// malformed quantity is an error, as is a kind the check does not know. Then
+// the objects are checked against each other and against what the exporter
+// needs: the number of objects of each kind (-want), a restricted security
+// context, resources, probes on /-/healthy and /-/ready, the API key mounted
+// from a Secret and read through --api.key-file, the --config.file modules,
+// the key files they name and the targets their keys may go to, /metrics and
+// /probe ServiceMonitors with the job labels the rules select and the
+// multi-target relabelling, ScrapeConfigs whose HTTP service discovery is the
+// exporter's /sd with the same relabelling, selectors and ports that connect
+// (Service, ServiceMonitor, ScrapeConfig, NetworkPolicy, PodDisruptionBudget),
+// rules equal to those of deploy/prometheus/rules (-rules), and (with -help)
 // container arguments the binary accepts.
 //
 //	kubectl kustomize deploy/kubernetes | k8scheck -help help.txt
@@ -33,6 +35,7 @@ import (
 	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -55,6 +58,7 @@ type objects struct {
 	podDisruptionBudgets []*policyv1.PodDisruptionBudget
 	serviceMonitors      []*monitoringv1.ServiceMonitor
 	prometheusRules      []*monitoringv1.PrometheusRule
+	scrapeConfigs        []*monitoringv1alpha1.ScrapeConfig
 	counts               map[string]int
 }
 
@@ -176,6 +180,9 @@ func decode(doc []byte, objs *objects) error {
 	case "monitoring.coreos.com/v1 PrometheusRule":
 		o := &monitoringv1.PrometheusRule{}
 		objs.prometheusRules, target = append(objs.prometheusRules, o), o
+	case "monitoring.coreos.com/v1alpha1 ScrapeConfig":
+		o := &monitoringv1alpha1.ScrapeConfig{}
+		objs.scrapeConfigs, target = append(objs.scrapeConfigs, o), o
 	default:
 		return fmt.Errorf("kind %q of apiVersion %q is not known to this check; add it", tm.Kind, tm.APIVersion)
 	}

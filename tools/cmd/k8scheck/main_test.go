@@ -17,6 +17,8 @@ func TestDecodeStrict(t *testing.T) {
 		{"duplicate field", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nmetadata:\n  name: t\n", false},
 		{"bad quantity", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  template:\n    spec:\n      containers:\n      - name: c\n        resources:\n          limits:\n            memory: 1Mo\n", false},
 		{"unknown kind", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n", false},
+		{"scrape config", "apiVersion: monitoring.coreos.com/v1alpha1\nkind: ScrapeConfig\nmetadata:\n  name: s\nspec:\n  httpSDConfigs:\n    - url: http://e:10044/sd\n", true},
+		{"scrape config unknown field", "apiVersion: monitoring.coreos.com/v1alpha1\nkind: ScrapeConfig\nmetadata:\n  name: s\nspec:\n  httpSDConfig:\n    - url: http://e:10044/sd\n", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,7 +61,7 @@ func check(t *testing.T, manifests, want string, external ...string) []string {
 	return c.errs
 }
 
-const fullWant = "Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1"
+const fullWant = "Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,ScrapeConfig=1,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1"
 
 func TestChecks(t *testing.T) {
 	tests := []struct {
@@ -100,10 +102,43 @@ func TestChecks(t *testing.T) {
 			wantError: `target "deploy-staging.example.com" is no http(s) base URL`},
 		{name: "probes collide", old: "- \"https://deploy-staging.example.com\"\n        module:\n          - \"staging\"",
 			new:       "- \"https://deploy.example.com/prefix\"\n        module:\n          - \"default\"",
-			wantError: "probe the same target with the same module"},
+			wantError: "probe the same target (https://deploy.example.com/prefix) with the same module (default)"},
 		{name: "service monitor namespace", old: "    matchNames:\n      - observability\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: dse\n      app.kubernetes.io/instance: dse\n  endpoints:\n    - port: http-metrics\n      path: /metrics",
 			new:       "    matchNames:\n      - elsewhere\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: dse\n      app.kubernetes.io/instance: dse\n  endpoints:\n    - port: http-metrics\n      path: /metrics",
 			wantError: `its namespaceSelector must name the Service's namespace "observability"`},
+		{name: "module without targets", old: "        targets:\n        - https://deploy.example.com/prefix\n", new: "",
+			wantError: "module default carries credentials but lists no targets"},
+		{name: "module for any target", old: "        targets:\n        - https://deploy.example.com/prefix\n", new: "        allow_any_target: true\n"},
+		{name: "module target malformed", old: "- https://*.deploy-eu.example.com", new: "- https://deploy-*.eu.example.com",
+			wantError: `module eu: targets entry "https://deploy-*.eu.example.com"`},
+		{name: "probe target not listed", old: `- "https://deploy-staging.example.com"`, new: `- "https://deploy-qa.example.com"`,
+			wantError: `ServiceMonitor dse-staging: module "staging" does not list https://deploy-qa.example.com under targets`},
+		{name: "scrape config service", old: "url: http://dse.observability.svc:10044/sd", new: "url: http://dse.monitoring.svc:10044/sd",
+			wantError: `ScrapeConfig dse-probe: httpSDConfigs url "http://dse.monitoring.svc:10044/sd?module=eu": dse.monitoring.svc:10044 is no port of the exporter's Service`},
+		{name: "scrape config path", old: "url: http://dse.observability.svc:10044/sd", new: "url: http://dse.observability.svc:10044/metrics",
+			wantError: "is not the exporter's /sd"},
+		{name: "scrape config scheme", old: "scheme: HTTP", new: "scheme: HTTPS",
+			wantError: "and scheme https must agree"},
+		{name: "scrape config module", old: "/sd?module=eu", new: "/sd?module=us",
+			wantError: `module "us" is not in the exporter's --config.file`},
+		{name: "scrape config metrics path", old: "metricsPath: /probe", new: "metricsPath: /metrics",
+			wantError: "ScrapeConfig dse-probe: metricsPath must be /probe"},
+		{name: "scrape config address", old: "replacement: dse.observability.svc:10044", new: "replacement: dse.observability.svc:9090",
+			wantError: "then set __address__ to the exporter's dse.observability.svc:10044"},
+		{name: "scrape config instance", old: "      sourceLabels: [__param_target]\n      targetLabel: instance\n    # ...while Prometheus scrapes",
+			new:       "      sourceLabels: [__address__]\n      targetLabel: instance\n    # ...while Prometheus scrapes",
+			wantError: "ScrapeConfig dse-probe: must copy __param_target to instance"},
+		{name: "scrape config job", old: "      replacement: deployment_service_probe\n    - action: replace\n      replacement: eu",
+			new:       "      replacement: deployment_service\n    - action: replace\n      replacement: eu",
+			wantError: `ScrapeConfig dse-probe: must set job="deployment_service_probe"`},
+		{name: "scrape config module label", old: "      replacement: eu\n      targetLabel: region", new: "      replacement: eu\n      targetLabel: module",
+			wantError: "a relabeling overwrites module, which the discovery sets"},
+		{name: "scrape config timeout", old: "scrapeTimeout: 20s\n  relabelings", new: "scrapeTimeout: 90s\n  relabelings",
+			wantError: "ScrapeConfig dse-probe: needs scrapeInterval and scrapeTimeout with scrapeTimeout <= scrapeInterval"},
+		{name: "scrape config and service monitor", old: "/sd?module=eu", new: "/sd?module=staging",
+			wantError: "ServiceMonitor dse-staging and ScrapeConfig dse-probe probe the same target (https://deploy-staging.example.com) with the same module (staging)"},
+		{name: "scrape config finds nothing", old: "        - https://deploy-eu.example.com\n", new: "",
+			wantError: "ScrapeConfig dse-probe: the modules it discovers list no concrete target"},
 		{name: "rules differ", old: "for: 5m", new: "for: 10m",
 			wantError: "differs from the rule files"},
 		{name: "network policy port", old: "- port: http-metrics\n          protocol: TCP\n      from:", new: "- port: metrics\n          protocol: TCP\n      from:",

@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -23,7 +27,6 @@ import (
 // /metrics under the job the rules select and no /probe pair twice.
 func (c *checker) serviceMonitors() {
 	metrics := 0
-	probes := map[string]string{} // target and module -> ServiceMonitor
 	for _, sm := range c.objs.serviceMonitors {
 		svc := c.serviceMonitorService(sm)
 		if svc == nil {
@@ -37,11 +40,8 @@ func (c *checker) serviceMonitors() {
 				metrics++
 				c.expect(setsLabel(ep.RelabelConfigs, "job", c.job), "ServiceMonitor %s: must set job=%q, which the alert rules select", sm.Name, c.job)
 			case "/probe":
-				key := c.probeEndpoint(sm, &ep)
-				if other, dup := probes[key]; dup {
-					c.expect(false, "ServiceMonitors %s and %s probe the same target with the same module: their series would collide", other, sm.Name)
-				}
-				probes[key] = sm.Name
+				target, module := c.probeEndpoint(sm, &ep)
+				c.probed(target, module, "ServiceMonitor "+sm.Name)
 			default:
 				c.expect(false, "ServiceMonitor %s: path %q is neither /metrics nor /probe", sm.Name, ep.Path)
 			}
@@ -81,21 +81,29 @@ func (c *checker) scrapeEndpoint(sm *monitoringv1.ServiceMonitor, svc *corev1.Se
 }
 
 // probeEndpoint checks the multi-target pattern: the service's URL and a
-// module of the configuration as URL parameters, the target as instance,
-// and the probe job. It returns the target and module, which must be unique.
-func (c *checker) probeEndpoint(sm *monitoringv1.ServiceMonitor, ep *monitoringv1.Endpoint) string {
+// module of the configuration as URL parameters, the module listing the
+// URL, the target as instance, and the probe job. It returns the target
+// (in the exporter's spelling) and module, which must be probed once.
+func (c *checker) probeEndpoint(sm *monitoringv1.ServiceMonitor, ep *monitoringv1.Endpoint) (string, string) {
 	targets, modules := ep.Params["target"], ep.Params["module"]
 	var target, module string
+	var parsed *targetPattern
 	if c.expect(len(targets) == 1, "ServiceMonitor %s: /probe needs exactly one target parameter, has %d", sm.Name, len(targets)) {
 		target = targets[0]
 		u, err := url.Parse(target)
-		c.expect(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil,
-			"ServiceMonitor %s: target %q is no http(s) base URL without credentials", sm.Name, target)
+		p, perr := parseTarget(target)
+		if c.expect(err == nil && perr == nil && u.Host != "" && u.User == nil && p.concrete(),
+			"ServiceMonitor %s: target %q is no http(s) base URL without credentials", sm.Name, target) {
+			parsed, target = &p, p.String()
+		}
 	}
 	if c.expect(len(modules) == 1 && modules[0] != "", "ServiceMonitor %s: /probe needs exactly one module parameter", sm.Name) {
 		module = modules[0]
 		c.expect(c.configFile, "ServiceMonitor %s: /probe needs the exporter to run with --config.file", sm.Name)
-		c.expect(c.modules == nil || c.modules[module], "ServiceMonitor %s: module %q is not in the exporter's --config.file", sm.Name, module)
+		if c.modules != nil && c.expect(c.modules[module] != nil, "ServiceMonitor %s: module %q is not in the exporter's --config.file", sm.Name, module) && parsed != nil {
+			c.expect(c.modules[module].allows(*parsed),
+				"ServiceMonitor %s: module %q does not list %s under targets: the exporter would answer 403 and send nothing", sm.Name, module, target)
+		}
 	}
 	c.expect(slices.ContainsFunc(ep.RelabelConfigs, func(r monitoringv1.RelabelConfig) bool {
 		return isReplace(r) && r.TargetLabel == "instance" && slices.Equal(r.SourceLabels, []monitoringv1.LabelName{"__param_target"}) &&
@@ -106,7 +114,131 @@ func (c *checker) probeEndpoint(sm *monitoringv1.ServiceMonitor, ep *monitoringv
 		c.expect(r.TargetLabel != "__param_target" && r.TargetLabel != "__param_module" && r.TargetLabel != "__address__",
 			"ServiceMonitor %s: a relabeling overwrites %s, which the params set", sm.Name, r.TargetLabel)
 	}
-	return target + " " + module
+	return target, module
+}
+
+// probed records that what scrapes /probe of target with module; the
+// same pair scraped twice would make colliding series.
+func (c *checker) probed(target, module, what string) {
+	if c.probedBy == nil {
+		c.probedBy = map[string]string{}
+	}
+	key := target + " " + module
+	if other, dup := c.probedBy[key]; dup {
+		c.expect(false, "%s and %s probe the same target (%s) with the same module (%s): their series would collide", other, what, target, module)
+		return
+	}
+	c.probedBy[key] = what
+}
+
+// scrapeConfig checks a ScrapeConfig that probes the services the
+// exporter's /sd lists: HTTP service discovery on /sd of a Service of the
+// manifests, /probe as metrics path, the multi-target relabelling with the
+// exporter's address from the discovery URL, the probe job, and modules
+// that list services to discover, none of them probed twice.
+func (c *checker) scrapeConfig(sc *monitoringv1alpha1.ScrapeConfig) {
+	name := "ScrapeConfig " + sc.Name
+	spec := &sc.Spec
+	c.expect(c.configFile, "%s: probes the targets of /sd, which needs the exporter to run with --config.file", name)
+	c.expect(spec.MetricsPath != nil && *spec.MetricsPath == "/probe", "%s: metricsPath must be /probe", name)
+	scheme := "http"
+	if spec.Scheme != nil {
+		scheme = strings.ToLower(string(*spec.Scheme))
+	}
+	interval, err1 := time.ParseDuration(durationOf(spec.ScrapeInterval))
+	timeout, err2 := time.ParseDuration(durationOf(spec.ScrapeTimeout))
+	c.expect(err1 == nil && err2 == nil && timeout > 0 && timeout <= interval,
+		"%s: needs scrapeInterval and scrapeTimeout with scrapeTimeout <= scrapeInterval", name)
+
+	c.expect(len(spec.HTTPSDConfigs) > 0, "%s: needs httpSDConfigs with the exporter's /sd", name)
+	exporter := ""
+	var modules []string // those of ?module=; "" for every module
+	for _, sd := range spec.HTTPSDConfigs {
+		u, err := url.Parse(string(sd.URL))
+		if !c.expect(err == nil && u.Path == "/sd" && u.Fragment == "", "%s: httpSDConfigs url %q is not the exporter's /sd", name, sd.URL) {
+			continue
+		}
+		c.expect(u.Scheme == scheme, "%s: httpSDConfigs url %q and scheme %s must agree: both reach the exporter", name, sd.URL, scheme)
+		c.expect(c.exporterService(u.Host, sc.Namespace), "%s: httpSDConfigs url %q: %s is no port of the exporter's Service", name, sd.URL, u.Host)
+		c.expect(exporter == "" || exporter == u.Host, "%s: httpSDConfigs reach the exporter at %s and at %s", name, exporter, u.Host)
+		exporter = u.Host
+		q := u.Query()
+		module := q.Get("module")
+		c.expect(len(q) == 0 || len(q) == 1 && len(q["module"]) == 1 && module != "",
+			"%s: httpSDConfigs url %q: /sd takes one parameter, module", name, sd.URL)
+		if module != "" {
+			c.expect(c.modules == nil || c.modules[module] != nil, "%s: httpSDConfigs url %q: module %q is not in the exporter's --config.file", name, sd.URL, module)
+		}
+		c.expect(!slices.Contains(modules, module), "%s: discovers the targets of %s twice", name, cmp.Or(module, "every module"))
+		modules = append(modules, module)
+	}
+
+	rs := spec.RelabelConfigs
+	target := slices.IndexFunc(rs, func(r monitoringv1.RelabelConfig) bool {
+		return copies(r, "__address__", "__param_target")
+	})
+	address := slices.IndexFunc(rs, func(r monitoringv1.RelabelConfig) bool {
+		return isReplace(r) && r.TargetLabel == "__address__" && len(r.SourceLabels) == 0 && r.Replacement != nil && *r.Replacement == exporter
+	})
+	c.expect(target >= 0 && address > target,
+		"%s: must copy __address__ (the service /sd names) to __param_target, then set __address__ to the exporter's %s", name, exporter)
+	c.expect(slices.ContainsFunc(rs, func(r monitoringv1.RelabelConfig) bool { return copies(r, "__param_target", "instance") }),
+		"%s: must copy __param_target to instance, so series name the service, not the exporter", name)
+	c.expect(setsLabel(rs, "job", c.probeJob), "%s: must set job=%q", name, c.probeJob)
+	for i, r := range rs {
+		c.expect(r.TargetLabel != "__param_module" && r.TargetLabel != "module" && (r.TargetLabel != "__address__" || i == address),
+			"%s: a relabeling overwrites %s, which the discovery sets", name, r.TargetLabel)
+	}
+
+	if c.modules == nil {
+		return // a configuration file made by the user: its targets cannot be seen here
+	}
+	if slices.Contains(modules, "") {
+		modules = slices.Sorted(maps.Keys(c.modules))
+	}
+	n := 0
+	for _, m := range modules {
+		if c.modules[m] == nil {
+			continue // refused above
+		}
+		for _, t := range c.modules[m].concrete() {
+			c.probed(t.String(), m, name)
+			n++
+		}
+	}
+	c.expect(n > 0, "%s: the modules it discovers list no concrete target (one without *): /sd hands Prometheus nothing", name)
+}
+
+// exporterService reports whether host (name[.namespace[.svc[.cluster.local]]]:port,
+// from a ScrapeConfig in namespace ns) is a port of a Service of the
+// manifests.
+func (c *checker) exporterService(host, ns string) bool {
+	h, port, ok := strings.Cut(host, ":")
+	labels := strings.Split(h, ".")
+	if !ok || len(labels) > 5 || len(labels) > 2 && strings.Join(labels[2:], ".") != "svc" && strings.Join(labels[2:], ".") != "svc.cluster.local" {
+		return false
+	}
+	if len(labels) > 1 {
+		ns = labels[1]
+	}
+	return slices.ContainsFunc(c.objs.services, func(s *corev1.Service) bool {
+		return s.Name == labels[0] && s.Namespace == ns && slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool {
+			return strconv.Itoa(int(p.Port)) == port
+		})
+	})
+}
+
+// copies reports whether r copies the label from to the label to.
+func copies(r monitoringv1.RelabelConfig, from, to string) bool {
+	return isReplace(r) && r.TargetLabel == to && slices.Equal(r.SourceLabels, []monitoringv1.LabelName{monitoringv1.LabelName(from)}) &&
+		(r.Replacement == nil || *r.Replacement == "$1" || *r.Replacement == "${1}")
+}
+
+func durationOf(d *monitoringv1.Duration) string {
+	if d == nil {
+		return ""
+	}
+	return string(*d)
 }
 
 func isReplace(r monitoringv1.RelabelConfig) bool {

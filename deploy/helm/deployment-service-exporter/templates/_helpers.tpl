@@ -113,7 +113,7 @@ better a clear error from helm than a pod in CrashLoopBackOff.
 {{- fail "serviceMonitor.targets are polled through /probe with the modules of config.modules (or config.existingSecret): set them" }}
 {{- end }}
 {{- $names := dict }}
-{{- range $v.serviceMonitor.targets }}
+{{- range $t := $v.serviceMonitor.targets }}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" (.name | default "")) }}
 {{- fail (printf "serviceMonitor.targets: name %q must be lower-case letters, digits and '-' (it names a ServiceMonitor)" (.name | default "")) }}
 {{- end }}
@@ -124,8 +124,114 @@ better a clear error from helm than a pod in CrashLoopBackOff.
 {{- if not (regexMatch "^https?://[^/?#@]+" (.url | default "")) }}
 {{- fail (printf "serviceMonitor.targets %s: url %q must be the http:// or https:// base URL of a service" .name (.url | default "")) }}
 {{- end }}
-{{- if and $v.config.modules (not (hasKey $v.config.modules (.module | default "default"))) }}
-{{- fail (printf "serviceMonitor.targets %s: module %q is not in config.modules" .name (.module | default "default")) }}
+{{- $module := .module | default "default" }}
+{{- if and $v.config.modules (not (hasKey $v.config.modules $module)) }}
+{{- fail (printf "serviceMonitor.targets %s: module %q is not in config.modules" .name $module) }}
+{{- end }}
+{{- if $v.config.modules }}
+{{- if not (include "dse.moduleAllows" (dict "module" (get $v.config.modules $module) "url" .url)) }}
+{{- fail (printf "serviceMonitor.targets %s: module %q does not list %s under targets, so the exporter would refuse to probe it (403): add it to config.modules.%s.targets" .name $module .url $module) }}
+{{- end }}
+{{- if and $v.scrapeConfig.enabled (or (not $v.scrapeConfig.modules) (has $module $v.scrapeConfig.modules)) }}
+{{- $url := include "dse.normalizeTarget" .url }}
+{{- range (get $v.config.modules $module).targets }}
+{{- if and (not (contains "*" .)) (eq (include "dse.normalizeTarget" .) $url) }}
+{{- fail (printf "serviceMonitor.targets %s: the ScrapeConfig (scrapeConfig.enabled) already probes %s with module %q, found through /sd: drop this entry, or leave %q out of scrapeConfig.modules" $t.name $url $module $module) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $name, $m := $v.config.modules }}
+{{- if and (include "dse.moduleCredentials" $m) (not $m.targets) (not $m.allow_any_target) }}
+{{- fail (printf "config.modules.%s carries credentials but lists no targets, so the exporter would refuse it: add targets: [https://deploy.example.com] naming the services its key may go to, or allow_any_target: true to send the key wherever /probe is told" $name) }}
+{{- end }}
+{{- end }}
+{{- $sc := $v.scrapeConfig }}
+{{- if $sc.enabled }}
+{{- if not $config }}
+{{- fail "scrapeConfig probes the targets that config.modules lists, found through the exporter's /sd: set config.modules (or config.existingSecret)" }}
+{{- end }}
+{{- range $sc.modules }}
+{{- if and $v.config.modules (not (hasKey $v.config.modules .)) }}
+{{- fail (printf "scrapeConfig.modules: module %q is not in config.modules" .) }}
+{{- end }}
+{{- end }}
+{{- if $v.config.modules }}
+{{- $concrete := 0 }}
+{{- range $name, $m := $v.config.modules }}
+{{- if or (not $sc.modules) (has $name $sc.modules) }}
+{{- range $m.targets }}
+{{- if not (contains "*" .) }}{{ $concrete = add1 $concrete }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not $concrete }}
+{{- fail "scrapeConfig: no module it discovers lists a concrete target (one without *) under targets, so /sd would hand Prometheus nothing to probe" }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+dse.normalizeTarget prints a base URL, or a targets entry, in the spelling
+/probe and /sd use: lower-case scheme and host, no default port, no trailing
+slash. A "*" port is kept. The exporter has the last word; this is what the
+chart needs to compare the values it is given.
+*/}}
+{{- define "dse.normalizeTarget" -}}
+{{- $scheme := "" }}{{ $rest := . }}
+{{- if contains "://" . }}
+{{- $parts := splitn "://" 2 . }}
+{{- $scheme = lower $parts._0 }}{{ $rest = $parts._1 }}
+{{- end }}
+{{- $authority := regexReplaceAll "/.*$" $rest "" }}
+{{- $path := regexReplaceAll "/+$" (trimPrefix $authority $rest) "" }}
+{{- $host := lower $authority }}
+{{- if or (and (eq $scheme "https") (hasSuffix ":443" $host)) (and (eq $scheme "http") (hasSuffix ":80" $host)) }}
+{{- $host = regexReplaceAll ":[0-9]+$" $host "" }}
+{{- end }}
+{{- printf "%s://%s%s" $scheme $host $path }}
+{{- end }}
+
+{{/*
+dse.targetRegex prints a regular expression matching the base URLs (as
+dse.normalizeTarget spells them) that a targets entry names: "*" stands for
+one whole host label, or for the port (any, or none).
+*/}}
+{{- define "dse.targetRegex" -}}
+{{- $quoted := regexQuoteMeta (include "dse.normalizeTarget" .) }}
+{{- $quoted = replace ":\\*" "(:[0-9]+)?" $quoted }}
+{{- printf "^%s$" (replace "\\*" "[^./:]+" $quoted) }}
+{{- end }}
+
+{{/*
+dse.moduleCredentials prints "true" when a module of config.modules sends a
+secret to the service, as the exporter counts them: an authorization with
+credentials, credentials_file or credentials_ref, or an http_headers header
+with secrets or files.
+*/}}
+{{- define "dse.moduleCredentials" -}}
+{{- $hc := .http_client_config | default dict }}
+{{- $auth := $hc.authorization | default dict }}
+{{- if or $auth.credentials $auth.credentials_file $auth.credentials_ref }}true{{ end }}
+{{- range $name, $h := $hc.http_headers | default dict }}
+{{- if and (kindIs "map" $h) (or $h.secrets $h.files) }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+dse.moduleAllows prints "true" when /probe may use module (a value of
+config.modules) with url: it lists url under targets, or says
+allow_any_target, or lists none and carries no credentials.
+*/}}
+{{- define "dse.moduleAllows" -}}
+{{- $m := .module }}
+{{- $url := include "dse.normalizeTarget" .url }}
+{{- if or $m.allow_any_target (and (not $m.targets) (not (include "dse.moduleCredentials" $m))) }}true
+{{- else }}
+{{- range $m.targets }}
+{{- if regexMatch (include "dse.targetRegex" .) $url }}true{{ end }}
 {{- end }}
 {{- end }}
 {{- end }}
