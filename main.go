@@ -235,9 +235,10 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		single = client.RedactURL(s.base)
 		// Only with a single target: without one there are no requests
 		// to count, and /metrics has just the exporter's own metrics.
-		s.target.Client.Observer = collector.NewRequestMetrics(reg)
+		requests := collector.NewRequestMetrics(reg)
+		s.target.Client.Observer = requests
 		p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
-			Logger: logger, Recent: recent, Name: single,
+			Logger: logger, Recent: recent, Name: single, Polls: requests,
 		})
 		if err != nil {
 			return nil, nil, err

@@ -11,13 +11,14 @@ import (
 // past the deadline.
 type slots struct {
 	mu   sync.Mutex
+	size int
 	free int
 	// high and low are FIFO queues of waiters; a waiter's channel is closed
 	// when the slot is handed to it.
 	high, low []chan struct{}
 }
 
-func newSlots(n int) *slots { return &slots{free: n} }
+func newSlots(n int) *slots { return &slots{size: n, free: n} }
 
 // acquire takes a slot, waiting within ctx. Once the caller holds a slot
 // or has its place in a queue, the hook of WithQueuedHook, if any, is
@@ -96,3 +97,23 @@ func queued(ctx context.Context) {
 		hook()
 	}
 }
+
+type sendCheckKey struct{}
+
+// WithSendCheck returns a context under which a request, once it holds a
+// slot and just before it is sent, asks check whether to go: an error
+// stops it unsent, as that error. The poll uses it to start no detail view
+// that has no time left to finish.
+func WithSendCheck(ctx context.Context, check func() error) context.Context {
+	return context.WithValue(ctx, sendCheckKey{}, check)
+}
+
+func sendCheck(ctx context.Context) error {
+	if check, ok := ctx.Value(sendCheckKey{}).(func() error); ok {
+		return check()
+	}
+	return nil
+}
+
+// Concurrency returns the most requests the client has in flight at once.
+func (c *Client) Concurrency() int { return c.slots.size }

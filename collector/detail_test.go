@@ -95,17 +95,19 @@ deployment_service_endpoint_status_code{endpoint="root"} 200
 	}
 }
 
-// TestLocationDetailStatusTooLate checks the snapshot of a scrape that
-// answers while detail views are still out: they count as failed without a
-// response, next to those that failed with one.
-func TestLocationDetailStatusTooLate(t *testing.T) {
+// TestLocationDetailWhileViewsAreOut checks the snapshot of a scrape that
+// answers while a detail view is still out: it is no failure, and its
+// location, never checked, has no series; location_detail sums up the
+// views that did answer.
+func TestLocationDetailWhileViewsAreOut(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		fault  sampleservice.Fault
 		status int
+		up     bool
 	}{
-		{"others answered well", sampleservice.Fault{}, 0},
-		{"another was refused", sampleservice.Fault{Status: 403}, 403},
+		{"the other answered well", sampleservice.Fault{}, 200, true},
+		{"the other was refused", sampleservice.Fault{Status: 403}, 403, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newGate(t)
@@ -133,8 +135,11 @@ func TestLocationDetailStatusTooLate(t *testing.T) {
 			cancel()
 			s := <-done
 			st := s.Endpoints[client.EndpointLocationDetail]
-			if st.ok() || st.Status != tt.status {
-				t.Errorf("location_detail up %v, status %d; want down with %d", st.ok(), st.Status, tt.status)
+			if st.ok() != tt.up || st.Status != tt.status {
+				t.Errorf("location_detail up %v, status %d; want %v with %d", st.ok(), st.Status, tt.up, tt.status)
+			}
+			if len(s.Details) != 1 || s.Details[0].ID != 1 {
+				t.Errorf("details %+v, want location 1 alone", s.Details)
 			}
 		})
 	}
@@ -147,10 +152,8 @@ func (p *Poller) recorded(ids ...int64) bool {
 	if run == nil {
 		return false
 	}
-	run.mu.Lock()
-	defer run.mu.Unlock()
 	for _, id := range ids {
-		if _, ok := run.details[id]; !ok {
+		if run.book.lastChecked(id).Before(run.start) {
 			return false
 		}
 	}
@@ -189,21 +192,18 @@ func TestDetailSummary(t *testing.T) {
 		err    error
 	}
 	tests := []struct {
-		name    string
-		views   []view
-		fails   []view
-		pending bool
-		want    int
-		ok      bool
+		name  string
+		views []view
+		fails []view
+		want  int
+		ok    bool
 	}{
-		{"all well", []view{{200, nil}, {204, nil}}, nil, false, 200, true},
-		{"one refused among good ones", []view{{403, fail}, {200, nil}}, nil, false, 403, false},
-		{"highest failed, not last", []view{{500, fail}, {404, fail}, {200, nil}}, nil, false, 500, false},
-		{"failed without a response", []view{{0, fail}, {200, nil}}, nil, false, 0, false},
-		{"pending only", []view{{200, nil}}, nil, true, 0, false},
-		{"pending and refused", []view{{401, fail}}, nil, true, 401, false},
-		{"a failure folded in, no view tried", nil, []view{{200, fail}}, false, 200, false},
-		{"a failure folded in next to good views", []view{{200, nil}}, []view{{0, fail}}, false, 0, false},
+		{"all well", []view{{200, nil}, {204, nil}}, nil, 200, true},
+		{"one refused among good ones", []view{{403, fail}, {200, nil}}, nil, 403, false},
+		{"highest failed, not last", []view{{500, fail}, {404, fail}, {200, nil}}, nil, 500, false},
+		{"failed without a response", []view{{0, fail}, {200, nil}}, nil, 0, false},
+		{"a failure folded in, no view tried", nil, []view{{200, fail}}, 200, false},
+		{"a failure folded in next to good views", []view{{200, nil}}, []view{{0, fail}}, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,10 +215,10 @@ func TestDetailSummary(t *testing.T) {
 			for _, v := range tt.fails {
 				d.fail(v.status, v.err)
 			}
-			if got := d.status(tt.pending); got != tt.want {
+			if got := d.status(); got != tt.want {
 				t.Errorf("status %d, want %d", got, tt.want)
 			}
-			if ok := !d.failed && !tt.pending; ok != tt.ok {
+			if ok := !d.failed; ok != tt.ok {
 				t.Errorf("up %v, want %v", ok, tt.ok)
 			}
 		})

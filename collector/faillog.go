@@ -65,7 +65,8 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 // logDetails follows the detail views as one: their kinds of failure
 // together, with one line that sums them up.
 func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
-	for _, d := range s.Details {
+	checked := s.checkedDetails()
+	for _, d := range checked {
 		if d.Err != nil {
 			logger.Debug("Location detail failed", "location_id", d.ID, "status", d.Status, "err", d.Err)
 		}
@@ -96,7 +97,7 @@ func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 		names[i] = k.String()
 	}
 	f.step(s.Start, client.EndpointLocationDetail, strings.Join(names, ", "), detailLines{
-		logger: logger, st: st, failed: failed, total: len(s.Details),
+		logger: logger, st: st, failed: failed, total: len(checked),
 	})
 }
 

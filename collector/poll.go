@@ -1,8 +1,8 @@
 package collector
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -27,25 +27,45 @@ func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLi
 
 // pollRun is one poll of the API. Its results gather as requests finish,
 // so a scrape that cannot wait any longer can take what has arrived.
+//
+// Detail views are checked by a few workers (as many as the client's
+// concurrency) from a queue that puts the location checked longest ago
+// first. A worker starts a view only when the poll has the time such a
+// view usually takes: a subset larger than one poll can check is checked
+// in turns, and running out of time is never a location's failure.
 type pollRun struct {
-	ctx    context.Context
-	t      *Target
-	start  time.Time
-	trace  *client.Trace
-	budget time.Duration
-	wg     sync.WaitGroup
+	ctx   context.Context
+	t     *Target
+	book  *locationBook
+	start time.Time
+	trace *client.Trace
+	wg    sync.WaitGroup
 
 	mu        sync.Mutex
+	wake      *sync.Cond // on mu: the queue changed, or the poll ends
+	budget    time.Duration
 	root      *client.Result
 	projects  *client.ListResult
 	locations *client.ListResult
-	seen      map[int64]bool
-	details   map[int64]*locationState
-	detailSum detailSummary
+	// subset holds the detail ids met in this poll, in order; seen the
+	// same as a set.
+	subset []int64
+	seen   map[int64]bool
+	queue  detailQueue
+	// closed tells that no more ids will join the queue; outOfTime that
+	// the poll starts no more detail views.
+	closed, outOfTime bool
+	detailSum         detailSummary
+	// active counts the calls whose results are still out, the run's own
+	// start among them. The one that brings it to zero settles the poll in
+	// the same step, so a finished poll can never be taken for abandoned.
+	active int
 	// settled tells that the poll's outcome no longer depends on its
 	// scrapes: every result has arrived, or its deadline has passed.
 	// cancelled tells that every scrape gave up on the poll before that.
 	settled, cancelled bool
+	// waitedHook, set by tests only, runs once every call has returned.
+	waitedHook func()
 }
 
 // detailSummary sums up the detail views as the location_detail endpoint:
@@ -86,37 +106,59 @@ func (d *detailSummary) fail(status int, err error) {
 
 // status is the location_detail status code: the highest status among the
 // failed views, 0 when none of them got a response, 200 when none failed.
-// pending tells that some views are still out, which counts as failed
-// without a response.
-func (d *detailSummary) status(pending bool) int {
-	if d.failed || pending {
+func (d *detailSummary) status() int {
+	if d.failed {
 		return d.failedStatus
 	}
 	return http.StatusOK
 }
 
-func newPollRun(ctx context.Context, t *Target, trace *client.Trace, budget time.Duration) *pollRun {
-	return &pollRun{
-		ctx: ctx, t: t, start: time.Now(), trace: trace, budget: budget,
-		seen: make(map[int64]bool), details: make(map[int64]*locationState),
+func newPollRun(ctx context.Context, t *Target, book *locationBook, trace *client.Trace, budget time.Duration) *pollRun {
+	p := &pollRun{
+		ctx: ctx, t: t, book: book, start: time.Now(), trace: trace, budget: budget,
+		seen: make(map[int64]bool), active: 1,
 	}
+	p.wake = sync.NewCond(&p.mu)
+	return p
 }
 
 // run reads the whole API once. Root, both lists and the explicit detail
-// views start at once; ids drawn from the list start as soon as the page
-// holding them arrives. The client bounds how many requests are in flight,
-// so the wall time is the critical path of the round trips.
+// views start at once; ids drawn from the list join the queue as soon as
+// the page holding them arrives. The client bounds how many requests are
+// in flight, so the wall time is the critical path of the round trips.
 func (p *pollRun) run() *Snapshot {
 	inLine := p.startLists()
 	// The explicit detail views start alongside the lists, but only once
 	// the lists are in line: the client serves waiting lists first, and a
 	// detail view must not take a free slot before a list has asked.
 	p.waitInLine(inLine)
-	for _, id := range p.t.DetailIDs {
-		p.detail(id)
+	if p.t.wantsDetails() {
+		p.mu.Lock()
+		for _, id := range p.t.DetailIDs {
+			p.enqueue(id)
+		}
+		if len(p.t.DetailIDs) > 0 {
+			p.closeQueue()
+		}
+		p.mu.Unlock()
+		// Workers wake when the poll ends, whatever they wait for.
+		stop := context.AfterFunc(p.ctx, func() {
+			p.mu.Lock()
+			p.wake.Broadcast()
+			p.mu.Unlock()
+		})
+		defer stop()
+		for range p.t.Client.Concurrency() {
+			p.startCall(p.checkDetails)
+		}
 	}
+	p.mu.Lock()
+	p.done()
+	p.mu.Unlock()
 	p.wg.Wait()
-	p.settle()
+	if p.waitedHook != nil {
+		p.waitedHook()
+	}
 	return p.snapshot()
 }
 
@@ -128,24 +170,37 @@ const pollLists = 3
 // returned hears once from each.
 func (p *pollRun) startLists() <-chan struct{} {
 	inLine := make(chan struct{}, pollLists)
-	p.startList(inLine, p.readRoot)
-	p.startList(inLine, p.readProjects)
-	p.startList(inLine, p.readLocations)
+	for _, call := range []func(context.Context){p.readRoot, p.readProjects, p.readLocations} {
+		var once sync.Once
+		report := func() { once.Do(func() { inLine <- struct{}{} }) }
+		p.startCall(func() {
+			defer report()
+			call(client.WithQueuedHook(p.ctx, report))
+		})
+	}
 	return inLine
 }
 
-// startList starts one list call. It reports on inLine once: when its
-// request is in line for a slot, or when it returns without one (held
-// off, say).
-func (p *pollRun) startList(inLine chan<- struct{}, call func(ctx context.Context)) {
-	var once sync.Once
-	report := func() { once.Do(func() { inLine <- struct{}{} }) }
+// startCall runs call in a goroutine of its own, as one of the calls whose
+// results are out until it calls done.
+func (p *pollRun) startCall(call func()) {
+	p.mu.Lock()
+	p.active++
+	p.mu.Unlock()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		defer report()
-		call(client.WithQueuedHook(p.ctx, report))
+		call()
 	}()
+}
+
+// done marks one call's results as in, settling the poll with the last;
+// p.mu is held.
+func (p *pollRun) done() {
+	p.active--
+	if p.active == 0 {
+		p.settled = true
+	}
 }
 
 // waitInLine waits until every list call has reported on inLine, or the
@@ -162,26 +217,33 @@ func (p *pollRun) waitInLine(inLine <-chan struct{}) {
 func (p *pollRun) readRoot(ctx context.Context) {
 	r := p.t.Client.Root(ctx)
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.root = &r
-	p.mu.Unlock()
+	p.done()
 }
 
 func (p *pollRun) readProjects(ctx context.Context) {
 	r := p.t.Client.Projects(ctx)
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.projects = &r
-	p.mu.Unlock()
+	p.done()
 }
 
-// readLocations reads the locations list. Without explicit ids, it starts
-// the detail views of the first DetailLimit ids as their pages arrive.
+// readLocations reads the locations list. Without explicit ids, the first
+// DetailLimit ids join the detail queue as their pages arrive; once the
+// whole list is read, they are the subset, and the book forgets the
+// locations that left it.
 func (p *pollRun) readLocations(ctx context.Context) {
 	want, onIDs := 0, func([]int64) {}
-	if len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0 {
+	limitMode := len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0
+	if limitMode {
 		want = p.t.DetailLimit
 		onIDs = func(ids []int64) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
 			for _, id := range ids {
-				p.detail(id)
+				p.enqueue(id)
 			}
 		}
 	}
@@ -195,35 +257,155 @@ func (p *pollRun) readLocations(ctx context.Context) {
 		// The client has already counted these failures.
 		p.detailSum.fail(0, r.IDErr)
 	}
+	if limitMode {
+		if r.Err == nil {
+			p.book.keepOnly(p.seen)
+		}
+		p.closeQueue()
+	}
+	p.done()
 }
 
-// detail starts the detail view of id, once per poll even when a shifting
-// list shows an id twice.
-func (p *pollRun) detail(id int64) {
-	p.mu.Lock()
+// enqueue puts the detail view of id in the queue, once per poll even
+// when a shifting list shows an id twice; p.mu is held.
+func (p *pollRun) enqueue(id int64) {
 	if p.seen[id] {
-		p.mu.Unlock()
 		return
 	}
 	p.seen[id] = true
-	p.mu.Unlock()
+	p.subset = append(p.subset, id)
+	p.queue.add(queuedDetail{id: id, last: p.book.lastChecked(id), seq: len(p.subset)})
+	p.wake.Signal()
+}
 
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		start := time.Now()
-		r := p.t.Client.LocationDetail(p.ctx, id, p.t.InfoFields)
-		end := time.Now()
+// closeQueue tells the workers that no more ids will come; p.mu is held.
+func (p *pollRun) closeQueue() {
+	p.closed = true
+	p.wake.Broadcast()
+}
+
+// nextDetail waits for the next id to check. It reports false when there
+// is none left to start in this poll.
+func (p *pollRun) nextDetail() (int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		switch {
+		case p.outOfTime || p.ctx.Err() != nil:
+			return 0, false
+		case p.queue.Len() > 0:
+			return p.queue.next(), true
+		case p.closed:
+			return 0, false
+		}
+		p.wake.Wait()
+	}
+}
+
+// checkDetails is one worker: it checks detail views from the queue until
+// none is left to start.
+func (p *pollRun) checkDetails() {
+	defer func() {
 		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.details[id] = &locationState{ID: id, Status: r.Status, Duration: r.Duration, Err: r.Err, Fields: r.Fields}
-		p.detailSum.add(start, end, r.Status, r.Err)
+		p.done()
+		p.mu.Unlock()
 	}()
+	ctx := client.WithSendCheck(p.ctx, p.timeForDetail)
+	for {
+		id, ok := p.nextDetail()
+		if !ok {
+			return
+		}
+		start := time.Now()
+		r := p.t.Client.LocationDetail(ctx, id, p.t.InfoFields)
+		p.checked(id, start, time.Now(), r)
+	}
+}
+
+// errNoTime stops a detail view that the poll has no time left for.
+var errNoTime = errors.New("not started: the poll has less time left than a detail view usually takes")
+
+// timeForDetail lets a detail view go when the poll has at least the time
+// such a view usually takes; otherwise the poll starts no more of them.
+// Before any view has run to its end, every one may go.
+func (p *pollRun) timeForDetail() error {
+	usual := p.book.usual()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if usual == 0 || time.Until(p.deadline()) >= usual {
+		return nil
+	}
+	p.outOfTime = true
+	p.wake.Broadcast()
+	return errNoTime
+}
+
+// deadline is when the poll ends, unless a scrape with more time joins
+// it; p.mu is held.
+func (p *pollRun) deadline() time.Time {
+	return p.start.Add(p.budget - handoffMargin(p.budget))
+}
+
+// checked folds the outcome of a detail view into the poll and the book.
+// A view never sent, or cut short by the poll's end after less time than
+// such a view usually takes (or by every scrape leaving), tells nothing
+// of its location, which keeps its last result. Any other outcome is the
+// location's new result; a slow view is a timeout, never hidden.
+func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult) {
+	if r.Err != nil && (r.Duration == 0 || p.cutShort(r)) {
+		return
+	}
+	if r.Err == nil || client.ReasonOf(r.Err) != client.ReasonTimeout {
+		p.book.observe(r.Duration)
+	}
+	p.book.record(locationState{ID: id, Status: r.Status, Duration: r.Duration, Err: r.Err, Fields: r.Fields, Checked: end.Add(-r.Duration)})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.detailSum.add(start, end, r.Status, r.Err)
+}
+
+// cutShort tells whether a failed detail view was cut short by the end of
+// the poll rather than slow on its own: every scrape left, or the deadline
+// came before it had the time such a view usually takes (half the poll's
+// budget while that is unknown).
+func (p *pollRun) cutShort(r client.DetailResult) bool {
+	switch cause := context.Cause(p.ctx); {
+	case cause == nil || client.ReasonOf(r.Err) != client.ReasonTimeout:
+		return false
+	case errors.Is(cause, errAbandoned):
+		return true
+	}
+	usual := p.book.usual()
+	if usual == 0 {
+		p.mu.Lock()
+		usual = p.budget / 2
+		p.mu.Unlock()
+	}
+	return r.Duration < usual
+}
+
+// subsetIDs returns the ids whose series the poll reports: the explicit
+// ids; or those the list gave, and while the list is not read whole, the
+// ones the book holds from earlier polls too; p.mu is held.
+func (p *pollRun) subsetIDs() []int64 {
+	if len(p.t.DetailIDs) > 0 {
+		return p.t.DetailIDs
+	}
+	if p.locations != nil && p.locations.Err == nil {
+		return p.subset
+	}
+	ids := p.book.ids()
+	for _, id := range p.subset {
+		if _, ok := slices.BinarySearch(ids, id); !ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // snapshot turns what has arrived into a Snapshot. Taken before the poll
-// is over, it reports whatever has not arrived as too late: down, with no
-// status and no count.
+// is over, it reports the lists that have not arrived as too late: down,
+// with no status and no count. Locations keep their last result.
 func (p *pollRun) snapshot() *Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -251,21 +433,14 @@ func (p *pollRun) snapshot() *Snapshot {
 			s.Locations = Count{Value: p.locations.Count, Known: true}
 		}
 	}
-	pending := false
-	for id := range p.seen {
-		if d, ok := p.details[id]; ok {
-			s.Details = append(s.Details, *d)
-			continue
-		}
-		pending = true
-		s.Details = append(s.Details, locationState{ID: id, Duration: now.Sub(p.start), Err: errTooLate})
-	}
-	slices.SortFunc(s.Details, func(a, b locationState) int { return cmp.Compare(a.ID, b.ID) })
+	ids := p.subsetIDs()
+	s.Details = p.book.view(ids)
 	switch d := &p.detailSum; {
-	case pending:
-		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: d.status(true), Duration: now.Sub(p.start), Err: errTooLate}
 	case d.tried || d.failed:
-		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: d.status(false), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
+		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: d.status(), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
+	case len(ids) > 0:
+		// Nothing checked in this poll, so nothing failed.
+		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: http.StatusOK}
 	}
 	s.HoldOffUntil = holdOffAt(p.t.Client, now)
 	return s

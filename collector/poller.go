@@ -37,6 +37,14 @@ type PollerOptions struct {
 	Recent *PollLog
 	Name   string
 	Module string
+	// Polls, when set, counts the polls and those that failed.
+	Polls PollObserver
+}
+
+// PollObserver counts polls: one per poll, however many scrapes shared
+// it, held-off ones included; up is deployment_service_up after it.
+type PollObserver interface {
+	ObservePoll(up bool)
 }
 
 // Poller owns time for one target: it shares a poll in flight between
@@ -45,24 +53,31 @@ type PollerOptions struct {
 type Poller struct {
 	target *Target
 	opts   PollerOptions
+	// book keeps each location's last check across polls.
+	book *locationBook
 
 	mu       sync.Mutex
 	inflight *pollCall
 	last     *Snapshot
+	// seq numbers the polls as they start; lastSeq is the last one's.
+	seq, lastSeq uint64
 	// heldUntil is the end of the last hold-off logged, so each is logged once.
 	heldUntil time.Time
 	// failures follows how the target's endpoints fail from poll to poll,
 	// so that a lasting failure is logged when it starts, changes or ends.
 	failures failureLog
 
-	// ranHook, set by tests only, runs once a poll has gathered all its
-	// results and before the poller keeps them.
-	ranHook func()
+	// Set by tests only: ranHook runs once a poll has gathered all its
+	// results and before the poller keeps them; waitedHook as the last
+	// result arrives, inside the poll; expireHook when the deadline
+	// comes, before it settles the poll.
+	ranHook, waitedHook, expireHook func()
 }
 
 // pollCall is one poll in flight and the scrapes waiting for it. Its
 // fields other than run and done are guarded by the Poller's mu.
 type pollCall struct {
+	seq     uint64
 	run     *pollRun
 	done    chan struct{}
 	snap    *Snapshot
@@ -84,7 +99,7 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	return &Poller{target: t, opts: opts}
+	return &Poller{target: t, opts: opts, book: newLocationBook()}
 }
 
 // Poll returns a snapshot for one scrape, by the time ctx is done at the
@@ -96,9 +111,10 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()
 	if until, status := p.target.Client.HoldOff(); now.Before(until) {
 		p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
-		s := failedSnapshot(now, p.target, status, client.ErrHeldOff)
+		s := failedSnapshot(now, p.target, p.book, status, client.ErrHeldOff)
 		s.HoldOffUntil = until
 		p.record(s)
+		p.countPoll(s)
 		return s
 	}
 
@@ -136,10 +152,12 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 	// Every poll is traced, so that the debug views can show any of them.
 	trace := &client.Trace{}
 	pctx = client.WithTrace(pctx, trace)
-	c := &pollCall{done: make(chan struct{}), cancel: cancel, start: now, limit: now.Add(p.opts.Timeout)}
+	p.seq++
+	c := &pollCall{seq: p.seq, done: make(chan struct{}), cancel: cancel, start: now, limit: now.Add(p.opts.Timeout)}
 	c.horizon = p.horizon(c, ctx)
 	c.end = c.horizon.Add(-handoffMargin(c.horizon.Sub(now)))
-	c.run = newPollRun(pctx, p.target, trace, c.horizon.Sub(now))
+	c.run = newPollRun(pctx, p.target, p.book, trace, c.horizon.Sub(now))
+	c.run.waitedHook = p.waitedHook
 	c.timer = time.AfterFunc(c.end.Sub(now), func() { p.expire(c) })
 	p.inflight = c
 	go func() {
@@ -155,6 +173,7 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 		}
 		p.record(snap)
 		p.logHoldOff()
+		p.countPoll(snap)
 		p.mu.Lock()
 		c.timer.Stop()
 		if p.inflight == c {
@@ -163,8 +182,9 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 		// Only a poll that every scrape abandoned before all its results
 		// arrived (or its deadline passed) is not worth keeping; one that
 		// completed is kept, even when its last scrape left just after.
-		if !c.run.abandoned() {
-			p.last = snap
+		// An older poll that ends late never replaces a newer one's result.
+		if !c.run.abandoned() && c.seq > p.lastSeq {
+			p.last, p.lastSeq = snap, c.seq
 		}
 		c.snap = snap
 		p.mu.Unlock()
@@ -209,6 +229,9 @@ func (p *Poller) horizon(c *pollCall, ctx context.Context) time.Time {
 // expire ends c at its deadline. A scrape arriving from now on starts a
 // poll of its own rather than join one that is being cut short.
 func (p *Poller) expire(c *pollCall) {
+	if p.expireHook != nil {
+		p.expireHook()
+	}
 	// What the deadline cuts short is a timeout, whatever the scrapes do
 	// next: the poll stays worth keeping.
 	c.run.settle()
@@ -242,6 +265,14 @@ func (p *Poller) logHoldOff() {
 	}
 }
 
+// countPoll counts a poll that has ended, or a scrape that a hold-off
+// answered without one.
+func (p *Poller) countPoll(s *Snapshot) {
+	if p.opts.Polls != nil {
+		p.opts.Polls.ObservePoll(s.up())
+	}
+}
+
 // record keeps s in the recent-polls log, if there is one.
 func (p *Poller) record(s *Snapshot) {
 	if p.opts.Recent != nil {
@@ -255,7 +286,11 @@ func (p *Poller) leave(c *pollCall) {
 	defer p.mu.Unlock()
 	c.waiters--
 	if c.waiters == 0 {
-		c.timer.Stop()
+		if !c.timer.Stop() {
+			// The deadline has passed (expire may not have run yet), or
+			// the poll has ended: either way its outcome is fixed.
+			c.run.settle()
+		}
 		// A poll that has all its results, or has reached its deadline, is
 		// settled: cancelling it now changes nothing, and it stays worth
 		// keeping.

@@ -183,6 +183,7 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 	settings.Client.Transport, settings.Client.Observer = shared.transport, e.requests
 	e.poller, err = NewTargetPoller(target, settings, PollerOptions{
 		Logger: h.logger.With("target", name, "module", key.module), Recent: h.recent, Name: name, Module: key.module,
+		Polls: e.requests,
 	})
 	if err != nil {
 		return nil, h.targetError(key.module, err)

@@ -233,10 +233,11 @@ func summarize(s *Snapshot) (PollState, string) {
 		}
 	}
 	detailFailures := detailFailures(s)
+	checked := len(s.checkedDetails())
 	for _, f := range detailFailures.order {
 		name := string(client.EndpointLocationDetail)
-		if n := detailFailures.count[f]; n < len(s.Details) {
-			name = fmt.Sprintf("%s (%d of %d)", name, n, len(s.Details))
+		if n := detailFailures.count[f]; n < checked {
+			name = fmt.Sprintf("%s (%d of %d)", name, n, checked)
 		}
 		add(name, f)
 	}
@@ -260,12 +261,13 @@ type detailTally struct {
 	count map[failure]int
 }
 
-// detailFailures groups the failed detail views by kind and status. When
-// the snapshot lists no detail views but the location_detail endpoint
-// failed, that failure stands for them.
+// detailFailures groups the detail views this poll checked and found
+// failing by kind and status. When none failed but the location_detail
+// endpoint did, that failure stands for them.
 func detailFailures(s *Snapshot) detailTally {
 	t := detailTally{count: map[failure]int{}}
-	for _, d := range s.Details {
+	checked := s.checkedDetails()
+	for _, d := range checked {
 		if d.Err == nil {
 			continue
 		}
@@ -277,7 +279,7 @@ func detailFailures(s *Snapshot) detailTally {
 	}
 	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.ok() && len(t.order) == 0 {
 		f := failure{failureKind(st.Err), st.Status}
-		t.order, t.count[f] = []failure{f}, len(s.Details)
+		t.order, t.count[f] = []failure{f}, len(checked)
 	}
 	return t
 }

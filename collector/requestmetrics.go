@@ -15,7 +15,7 @@ import (
 const namespace = "deployment_service"
 
 // RequestMetrics holds the metrics kept across scrapes about every request
-// sent to the API of one service. It implements client.Observer, and
+// sent to the API of one service, and about its polls. It implements client.Observer, and
 // prometheus.Collector: /metrics registers it once, /probe keeps one per
 // target and module and serves it on the registry of each scrape.
 //
@@ -28,6 +28,9 @@ type RequestMetrics struct {
 	// errors counts failures by endpoint and reason; every pair is
 	// exported, at 0 before its first failure.
 	errors [numEndpoints][numReasons]atomic.Uint64
+	// polls and pollFailures count polls and those after which
+	// deployment_service_up was 0: the availability SLI.
+	polls, pollFailures atomic.Uint64
 
 	mu sync.Mutex
 	// requests counts requests by endpoint and status (0: no response);
@@ -43,6 +46,7 @@ type statusCount struct {
 
 var (
 	_ client.Observer      = (*RequestMetrics)(nil)
+	_ PollObserver         = (*RequestMetrics)(nil)
 	_ prometheus.Collector = (*RequestMetrics)(nil)
 )
 
@@ -76,6 +80,12 @@ var (
 	requestErrorsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "request_errors_total"),
 		"Failed requests to the deployment service API, by reason.",
 		[]string{"endpoint", "reason"}, nil)
+	pollsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "polls_total"),
+		"Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.",
+		nil, nil)
+	pollFailuresDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "poll_failures_total"),
+		"Polls after which deployment_service_up was 0, held-off ones included.",
+		nil, nil)
 )
 
 // NewRequestMetrics creates the request metrics and registers them on reg.
@@ -123,15 +133,30 @@ func (m *RequestMetrics) ObserveError(ep client.Endpoint, reason client.Reason) 
 	}
 }
 
+// ObservePoll implements PollObserver.
+func (m *RequestMetrics) ObservePoll(up bool) {
+	m.polls.Add(1)
+	if !up {
+		m.pollFailures.Add(1)
+	}
+}
+
 // Describe implements prometheus.Collector.
 func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- requestDurationDesc
 	ch <- requestsDesc
 	ch <- requestErrorsDesc
+	ch <- pollsDesc
+	ch <- pollFailuresDesc
 }
 
 // Collect implements prometheus.Collector.
 func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
+	// Failures first: read the other way, a poll ending in between could
+	// show more failures than polls.
+	failures := m.pollFailures.Load()
+	ch <- prometheus.MustNewConstMetric(pollsDesc, prometheus.CounterValue, float64(m.polls.Load()))
+	ch <- prometheus.MustNewConstMetric(pollFailuresDesc, prometheus.CounterValue, float64(failures))
 	for i, ep := range client.Endpoints {
 		for j, r := range client.Reasons {
 			ch <- prometheus.MustNewConstMetric(requestErrorsDesc, prometheus.CounterValue, float64(m.errors[i][j].Load()), string(ep), string(r))

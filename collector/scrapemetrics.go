@@ -27,6 +27,7 @@ type Metrics struct {
 	locationUpDesc       *prometheus.Desc
 	locationDurationDesc *prometheus.Desc
 	locationInfoDesc     *prometheus.Desc
+	locationCheckedDesc  *prometheus.Desc
 	scrapeDurationDesc   *prometheus.Desc
 	pollTimestampDesc    *prometheus.Desc
 	holdOffUntilDesc     *prometheus.Desc
@@ -47,9 +48,10 @@ func NewMetrics(infoFields []string) *Metrics {
 		endpointStatusDesc:   desc("endpoint_status_code", "HTTP status of the endpoint's last response in this scrape; 0 when none came. For location_detail: when any detail view failed, the highest status among the failed ones (0 only when none of them got a response); else 200.", "endpoint"),
 		projectsDesc:         desc("projects", "Projects the key can access; absent when the list could not be read."),
 		locationsDesc:        desc("locations", "Locations listed; absent when the list could not be read."),
-		locationUpDesc:       desc("location_up", "Whether the location's detail view answered well in this scrape.", "location_id"),
-		locationDurationDesc: desc("location_detail_duration_seconds", "Time taken by the location's detail request in this scrape.", "location_id"),
-		locationInfoDesc:     desc("location_info", "Selected fields of the location's detail view, as labels; always 1.", infoLabels...),
+		locationUpDesc:       desc("location_up", "Whether the location's detail view answered well at its last check.", "location_id"),
+		locationDurationDesc: desc("location_detail_duration_seconds", "Time taken by the location's detail request at its last check.", "location_id"),
+		locationInfoDesc:     desc("location_info", "Selected fields of the location's detail view at its last check, as labels; always 1.", infoLabels...),
+		locationCheckedDesc:  desc("location_last_check_timestamp_seconds", "Unix time of the location's last check, which location_up, location_detail_duration_seconds and location_info come from.", "location_id"),
 		scrapeDurationDesc:   desc("scrape_duration_seconds", "Wall time of the whole poll of the API."),
 		pollTimestampDesc:    desc("poll_timestamp_seconds", "Unix time at which the poll behind this answer started."),
 		holdOffUntilDesc:     desc("hold_off_until_timestamp_seconds", "Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force."),
@@ -62,7 +64,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		m.upDesc, m.endpointUpDesc, m.endpointDurationDesc, m.endpointStatusDesc,
 		m.projectsDesc, m.locationsDesc, m.locationUpDesc, m.locationDurationDesc,
-		m.locationInfoDesc, m.scrapeDurationDesc, m.pollTimestampDesc, m.holdOffUntilDesc,
+		m.locationInfoDesc, m.locationCheckedDesc, m.scrapeDurationDesc, m.pollTimestampDesc, m.holdOffUntilDesc,
 	} {
 		ch <- d
 	}
@@ -111,6 +113,7 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		id := strconv.FormatInt(d.ID, 10)
 		gauge(m.locationUpDesc, boolValue(d.Err == nil), id)
 		gauge(m.locationDurationDesc, d.Duration.Seconds(), id)
+		gauge(m.locationCheckedDesc, float64(d.Checked.UnixMilli())/1e3, id)
 		if d.Err == nil {
 			labels := make([]string, 0, 1+len(m.infoFields))
 			labels = append(labels, id)

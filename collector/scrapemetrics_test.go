@@ -29,8 +29,9 @@ func TestSnapshotExposition(t *testing.T) {
 		Projects:     Count{Value: 0, Known: true},
 		HoldOffUntil: time.Unix(1700000060, 250_000_000),
 		Details: []locationState{
-			{ID: 3, Status: 200, Duration: 200 * time.Millisecond, Fields: map[string]string{"name": "eu-west", "region": "eu\xff"}},
-			{ID: 7, Status: 404, Duration: 300 * time.Millisecond, Err: fail},
+			{ID: 3, Status: 200, Duration: 200 * time.Millisecond, Fields: map[string]string{"name": "eu-west", "region": "eu\xff"}, Checked: start.Add(time.Second)},
+			// Checked by an earlier poll: its series come from that check.
+			{ID: 7, Status: 404, Duration: 300 * time.Millisecond, Err: fail, Checked: time.Unix(1699999970, 125_000_000)},
 		},
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -57,14 +58,18 @@ deployment_service_endpoint_up{endpoint="root"} 1
 # HELP deployment_service_hold_off_until_timestamp_seconds Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force.
 # TYPE deployment_service_hold_off_until_timestamp_seconds gauge
 deployment_service_hold_off_until_timestamp_seconds 1.70000006025e+09
-# HELP deployment_service_location_detail_duration_seconds Time taken by the location's detail request in this scrape.
+# HELP deployment_service_location_detail_duration_seconds Time taken by the location's detail request at its last check.
 # TYPE deployment_service_location_detail_duration_seconds gauge
 deployment_service_location_detail_duration_seconds{location_id="3"} 0.2
 deployment_service_location_detail_duration_seconds{location_id="7"} 0.3
-# HELP deployment_service_location_info Selected fields of the location's detail view, as labels; always 1.
+# HELP deployment_service_location_info Selected fields of the location's detail view at its last check, as labels; always 1.
 # TYPE deployment_service_location_info gauge
 deployment_service_location_info{location_id="3",name="eu-west",region="eu\ufffd",tier=""} 1
-# HELP deployment_service_location_up Whether the location's detail view answered well in this scrape.
+# HELP deployment_service_location_last_check_timestamp_seconds Unix time of the location's last check, which location_up, location_detail_duration_seconds and location_info come from.
+# TYPE deployment_service_location_last_check_timestamp_seconds gauge
+deployment_service_location_last_check_timestamp_seconds{location_id="3"} 1.7000000015e+09
+deployment_service_location_last_check_timestamp_seconds{location_id="7"} 1.699999970125e+09
+# HELP deployment_service_location_up Whether the location's detail view answered well at its last check.
 # TYPE deployment_service_location_up gauge
 deployment_service_location_up{location_id="3"} 1
 deployment_service_location_up{location_id="7"} 0

@@ -19,7 +19,8 @@ type Snapshot struct {
 	Endpoints map[client.Endpoint]endpointState
 	// Projects and Locations are the list counts, when the lists were read.
 	Projects, Locations Count
-	// Details holds the detail subset, sorted by id.
+	// Details holds the last check of every location of the detail subset
+	// checked so far, by this poll or an earlier one, sorted by id.
 	Details []locationState
 	// HoldOffUntil is when the hold-off in force as the snapshot was made
 	// ends, the zero time when none was: the service answered 429 or 503
@@ -49,12 +50,23 @@ func (s *Snapshot) timedOut() bool {
 			return true
 		}
 	}
-	for _, d := range s.Details {
+	for _, d := range s.checkedDetails() {
 		if late(d.Err) {
 			return true
 		}
 	}
 	return false
+}
+
+// checkedDetails returns the detail views checked by this poll itself.
+func (s *Snapshot) checkedDetails() []locationState {
+	var out []locationState
+	for _, d := range s.Details {
+		if !d.Checked.Before(s.Start) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // holdOffAt returns the end of c's hold-off when one is in force at now,
@@ -104,6 +116,8 @@ type locationState struct {
 	Err      error
 	// Fields holds the requested info fields found in the detail view.
 	Fields map[string]string
+	// Checked is when the check was sent.
+	Checked time.Time
 }
 
 // up tells whether all three lists and the root answered well.
@@ -116,19 +130,21 @@ func (s *Snapshot) up() bool {
 	return true
 }
 
-// failedSnapshot stands for a poll that sent nothing, or whose results came
-// too late: every endpoint is down with the given status and error, and
-// the explicit detail ids, whose series must not vanish, are down too.
-func failedSnapshot(start time.Time, t *Target, status int, err error) *Snapshot {
+// failedSnapshot stands for a poll that sent nothing: every endpoint is
+// down with the given status and error, and every location of the subset
+// keeps the result of its last check.
+func failedSnapshot(start time.Time, t *Target, book *locationBook, status int, err error) *Snapshot {
 	s := &Snapshot{Start: start, Endpoints: make(map[client.Endpoint]endpointState, 4)}
 	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
 		s.Endpoints[ep] = endpointState{Status: status, Err: err}
 	}
 	if t.wantsDetails() {
 		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: status, Err: err}
-	}
-	for _, id := range t.DetailIDs {
-		s.Details = append(s.Details, locationState{ID: id, Status: status, Err: err})
+		ids := t.DetailIDs
+		if len(ids) == 0 {
+			ids = book.ids()
+		}
+		s.Details = book.view(ids)
 	}
 	return s
 }

@@ -118,6 +118,10 @@ func (s *Service) setProjects(n int) { s.projects.Store(size(n, DefaultProjects)
 // setLocations is the locations counterpart of setProjects.
 func (s *Service) setLocations(n int) { s.locations.Store(size(n, DefaultLocations)) }
 
+// SetLocations changes the number of locations listed, as locations come
+// and go on a real service; ids run from 1 to n.
+func (s *Service) SetLocations(n int) { s.setLocations(n) }
+
 // Prefix returns the normalised path prefix ("" or "/something").
 func (s *Service) Prefix() string { return s.prefix }
 

@@ -1,0 +1,148 @@
+package collector
+
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+	"sync"
+	"time"
+)
+
+// locationBook remembers, for one target, the last check of every
+// location of its detail subset and how long detail views take. A subset
+// larger than one poll can check is checked in turns, so each location's
+// series come from its last check, whichever poll made it.
+type locationBook struct {
+	mu   sync.Mutex
+	last map[int64]locationState
+	// recent holds the durations of the last detail views that ran to
+	// their end, for usual.
+	recent [recentDetails]time.Duration
+	n, i   int
+	// usualCache is usual's value, recomputed after each observe.
+	usualCache time.Duration
+	dirty      bool
+}
+
+// recentDetails is how many detail durations the estimate looks at: a
+// few polls' worth on a small subset, well under one poll's on a large one.
+const recentDetails = 64
+
+func newLocationBook() *locationBook {
+	return &locationBook{last: make(map[int64]locationState)}
+}
+
+// lastChecked returns when id was last checked; zero when never.
+func (b *locationBook) lastChecked(id int64) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last[id].Checked
+}
+
+// record keeps ls as its location's last check, unless a later check is
+// kept already: a poll cut short may report after the next one.
+func (b *locationBook) record(ls locationState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old, ok := b.last[ls.ID]; !ok || !old.Checked.After(ls.Checked) {
+		b.last[ls.ID] = ls
+	}
+}
+
+// keepOnly forgets every location not in ids: it left the subset.
+func (b *locationBook) keepOnly(ids map[int64]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id := range b.last {
+		if !ids[id] {
+			delete(b.last, id)
+		}
+	}
+}
+
+// ids returns the locations the book holds, sorted.
+func (b *locationBook) ids() []int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]int64, 0, len(b.last))
+	for id := range b.last {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// view returns the last checks of those of ids that have one, sorted by
+// id: a location never checked has no series yet.
+func (b *locationBook) view(ids []int64) []locationState {
+	b.mu.Lock()
+	out := make([]locationState, 0, min(len(ids), len(b.last)))
+	for _, id := range ids {
+		if ls, ok := b.last[id]; ok {
+			out = append(out, ls)
+		}
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(a, b locationState) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// observe adds the duration of a detail view that ran to its end.
+func (b *locationBook) observe(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.recent[b.i] = d
+	b.i = (b.i + 1) % recentDetails
+	b.n = min(b.n+1, recentDetails)
+	b.dirty = true
+}
+
+// usual is the time a detail view of this target usually needs at most:
+// half as much again as the 95th percentile of the recent ones, so that
+// ordinary jitter fits. It is 0 while none has run to its end.
+func (b *locationBook) usual() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dirty {
+		sorted := slices.Clone(b.recent[:b.n])
+		slices.Sort(sorted)
+		p95 := sorted[(len(sorted)*95+99)/100-1]
+		b.usualCache, b.dirty = p95+p95/2, false
+	}
+	return b.usualCache
+}
+
+// detailQueue holds the detail views a poll has yet to start, the
+// location checked longest ago first (never checked before all), then in
+// the order they came. Its user locks it.
+type detailQueue []queuedDetail
+
+type queuedDetail struct {
+	id   int64
+	last time.Time
+	seq  int
+}
+
+func (q detailQueue) Len() int { return len(q) }
+
+func (q detailQueue) Less(i, j int) bool {
+	if !q[i].last.Equal(q[j].last) {
+		return q[i].last.Before(q[j].last)
+	}
+	return q[i].seq < q[j].seq
+}
+
+func (q detailQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+
+func (q *detailQueue) Push(x any) { *q = append(*q, x.(queuedDetail)) }
+
+func (q *detailQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+func (q *detailQueue) add(d queuedDetail) { heap.Push(q, d) }
+
+func (q *detailQueue) next() int64 { return heap.Pop(q).(queuedDetail).id }
