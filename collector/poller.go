@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -263,6 +264,26 @@ func (p *Poller) logHoldOff() {
 	if fresh {
 		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", until.UTC().Format(time.RFC3339))
 	}
+}
+
+// takeLocations carries over the location checks of old, a poller of the
+// same target that a reload replaced: those of locations still in the
+// subset stay, and the others are forgotten. Checks made with other info
+// fields would show the wrong labels, and are forgotten too.
+func (p *Poller) takeLocations(old *Poller) {
+	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.target.InfoFields) {
+		return
+	}
+	b := old.book
+	if len(p.target.DetailIDs) > 0 {
+		keep := make(map[int64]bool, len(p.target.DetailIDs))
+		for _, id := range p.target.DetailIDs {
+			keep[id] = true
+		}
+		b.keepOnly(keep)
+	}
+	// Subsets drawn from the list are trimmed by the next poll's list.
+	p.book = b
 }
 
 // countPoll counts a poll that has ended, or a scrape that a hold-off

@@ -56,6 +56,10 @@ type ProbeHandler struct {
 	mu      sync.Mutex
 	pollers map[probeKey]*probeEntry
 	modules map[string]*probeModule
+	// books keeps the location checks of pairs that a reload replaced,
+	// until the pair is built again: the locations still in its subset
+	// keep their last results.
+	books map[probeKey]*Poller
 }
 
 type probeKey struct{ target, module string }
@@ -89,6 +93,7 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 	return &ProbeHandler{
 		lookup: lookup, recent: recent, logger: logger, maxTargets: maxProbeTargets,
 		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
+		books: make(map[probeKey]*Poller),
 	}
 }
 
@@ -169,6 +174,7 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 		e.lastUsed = time.Now()
 		return e, nil
 	} else if ok {
+		h.books[key] = e.poller
 		h.drop(key, e)
 	}
 	shared, err := h.module(key.module, settings, version)
@@ -187,6 +193,10 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 	})
 	if err != nil {
 		return nil, h.targetError(key.module, err)
+	}
+	if old, ok := h.books[key]; ok {
+		e.poller.takeLocations(old)
+		delete(h.books, key)
 	}
 	// Only now that the new pair is known to work does an old one make
 	// room for it.
@@ -225,8 +235,17 @@ func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for key, e := range h.pollers {
-		if m, err := h.lookup(key.module); err != nil || !reflect.DeepEqual(e.version, m.Version) {
+		m, err := h.lookup(key.module)
+		if err != nil || !reflect.DeepEqual(e.version, m.Version) {
+			if err == nil {
+				h.books[key] = e.poller
+			}
 			h.drop(key, e)
+		}
+	}
+	for key := range h.books {
+		if _, err := h.lookup(key.module); err != nil {
+			delete(h.books, key)
 		}
 	}
 	for name, m := range h.modules {
