@@ -468,15 +468,20 @@ func sequentialScrapes(t *table, b *binaries) error {
 		decode = float64(bodies) / mb / decodeMBps * 1e3
 		detail = fmt.Sprintf("%s ms gross − %s ms decoding %s kB of bodies, %d scrapes", num(perScrape), num(decode), num(float64(bodies)/1e3), n)
 	}
-	t.atMost("5", "exporter CPU per sequential scrape beyond decoding", perScrape-decode, " ms", detail, 2)
-	t.add(row{item: "5", figure: "… of which the /metrics floor (exporter without target)",
-		measured: num(floor) + " ms (go_*, process_*, gzip; side by side)", target: "informational", status: statusNA})
-	t.add(row{item: "5", figure: "… and the poll (gross − floor − decoding)",
-		measured: num(perScrape-floor-decode) + " ms", target: "informational", status: statusNA})
 	bare, err := barePolls(api, warm, n)
 	if err != nil {
 		return err
 	}
+	// The floor any exporter of this service pays, measured side by side:
+	// client_golang's own /metrics plus a bare client sending the same
+	// three requests. An absolute target would hold every machine to the
+	// one it was set on.
+	t.atMost("5", "exporter CPU per sequential scrape beyond decoding ÷ floor", (perScrape-decode)/(floor+bare), "×",
+		fmt.Sprintf("%s; floor %s ms = %s (exporter without target) + %s (bare client)", detail, num(floor+bare), num(floor), num(bare)), 1.25)
+	t.add(row{item: "5", figure: "… of which the /metrics floor (exporter without target)",
+		measured: num(floor) + " ms (go_*, process_*, gzip; side by side)", target: "informational", status: statusNA})
+	t.add(row{item: "5", figure: "… and the poll (gross − floor − decoding)",
+		measured: num(perScrape-floor-decode) + " ms", target: "informational", status: statusNA})
 	t.add(row{item: "5", figure: "reference: bare net/http client, same 3 GETs",
 		measured: num(bare) + " ms per poll (this process, no decoding)", target: "informational", status: statusNA})
 	return nil
