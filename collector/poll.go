@@ -355,7 +355,8 @@ func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult)
 	if r.Err != nil && (r.Duration == 0 || p.cutShort(r)) {
 		return
 	}
-	if r.Err == nil || client.ReasonOf(r.Err) != client.ReasonTimeout {
+	if r.Status > 0 && client.ReasonOf(r.Err) != client.ReasonTimeout {
+		// Only views answered in full tell how long answers take.
 		p.book.observe(r.Duration)
 	}
 	p.book.record(locationState{ID: id, Status: r.Status, Duration: r.Duration, Err: r.Err, Fields: r.Fields, Checked: end.Add(-r.Duration)})
@@ -395,8 +396,9 @@ func (p *pollRun) subsetIDs() []int64 {
 		return p.subset
 	}
 	ids := p.book.ids()
+	known := len(ids)
 	for _, id := range p.subset {
-		if _, ok := slices.BinarySearch(ids, id); !ok {
+		if _, ok := slices.BinarySearch(ids[:known], id); !ok {
 			ids = append(ids, id)
 		}
 	}

@@ -355,3 +355,20 @@ func TestReloadKeepsLocationChecks(t *testing.T) {
 		t.Errorf("after the info fields changed the book holds %v", p.book.ids())
 	}
 }
+
+// TestSubsetWhileTheListIsRead: before the list is read whole, the subset
+// is the locations checked before and those the list has given so far,
+// each once.
+func TestSubsetWhileTheListIsRead(t *testing.T) {
+	book := newLocationBook()
+	for _, id := range []int64{1, 3, 5} {
+		book.record(locationState{ID: id, Checked: time.Unix(1700000000, 0)})
+	}
+	p := newPollRun(context.Background(), &Target{DetailLimit: 10}, book, nil, time.Second)
+	p.subset = []int64{2, 3, 6, 1, 4}
+	got := p.subsetIDs()
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("subset %v, want each of 1 to 6 once", got)
+	}
+}
