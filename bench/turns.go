@@ -138,7 +138,7 @@ func turnsThatFit(t *table, b *binaries) error {
 	t.atMost("9", "peak RSS, 10,000 of 20,000 locations checked every scrape", float64(peak)/mb, " MB", "before the rotation: 79.5 MB", 79.5)
 	perRequest := float64(cpu1-cpu0) / float64(max(details, 1)) / float64(time.Microsecond)
 	t.atMost("9", "exporter CPU per detail request when the subset fits", perRequest, " µs",
-		fmt.Sprintf("%s of CPU for %d requests; before the rotation: 170 µs", (cpu1 - cpu0).Round(time.Millisecond), details), 170)
+		fmt.Sprintf("%s of CPU for %d requests; before the rotation: 170 µs", (cpu1-cpu0).Round(time.Millisecond), details), 170)
 	return nil
 }
 
