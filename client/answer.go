@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,6 +43,7 @@ const (
 // answer is what the trace shows of a response beyond its status.
 type answer struct {
 	contentType  string
+	authenticate string
 	location     string
 	retryAfter   string
 	holdOffUntil time.Time
@@ -51,11 +53,13 @@ type answer struct {
 // fill copies a into the trace record r.
 func (a *answer) fill(r *TraceRequest) {
 	r.ContentType, r.Location, r.RetryAfter = a.contentType, a.location, a.retryAfter
+	r.WWWAuthenticate = a.authenticate
 	r.HoldOffUntil, r.BodyExcerpt = a.holdOffUntil, a.excerpt
 }
 
 // noteHeaders keeps the headers of resp worth showing: Content-Type always,
-// Location for a redirect, Retry-After for an answer that is not 2xx.
+// Location for a redirect, Retry-After for an answer that is not 2xx, and
+// WWW-Authenticate, which says why a 401 refused the key.
 func (c *Client) noteHeaders(a *answer, resp *http.Response) {
 	a.contentType = c.shown(resp.Header.Get("Content-Type"), maxHeaderShown)
 	status := resp.StatusCode
@@ -63,22 +67,21 @@ func (c *Client) noteHeaders(a *answer, resp *http.Response) {
 		return
 	}
 	a.retryAfter = c.shown(resp.Header.Get("Retry-After"), maxHeaderShown)
+	a.authenticate = c.shown(strings.Join(resp.Header.Values("WWW-Authenticate"), ", "), maxHeaderShown)
 	if status >= 300 && status <= 399 {
 		a.location = c.shownLocation(resp)
 	}
 }
 
-// shownLocation renders a redirect's Location, resolved against the URL
-// it answered, redacted as trace URLs are.
+// shownLocation renders a redirect's Location as the service sent it,
+// relative or not, redacted as trace URLs are: what a proxy or a login
+// page wrote is what tells its story.
 func (c *Client) shownLocation(resp *http.Response) string {
 	loc := resp.Header.Get("Location")
 	if loc == "" {
 		return ""
 	}
-	if resp.Request == nil || resp.Request.URL == nil {
-		return "(not shown: no request URL to resolve it against)"
-	}
-	u, err := resp.Request.URL.Parse(loc)
+	u, err := url.Parse(loc)
 	if err != nil {
 		// Shown as it came, it could carry credentials RedactURL would
 		// have removed.

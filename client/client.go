@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -280,6 +281,8 @@ type exchange struct {
 	// answer is what the trace shows of the response, filled only when
 	// the poll is traced.
 	answer answer
+	// phases times the steps of the exchange, when the poll is traced.
+	phases *phaseTimer
 }
 
 // get sends one GET request and hands the body, bounded by the size limit
@@ -299,6 +302,9 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, hol
 		rec.URL = c.redact.clean(RedactURL(u))
 		rec.Status, rec.Bytes, rec.Duration = status, x.wire, time.Since(rec.Start)
 		x.answer.fill(&rec)
+		if x.phases != nil {
+			rec.Phases = x.phases.result()
+		}
 		if err != nil {
 			rec.Reason, rec.Error = ReasonOf(err), err.Error()
 			var e *Error
@@ -345,8 +351,15 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 		req.Header.Set("Accept-Encoding", "gzip")
 	}
 
+	if traceFrom(ctx) != nil {
+		x.phases = &phaseTimer{}
+		req = req.WithContext(httptrace.WithClientTrace(ctx, x.phases.clientTrace()))
+	}
 	start := time.Now()
 	x.sent = start
+	if x.phases != nil {
+		x.phases.start = start
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// A request the guard stopped was never sent: it is an error, not

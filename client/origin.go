@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -148,7 +149,29 @@ func (c *Client) refusedRedirect(resp *http.Response) string {
 		return ""
 	}
 	if o := originOf(target); o != c.origin {
+		if looksLikeLogin(target) {
+			// A login page means the service did not take the request
+			// as an API call: the key was refused or missing, or the URL
+			// is a web front-end's rather than the API's.
+			return fmt.Sprintf("redirect to a login page at %s not followed: the key is never sent to another origin (is the key accepted, and is the URL the API's rather than a web front-end's?)", o.foreign())
+		}
 		return "redirect to " + o.misdirected(c.origin) + " not followed: the key is never sent to another origin"
 	}
 	return fmt.Sprintf("redirect not followed after %d redirects", maxRedirects)
+}
+
+// loginWords are path segments and query names that mark a login page:
+// Django's /accounts/login/?next=, single sign-on and OAuth endpoints.
+var loginWords = []string{"login", "signin", "sign-in", "sso", "oauth", "oauth2", "saml", "auth", "authorize", "cas"}
+
+// looksLikeLogin tells whether u is most likely a login page, from its
+// path segments and query names alone.
+func looksLikeLogin(u *url.URL) bool {
+	for _, seg := range strings.FieldsFunc(strings.ToLower(u.Path), func(r rune) bool { return r == '/' || r == '.' }) {
+		if slices.Contains(loginWords, seg) {
+			return true
+		}
+	}
+	q := u.Query()
+	return q.Has("next") || q.Has("returnTo") || q.Has("return_to") || q.Has("redirect_uri") || q.Has("service")
 }

@@ -85,7 +85,7 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	// that detail views queued meanwhile cannot slip in between its pages.
 	if err := c.slots.acquire(ctx, true); err != nil {
 		res.Err = c.fail(ep, ReasonTimeout, 0, fmt.Errorf("waiting for a request slot: %w", err))
-		c.note(ctx, ep, 1, "walk not started: "+res.Err.Error())
+		c.noteFailure(ctx, ep, 1, "walk not started: "+res.Err.Error())
 		return res
 	}
 	defer c.slots.release()
@@ -187,7 +187,7 @@ func (w *pageWalk) next(ctx context.Context, pr listPageResult) *url.URL {
 // stop fails the walk after page pr for a pagination error.
 func (w *pageWalk) stop(ctx context.Context, pr listPageResult, err error) {
 	w.res.Err = w.c.fail(w.ep, ReasonPagination, w.res.Status, err)
-	w.c.note(ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", pr.page.Entries, w.res.Err))
+	w.c.noteFailure(ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", pr.page.Entries, w.res.Err))
 }
 
 // readListPage decodes one page of a list and finds its next link.
@@ -278,5 +278,13 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[string]bool, pages
 func (c *Client) note(ctx context.Context, ep Endpoint, page int, msg string) {
 	if tr := traceFrom(ctx); tr != nil {
 		tr.add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg})
+	}
+}
+
+// noteFailure records in the poll's trace, if any, that the walk failed
+// here, so the pages show the step as failed.
+func (c *Client) noteFailure(ctx context.Context, ep Endpoint, page int, msg string) {
+	if tr := traceFrom(ctx); tr != nil {
+		tr.add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg, NoteFailed: true})
 	}
 }

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"net/http/httptrace"
 	"net/url"
 	"regexp"
 	"strings"
@@ -62,8 +64,19 @@ type TraceRequest struct {
 	BodyExcerpt string
 	// ContentType is the response's Content-Type header.
 	ContentType string
-	// Location is a redirect's Location header, redacted as URL is.
+	// Location is a redirect's Location header as sent, redacted as URL
+	// is.
 	Location string
+	// WWWAuthenticate is the WWW-Authenticate header of an answer that is
+	// not 2xx: a 401's says which scheme and why.
+	WWWAuthenticate string
+	// NoteFailed tells that the walk stopped at this note, failing the
+	// list.
+	NoteFailed bool
+	// Phases are the times from the request's start to each step of the
+	// exchange; zero for a step that did not happen (a reused connection
+	// needs no DNS, connect or TLS).
+	Phases Phases
 	// RetryAfter is the Retry-After header as the service sent it, and
 	// HoldOffUntil the end of the hold-off it started; zero when none.
 	RetryAfter   string
@@ -132,12 +145,17 @@ func RedactURL(u *url.URL) string {
 	c.User = nil
 	if c.RawQuery != "" {
 		q := c.Query()
+		redacted := false
 		for name := range q {
 			if sensitiveParam.MatchString(name) {
 				q[name] = []string{"REDACTED"}
+				redacted = true
 			}
 		}
-		c.RawQuery = q.Encode()
+		// A query with nothing to hide stays as it was written.
+		if redacted {
+			c.RawQuery = q.Encode()
+		}
 	}
 	return c.String()
 }
@@ -166,3 +184,47 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
+
+// Phases are the moments of one exchange, each measured from the start of
+// the request: what blackbox_exporter's debug output calls phases.
+type Phases struct {
+	DNS, Connect, TLS, FirstByte time.Duration
+	// Reused tells that the request went over an idle connection.
+	Reused bool
+}
+
+// phaseTimer records the phases of one exchange through httptrace. Its
+// hooks may run on the transport's goroutines, hence the lock.
+type phaseTimer struct {
+	mu     sync.Mutex
+	start  time.Time
+	phases Phases
+}
+
+func (p *phaseTimer) mark(d *time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if *d == 0 && !p.start.IsZero() {
+		*d = time.Since(p.start)
+	}
+}
+
+func (p *phaseTimer) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		DNSDone:              func(httptrace.DNSDoneInfo) { p.mark(&p.phases.DNS) },
+		ConnectDone:          func(string, string, error) { p.mark(&p.phases.Connect) },
+		TLSHandshakeDone:     func(tls.ConnectionState, error) { p.mark(&p.phases.TLS) },
+		GotFirstResponseByte: func() { p.mark(&p.phases.FirstByte) },
+		GotConn: func(info httptrace.GotConnInfo) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.phases.Reused = info.Reused
+		},
+	}
+}
+
+func (p *phaseTimer) result() Phases {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.phases
+}
