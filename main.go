@@ -182,6 +182,7 @@ func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
 		// The process is ending: nothing is left to tell of a failure.
 		x.close = func() { _ = demo.Close() }
 		s.base, _ = parseBaseURL(demo.URL())
+		s.demoURL = demo.URL()
 		s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
 			Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
 		}
@@ -290,7 +291,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		}
 		_, _ = fmt.Fprintln(w, "Configuration reloaded")
 	})
-	ui := &pages{metricsPath: metricsPath, singleTarget: single, modules: store.ModuleNames, recent: recent, logger: logger}
+	ui := &pages{metricsPath: metricsPath, singleTarget: single, demo: s.demoURL, modules: store.ModuleNames, recent: recent, logger: logger}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
 	if metricsPath != "/" {
 		mux.HandleFunc("GET /{$}", ui.landing)

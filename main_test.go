@@ -200,8 +200,12 @@ func TestDemoEndToEnd(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(landing, "Recent polls") || !strings.Contains(landing, `href="polls/1"`) {
 		t.Errorf("landing page: %d\n%s", code, landing)
 	}
-	if code, page := e.get(t, "/polls/1"); code != http.StatusOK || !strings.Contains(page, "/api/projects/locations/") {
+	if code, page := e.get(t, "/polls/1"); code != http.StatusOK || !strings.Contains(strings.ReplaceAll(page, "<wbr/>", ""), "/api/projects/locations/") ||
+		!strings.Contains(page, `id="demo"`) {
 		t.Errorf("poll page: %d\n%s", code, page)
+	}
+	if !strings.Contains(landing, `id="demo"`) || !strings.Contains(landing, "embedded sample service") {
+		t.Errorf("the landing page of --demo does not say it shows the sample service:\n%s", landing)
 	}
 	if code, _ := e.get(t, "/-/healthy"); code != http.StatusOK {
 		t.Errorf("/-/healthy answered %d", code)

@@ -67,6 +67,8 @@ const defaultMaxRequests = 40
 type settings struct {
 	base   *url.URL
 	target collector.TargetSettings
+	// demoURL is the embedded sample service's base URL with --demo.
+	demoURL string
 	// maxRequests bounds the scrapes (/metrics and /probe) served at once;
 	// 0 is no limit.
 	maxRequests int

@@ -96,7 +96,8 @@ func rows(doc *node) map[string][]string {
 
 // TestRefusedKeyShowsWhatCameBack polls a service that refuses the key as
 // Django REST framework does: the poll page and its text view show the
-// body's bytes, its detail and its Content-Type.
+// body's bytes, its detail, its Content-Type and the WWW-Authenticate
+// header that says which scheme the service wants.
 func TestRefusedKeyShowsWhatCameBack(t *testing.T) {
 	r := newPollRig(t, sampleservice.Options{Key: "the-right-key-3c2b1a", Locations: 5}, "a-revoked-key-9f8e7d")
 	r.poll(t)
@@ -105,7 +106,7 @@ func TestRefusedKeyShowsWhatCameBack(t *testing.T) {
 		row := strings.Join(cells, "\n")
 		for _, want := range []string{
 			"Status=401", fmt.Sprintf("Bytes=%d", len(body)),
-			"Answer=http_status: unexpected status UnauthorizedContent-Type: application/jsonInvalid token.",
+			"Answer=http_status: unexpected status UnauthorizedContent-Type: application/jsonWWW-Authenticate: TokenInvalid token.",
 		} {
 			if !strings.Contains(row, want) {
 				t.Errorf("%s: row lacks %q:\n%s", ep, want, row)
@@ -119,7 +120,7 @@ func TestRefusedKeyShowsWhatCameBack(t *testing.T) {
 			t.Errorf("text view lacks %s %q:\n%s", ep, want, text)
 		}
 	}
-	if n := strings.Count(text, "    Content-Type: application/json\n    Body: \"Invalid token.\"\n"); n != 3 {
+	if n := strings.Count(text, "    Content-Type: application/json\n    WWW-Authenticate: Token\n    Body: \"Invalid token.\"\n"); n != 3 {
 		t.Errorf("text view shows the answer of %d requests, want 3:\n%s", n, text)
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/version"
 
+	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
@@ -22,7 +24,8 @@ const pageCSS = `body{font-family:system-ui,sans-serif;margin:0 auto;max-width:8
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.5rem}
 table{border-collapse:collapse;width:100%;font-size:.9rem}
 th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd;vertical-align:top}
-.url,.wrap{overflow-wrap:anywhere}.num{text-align:right}
+.wrap{overflow-wrap:anywhere}.url{overflow-wrap:normal;word-break:normal}.num{text-align:right}
+.demo{background:#ddf4ff;border:1px solid #54aeff;padding:.4rem .6rem}
 .ok{color:#1a7f37}.partial{color:#9a6700}.failed,.bad{color:#cf222e}
 td.ok,td.partial,td.failed{font-weight:600}
 tr.partial{background:#fff8c5;color:inherit}tr.failed{background:#ffebe9;color:inherit}
@@ -39,10 +42,13 @@ table.stack td{border:0;padding:.1rem .3rem;text-align:left}
 table.stack td:empty{display:none}
 table.stack td[data-label]::before{content:attr(data-label) ": ";font-weight:400;color:#555}
 form label{display:block}
+.url{overflow-wrap:anywhere}
 }`
 
 var pageFuncs = template.FuncMap{
 	"duration":   roundDuration,
+	"breakable":  breakableURL,
+	"phases":     phasesText,
 	"utc":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 	"moduleName": collector.ModuleName,
 }
@@ -52,16 +58,17 @@ var pageTemplates = template.Must(template.New("landing").Funcs(pageFuncs).Parse
 <title>Deployment Service Exporter</title><style>{{.CSS}}</style></head>
 <body>
 <h1>Deployment Service Exporter</h1>
+{{if .Demo}}<p class="demo" id="demo">Demo mode: these pages show the embedded sample service (<span class="url">{{breakable .Demo}}</span>), with generated data and a generated key, not a service of yours.</p>{{end}}
 <p>Prometheus exporter for a deployment service's HTTP JSON API. Version {{.Version}}.</p>
 <ul>
-<li><a href="{{.MetricsPath}}">Metrics</a> ({{if .SingleTarget}}polls <span class="url">{{.SingleTarget}}</span>{{else}}exporter metrics only: no --api.url{{end}})</li>
+<li><a href="{{.MetricsPath}}">Metrics</a> ({{if .SingleTarget}}polls <span class="url">{{breakable .SingleTarget}}</span>{{else}}exporter metrics only: no --api.url{{end}})</li>
 <li><a href="-/healthy">Health</a> and <a href="-/ready">readiness</a></li>
 {{if .Modules}}<li><a href="sd">Service discovery</a> (the modules' listed targets, for Prometheus' http_sd_configs)</li>{{end}}
 </ul>
 <h2>Targets</h2>
 {{if .Targets}}<table class="stack" id="targets">
 <thead><tr><th>Target</th><th>Module</th><th>State</th><th class="num">Projects</th><th class="num">Locations</th><th>Last poll</th><th>Failing since</th><th>Held off until</th></tr></thead>
-<tbody>{{range .Targets}}<tr class="{{.State}}"><td data-label="Target" class="url">{{.Target}}</td><td data-label="Module">{{moduleName .Module}}</td>
+<tbody>{{range .Targets}}<tr class="{{.State}}"><td data-label="Target" class="url">{{breakable .Target}}</td><td data-label="Module">{{moduleName .Module}}</td>
 <td data-label="State" class="{{.State}}">{{.StateText}}</td>
 <td data-label="Projects" class="num">{{.ProjectsText}}</td><td data-label="Locations" class="num">{{.LocationsText}}</td>
 <td data-label="Last poll">{{if .LastKept}}<a href="polls/{{.LastID}}">{{.Age}} ago</a>{{else}}{{.Age}} ago{{end}}</td>
@@ -78,7 +85,7 @@ var pageTemplates = template.Must(template.New("landing").Funcs(pageFuncs).Parse
 <h2>Recent polls</h2>
 {{if .Polls}}<table class="stack" id="polls">
 <thead><tr><th>Time (UTC)</th><th>Target</th><th>Module</th><th>Result</th><th>Duration</th><th></th></tr></thead>
-<tbody>{{range .Polls}}<tr><td data-label="Time (UTC)">{{utc .Start}}</td><td data-label="Target" class="url">{{.Target}}</td><td data-label="Module">{{moduleName .Module}}</td>
+<tbody>{{range .Polls}}<tr><td data-label="Time (UTC)">{{utc .Start}}</td><td data-label="Target" class="url">{{breakable .Target}}</td><td data-label="Module">{{moduleName .Module}}</td>
 <td data-label="Result" class="{{.State}} wrap">{{.Summary}}</td><td data-label="Duration">{{duration .Duration}}</td><td data-label="Poll"><a href="polls/{{.ID}}">details</a></td></tr>
 {{end}}</tbody></table>{{else}}<p>No polls yet: scrape <a href="{{.MetricsPath}}">{{.MetricsPath}}</a> or probe a target.</p>{{end}}
 </body></html>
@@ -90,18 +97,20 @@ var pollTemplate = template.Must(template.New("poll").Funcs(pageFuncs).Parse(`<!
 <body>
 <p><a href="../">Back</a></p>
 <h1>Poll {{.Poll.ID}}</h1>
-<p><span class="url">{{.Poll.Target}}</span>, module {{moduleName .Poll.Module}}; started {{.Poll.Start.UTC.Format "2006-01-02 15:04:05.000"}} UTC, took {{duration .Poll.Duration}}.
+{{if .Demo}}<p class="demo" id="demo">Demo mode: this poll read the embedded sample service, with generated data and a generated key.</p>{{end}}
+<p><span class="url">{{breakable .Poll.Target}}</span>, module {{moduleName .Poll.Module}}; started {{.Poll.Start.UTC.Format "2006-01-02 15:04:05.000"}} UTC, took {{duration .Poll.Duration}}.
 Result: <span class="{{.Poll.State}}" id="result">{{.Poll.Summary}}</span></p>
 {{if .Poll.SentNothing}}<p id="holdoff">This poll sent nothing: the service had asked to hold off (status {{.Poll.HoldOffStatus}}) until {{if .Poll.HeldOffUntil.IsZero}}an unknown time{{else}}{{utc .Poll.HeldOffUntil}} UTC{{end}}.
 {{- if .Poll.HoldOffPollID}} <a href="{{.Poll.HoldOffPollID}}">Poll {{.Poll.HoldOffPollID}}</a> met that answer.{{end}}</p>
 {{else if not .Poll.HeldOffUntil.IsZero}}<p id="holdoff">The service asked to hold off: no requests until {{utc .Poll.HeldOffUntil}} UTC.</p>{{end}}
 {{if .Poll.Requests}}<table class="stack" id="requests">
 <thead><tr><th>Endpoint</th><th>Page</th><th>Method</th><th>URL</th><th>Status</th><th class="num">Bytes</th><th>Duration</th><th>Answer</th></tr></thead>
-<tbody>{{range .Poll.Requests}}{{if .Note}}<tr><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{.Page}}</td><td colspan="6" data-label="Pagination" class="wrap"><em>{{.Note}}</em></td></tr>
-{{else}}<tr{{if .Error}} class="failed"{{end}}><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{if .Page}}{{.Page}}{{end}}</td><td data-label="Method">{{.Method}}</td><td data-label="URL" class="url">{{.URL}}</td><td data-label="Status">{{.Status}}</td><td data-label="Bytes" class="num">{{.Bytes}}</td><td data-label="Duration">{{duration .Duration}}</td>
+<tbody>{{range .Poll.Requests}}{{if .Note}}<tr{{if .NoteFailed}} class="failed"{{end}}><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{.Page}}</td><td colspan="6" data-label="Pagination" class="wrap">{{if .NoteFailed}}<span class="bad">pagination</span>: {{.Note}}{{else}}<em>{{.Note}}</em>{{end}}</td></tr>
+{{else}}<tr{{if .Error}} class="failed"{{end}}><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{if .Page}}{{.Page}}{{end}}</td><td data-label="Method">{{.Method}}</td><td data-label="URL" class="url">{{breakable .URL}}</td><td data-label="Status">{{.Status}}</td><td data-label="Bytes" class="num">{{.Bytes}}</td><td data-label="Duration">{{duration .Duration}}{{with phases .Phases}}<div class="phases">{{.}}</div>{{end}}</td>
 <td data-label="Answer" class="wrap">{{if .Error}}<span class="bad">{{.Reason}}</span>: {{.Error}}{{end}}
 {{- if .ContentType}}<div>Content-Type: {{.ContentType}}</div>{{end}}
-{{- if .Location}}<div>Location: <span class="url">{{.Location}}</span></div>{{end}}
+{{- if .Location}}<div>Location: <span class="url">{{breakable .Location}}</span></div>{{end}}
+{{- if .WWWAuthenticate}}<div>WWW-Authenticate: {{.WWWAuthenticate}}</div>{{end}}
 {{- if or .RetryAfter (not .HoldOffUntil.IsZero)}}<div>Retry-After: {{or .RetryAfter "(none)"}}{{if not .HoldOffUntil.IsZero}}; held off until {{utc .HoldOffUntil}} UTC{{end}}</div>{{end}}
 {{- if .BodyExcerpt}}<pre class="excerpt">{{.BodyExcerpt}}</pre>{{end}}</td></tr>
 {{end}}{{end}}</tbody></table>{{end}}
@@ -110,6 +119,26 @@ Result: <span class="{{.Poll.State}}" id="result">{{.Poll.Summary}}</span></p>
 `))
 
 func roundDuration(d time.Duration) string { return d.Round(time.Microsecond).String() }
+
+// breakableURL lets a URL break only after "/", "?" and "&" (and before
+// "#"), never inside a host, a port or a word: the page's CSS keeps it
+// whole otherwise on a wide screen.
+func breakableURL(u string) template.HTML {
+	var b strings.Builder
+	for _, r := range u {
+		if r == '#' {
+			b.WriteString("<wbr/>")
+		}
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if r == '/' || r == '?' || r == '&' {
+			b.WriteString("<wbr/>")
+		}
+	}
+	return template.HTML(b.String()) //nolint:gosec // every rune is escaped; only <wbr/> is added
+}
+
+// phasesText renders the phases of an exchange, "" when there are none.
+func phasesText(p client.Phases) string { return collector.PhasesText(p) }
 
 // ago renders how long ago something happened, to the precision a person
 // reading a status page needs.
@@ -131,6 +160,8 @@ func ago(d time.Duration) string {
 type pages struct {
 	metricsPath  string
 	singleTarget string
+	// demo is the sample service's URL with --demo, empty otherwise.
+	demo string
 	modules      func() []string
 	recent       *collector.PollLog
 	logger       *slog.Logger
@@ -212,6 +243,7 @@ func (p *pages) landing(w http.ResponseWriter, r *http.Request) {
 		"Version":       version.Version,
 		"MetricsPath":   p.metricsPath,
 		"SingleTarget":  p.singleTarget,
+		"Demo":          p.demo,
 		"Modules":       modules,
 		"DefaultModule": defaultModule(modules),
 		"Targets":       targets,
@@ -239,7 +271,7 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := pollTemplate.Execute(w, map[string]any{"CSS": template.CSS(pageCSS), "Poll": rec}); err != nil {
+	if err := pollTemplate.Execute(w, map[string]any{"CSS": template.CSS(pageCSS), "Poll": rec, "Demo": p.demo != "" && rec.Target == p.singleTarget}); err != nil {
 		p.logger.Error("Cannot render a poll page", "err", err)
 	}
 }

@@ -399,3 +399,13 @@ func TestPollPageShowsTheAnswer(t *testing.T) {
 		t.Errorf("the poll page does not say until when the service asked to hold off:\n%s", text)
 	}
 }
+
+// TestBreakableURL: a URL may break after "/", "?" and "&" and before "#",
+// nowhere else, and stays escaped.
+func TestBreakableURL(t *testing.T) {
+	got := string(breakableURL(`http://127.0.0.1:19060/deploy/api/?a=1&b="2"#x`))
+	want := `http:/<wbr/>/<wbr/>127.0.0.1:19060/<wbr/>deploy/<wbr/>api/<wbr/>?<wbr/>a=1&amp;<wbr/>b=&#34;2&#34;<wbr/>#x`
+	if got != want {
+		t.Errorf("breakableURL:\n got %s\nwant %s", got, want)
+	}
+}

@@ -321,7 +321,11 @@ func (rec *PollRecord) WriteText(w io.Writer) error {
 	b.WriteByte('\n')
 	for _, r := range rec.Requests {
 		if r.Note != "" {
-			fmt.Fprintf(&b, "    %s page %d: %s\n", r.Endpoint, r.Page, r.Note)
+			failed := ""
+			if r.NoteFailed {
+				failed = "FAILED, pagination: "
+			}
+			fmt.Fprintf(&b, "    %s page %d: %s%s\n", r.Endpoint, r.Page, failed, r.Note)
 			continue
 		}
 		fmt.Fprintf(&b, "%s %s %s -> status %d, %d bytes, %s", r.Endpoint, r.Method, r.URL, r.Status, r.Bytes, r.Duration.Round(time.Microsecond))
@@ -329,6 +333,9 @@ func (rec *PollRecord) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, ", %s: %s", r.Reason, r.Error)
 		}
 		b.WriteByte('\n')
+		if p := PhasesText(r.Phases); p != "" {
+			fmt.Fprintf(&b, "    Phases: %s\n", p)
+		}
 		writeAnswerText(&b, r)
 	}
 	if rec.Dropped > 0 {
@@ -348,6 +355,9 @@ func writeAnswerText(b *strings.Builder, r client.TraceRequest) {
 	if r.Location != "" {
 		fmt.Fprintf(b, "    Location: %s\n", r.Location)
 	}
+	if r.WWWAuthenticate != "" {
+		fmt.Fprintf(b, "    WWW-Authenticate: %s\n", r.WWWAuthenticate)
+	}
 	if r.RetryAfter != "" || !r.HoldOffUntil.IsZero() {
 		fmt.Fprintf(b, "    Retry-After: %s", cmp.Or(r.RetryAfter, "(none)"))
 		if !r.HoldOffUntil.IsZero() {
@@ -358,6 +368,25 @@ func writeAnswerText(b *strings.Builder, r client.TraceRequest) {
 	if r.BodyExcerpt != "" {
 		fmt.Fprintf(b, "    Body: %q\n", r.BodyExcerpt)
 	}
+}
+
+// PhasesText renders when each phase of an exchange ended, counted from
+// the request's start, as blackbox_exporter's debug output does; "" when
+// none was timed.
+func PhasesText(p client.Phases) string {
+	var parts []string
+	if p.Reused {
+		parts = append(parts, "connection reused")
+	}
+	for _, ph := range []struct {
+		name string
+		d    time.Duration
+	}{{"DNS", p.DNS}, {"connect", p.Connect}, {"TLS", p.TLS}, {"first byte", p.FirstByte}} {
+		if ph.d > 0 {
+			parts = append(parts, ph.name+" "+ph.d.Round(time.Microsecond).String())
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // SentNothing tells whether the poll sent no request because the service

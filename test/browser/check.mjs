@@ -1,16 +1,22 @@
 // Browser check of the exporter's pages: starts the exporter in demo mode
 // with faults (a detail id that does not exist, a /probe target where
-// nothing listens, a module whose key is refused), then loads the landing
-// page and poll pages with failures in headless Chromium at 1280 and 390 px
-// wide. It asserts that nothing overflows the viewport, that URL cells keep
-// a readable width, and that a poll with failures is never shown in green,
-// and saves a full-page screenshot of each.
+// nothing listens, a module whose key is refused, and a small service of
+// this script's own whose list names itself as its next page or that
+// redirects to a login page), then loads the landing page and poll pages
+// with failures in headless Chromium at 1280 and 390 px wide. It asserts
+// that nothing overflows the viewport, that URL cells keep a readable
+// width, that at 1280 px no URL breaks but after "/", "?" or "&", that a
+// poll with failures is never shown in green (a failed pagination step
+// included), that the pages say they show the sample service, and what
+// they tell of a refused key and a login redirect; and saves a full-page
+// screenshot of each.
 //
 //   EXPORTER_BIN  exporter binary (default: built with go build into a temp dir)
 //   CHROMIUM      browser (default /usr/bin/chromium, Debian's package)
 //   ARTIFACT_DIR  where screenshots go (default: a new temp dir)
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -101,10 +107,44 @@ function layoutProblems() {
   return problems.slice(0, 10);
 }
 
+// urlBreakProblems runs in the page: a URL that wraps must wrap after "/",
+// "?" or "&" (or before "#"), never inside a host, a port or a word. It
+// walks the characters of each URL and finds where a new line starts.
+function urlBreakProblems() {
+  const problems = [];
+  for (const el of document.querySelectorAll('.url')) {
+    const range = document.createRange();
+    let prevTop = null;
+    let prevChar = '';
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (let i = 0; i < node.length; i++) {
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const rect = range.getClientRects()[0];
+        if (!rect) continue;
+        const ch = node.data[i];
+        if (prevTop !== null && rect.top > prevTop + 2 && !'/?&'.includes(prevChar) && ch !== '#') {
+          problems.push(`"${el.textContent.slice(0, 80)}" breaks between "${prevChar}" and "${ch}"`);
+        }
+        prevTop = rect.top;
+        prevChar = ch;
+      }
+    }
+  }
+  return problems.slice(0, 10);
+}
+
 // colourProblems runs in the page: a result that names failures must carry
 // the class of its state, and must not be drawn in the colour of success.
 function colourProblems(green) {
   const problems = [];
+  for (const row of document.querySelectorAll('#requests tr')) {
+    const text = row.textContent;
+    if (/walk stopped|walk not started/.test(text) && !row.classList.contains('failed')) {
+      problems.push(`a failed pagination step is not marked failed: ${text.trim().slice(0, 80)}`);
+    }
+  }
   for (const el of document.querySelectorAll('td.failed, td.partial, td.ok, span#result')) {
     const text = el.textContent.trim();
     const state = ['failed', 'partial', 'ok', 'up', 'down'].find((s) => text.startsWith(s));
@@ -126,10 +166,34 @@ async function main() {
   }
   const port = await freePort();
   const closed = await freePort(); // nothing listens here: a network failure
+  // A service of its own: under /loop its location list names itself as
+  // the next page ("next": ""), under /sso everything redirects to a login
+  // page on another origin.
+  const odd = http.createServer((req, res) => {
+    if (req.url.startsWith('/sso/')) {
+      res.writeHead(302, { Location: 'https://sso.example.test/accounts/login/?next=/api/' });
+      res.end();
+      return;
+    }
+    res.setHeader('Content-Type', 'application/json');
+    if (req.url.startsWith('/loop/api/projects/locations/')) {
+      res.end('{"next": "", "previous": null, "results": [{"id": 1}, {"id": 2}]}');
+    } else if (req.url.startsWith('/loop/api/projects/projects/')) {
+      res.end('[]');
+    } else {
+      res.end('{}');
+    }
+  });
+  await new Promise((resolve) => odd.listen(0, '127.0.0.1', resolve));
+  const oddBase = `http://127.0.0.1:${odd.address().port}`;
   const config = path.join(work, 'modules.yml');
   writeFileSync(config, `modules:
   default:
-    targets: ["http://127.0.0.1:*"]
+    targets:
+      - "http://127.0.0.1:*"
+      - "http://127.0.0.1:*/a/rather/long/path/prefix/that/must/wrap/on/a/phone"
+      - "http://127.0.0.1:*/loop"
+      - "http://127.0.0.1:*/sso"
     http_client_config:
       authorization: {type: Token, credentials: key-the-demo-service-refuses}
     timeout: 5s
@@ -147,6 +211,8 @@ async function main() {
     check((await get(`${base}/metrics`)) === 200, '/metrics answers');
     check((await get(`${base}/probe?target=${encodeURIComponent(`http://127.0.0.1:${closed}/a/rather/long/path/prefix/that/must/wrap/on/a/phone`)}`)) === 200, '/probe of a closed port answers');
     check((await get(`${base}/probe?target=${encodeURIComponent(demo)}`)) === 200, '/probe with a refused key answers');
+    check((await get(`${base}/probe?target=${encodeURIComponent(`${oddBase}/loop`)}`)) === 200, '/probe of a list that names itself as next answers');
+    check((await get(`${base}/probe?target=${encodeURIComponent(`${oddBase}/sso`)}`)) === 200, '/probe of a service redirecting to a login page answers');
 
     browser = await chromium.launch({
       executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -165,17 +231,49 @@ async function main() {
     const partialPoll = links.find((l) => l.state === 'partial');
     check(failedPoll && partialPoll, `the landing page lists a failed and a partial poll (${JSON.stringify(links)})`);
     const targets = await page.$$eval('#targets tbody tr', (rows) => rows.length);
-    check(targets === 3, `the targets table has the /metrics service and the two /probe targets (${targets} rows)`);
+    check(targets === 5, `the targets table has the /metrics service and the four /probe targets (${targets} rows)`);
+
+    check(await page.$('#demo') !== null, 'the landing page says it shows the embedded sample service');
+    const pollOf = async (target) => {
+      await page.goto(`${base}/`);
+      return page.$$eval('#polls tbody tr', (rows, t) => {
+        const tr = rows.find((r) => r.querySelector('td[data-label="Target"]').textContent === t);
+        return tr ? tr.querySelector('a').getAttribute('href') : null;
+      }, target);
+    };
+    const loopPoll = await pollOf(`${oddBase}/loop`);
+    const ssoPoll = await pollOf(`${oddBase}/sso`);
+    const refusedPoll = await pollOf(demo);
+    check(loopPoll && ssoPoll && refusedPoll, 'the landing page lists the polls of the looping, redirecting and refusing services');
+
+    if (ssoPoll) {
+      await page.goto(`${base}/${ssoPoll}`);
+      const text = await page.textContent('#requests');
+      check(/login page/.test(text) && /is the key accepted/.test(text) && !/reverse proxy/.test(text),
+        `a redirect to a login page hints at the key or the URL, not a reverse proxy: ${text.replace(/\s+/g, ' ').slice(0, 200)}`);
+      check(text.includes('https://sso.example.test/accounts/login/?next=/api/'), 'the Location is shown as sent');
+    }
+    if (refusedPoll) {
+      await page.goto(`${base}/${refusedPoll}`);
+      const text = await page.textContent('#requests');
+      check(/WWW-Authenticate: Token/.test(text), 'a refused key shows the WWW-Authenticate header');
+      check(await page.$('#demo') !== null, 'a poll page of --demo says it shows the sample service');
+    }
 
     const pages = [['landing', '/']];
     if (failedPoll) pages.push(['poll-failed', '/' + failedPoll.href]);
     if (partialPoll) pages.push(['poll-partial', '/' + partialPoll.href]);
+    if (loopPoll) pages.push(['poll-pagination', '/' + loopPoll]);
     for (const width of widths) {
       await page.setViewportSize({ width, height: 900 });
       for (const [name, url] of pages) {
         await page.goto(base + url);
         const layout = await page.evaluate(layoutProblems);
         check(layout.length === 0, `${name} at ${width} px fits the width${layout.length ? ':\n    ' + layout.join('\n    ') : ''}`);
+        if (width === 1280) {
+          const breaks = await page.evaluate(urlBreakProblems);
+          check(breaks.length === 0, `${name} at ${width} px breaks URLs only after /, ? or &${breaks.length ? ':\n    ' + breaks.join('\n    ') : ''}`);
+        }
         const colours = await page.evaluate(colourProblems, green);
         check(colours.length === 0, `${name} at ${width} px shows no failure in green${colours.length ? ':\n    ' + colours.join('\n    ') : ''}`);
         const shot = path.join(artifacts, `${name}-${width}.png`);
@@ -186,6 +284,7 @@ async function main() {
   } finally {
     if (browser) await browser.close();
     exporter.child.kill('SIGTERM');
+    odd.close();
   }
 }
 
