@@ -161,10 +161,10 @@ type pages struct {
 	metricsPath  string
 	singleTarget string
 	// demo is the sample service's URL with --demo, empty otherwise.
-	demo string
-	modules      func() []string
-	recent       *collector.PollLog
-	logger       *slog.Logger
+	demo    string
+	modules func() []string
+	recent  *collector.PollLog
+	logger  *slog.Logger
 	// now is the clock for ages; nil means time.Now.
 	now func() time.Time
 }
