@@ -3,12 +3,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -204,12 +207,31 @@ func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
 func serve(x *endpoints, toolkitFlags *web.FlagConfig, hup <-chan os.Signal, logger *slog.Logger) int {
 	go reloadOnSignal(hup, x.reload, logger)
 	srv := &http.Server{Handler: x.handler, ReadHeaderTimeout: 10 * time.Second}
-	if err := web.ListenAndServe(srv, toolkitFlags, logger); err != nil {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(stop)
+	go func() {
+		sig, ok := <-stop
+		if !ok {
+			return
+		}
+		logger.Info("Shutting down", "signal", sig.String())
+		// Scrapes in flight get a moment to answer; a service manager
+		// that waits longer than that kills the process anyway.
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+	if err := web.ListenAndServe(srv, toolkitFlags, logger); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Error("Server stopped", "err", err)
 		return 1
 	}
 	return 0
 }
+
+// shutdownGrace is how long scrapes in flight may take to answer once a
+// SIGTERM asks the exporter to stop.
+const shutdownGrace = 5 * time.Second
 
 // newRegistry returns the registry of the metrics kept across scrapes,
 // with the build info and, unless --web.disable-exporter-metrics, the Go
@@ -239,7 +261,8 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		requests := collector.NewRequestMetrics(reg)
 		s.target.Client.Observer = requests
 		p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
-			Logger: logger, Recent: recent, Name: single, Polls: requests,
+			Logger: logger.With("target", single, "module", collector.ModuleName("")), Recent: recent, Name: single,
+			Polls: requests, TimeoutName: "--api.timeout",
 		})
 		if err != nil {
 			return nil, nil, err

@@ -115,3 +115,24 @@ func TestReloadMethods(t *testing.T) {
 		t.Errorf("POST /-/reload: %d", code)
 	}
 }
+
+// TestSIGTERMLogsOneLine: SIGTERM ends the exporter cleanly, with one line
+// that says why.
+func TestSIGTERMLogsOneLine(t *testing.T) {
+	e := startExporter(t, nil, "--demo")
+	if err := e.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cmd.Wait(); err != nil {
+		t.Fatalf("the exporter ended with %v, want status 0", err)
+	}
+	lines := 0
+	for _, l := range strings.Split(e.stderr.String(), "\n") {
+		if strings.Contains(l, `msg="Shutting down"`) && strings.Contains(l, "signal=terminated") {
+			lines++
+		}
+	}
+	if lines != 1 || strings.Contains(e.stderr.String(), "level=ERROR") {
+		t.Errorf("%d shutdown lines, want 1 and no error:\n%s", lines, e.stderr.String())
+	}
+}

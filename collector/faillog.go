@@ -3,8 +3,10 @@ package collector
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,7 +99,7 @@ func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 		names[i] = k.String()
 	}
 	f.step(s.Start, client.EndpointLocationDetail, strings.Join(names, ", "), detailLines{
-		logger: logger, st: st, failed: failed, total: len(checked),
+		logger: logger, st: st, failed: failed, total: len(checked), ids: failingIDs(checked),
 	})
 }
 
@@ -162,10 +164,36 @@ type detailLines struct {
 	logger        *slog.Logger
 	st            endpointState
 	failed, total int
+	// ids names the first few failing locations.
+	ids string
+}
+
+// shownIDs is how many failing locations a log line names.
+const shownIDs = 5
+
+// failingIDs names the first few failing locations of checked, by id,
+// and how many more there are.
+func failingIDs(checked []locationState) string {
+	var ids []string
+	more := 0
+	for _, d := range checked {
+		switch {
+		case d.Err == nil:
+		case len(ids) < shownIDs:
+			ids = append(ids, strconv.FormatInt(d.ID, 10))
+		default:
+			more++
+		}
+	}
+	out := strings.Join(ids, ",")
+	if more > 0 {
+		out += fmt.Sprintf(" and %d more", more)
+	}
+	return out
 }
 
 func (d detailLines) started(kind, previously string, since time.Time) {
-	args := []any{"failed", d.failed, "total", d.total, "kinds", kind, "status", d.st.Status, "err", d.st.Err}
+	args := []any{"failed", d.failed, "total", d.total, "location_ids", d.ids, "kinds", kind, "status", d.st.Status, "err", d.st.Err}
 	if previously != "" {
 		args = append(args, "previously", previously, sinceAttr(since))
 	}
@@ -173,7 +201,7 @@ func (d detailLines) started(kind, previously string, since time.Time) {
 }
 
 func (d detailLines) repeated(kind string, since time.Time, polls int) {
-	d.logger.Debug("Location details still failing", "failed", d.failed, "total", d.total, "kinds", kind, "status", d.st.Status, "err", d.st.Err, sinceAttr(since), "failed_polls", polls)
+	d.logger.Debug("Location details still failing", "failed", d.failed, "total", d.total, "location_ids", d.ids, "kinds", kind, "status", d.st.Status, "err", d.st.Err, sinceAttr(since), "failed_polls", polls)
 }
 
 func (d detailLines) recovered(since time.Time, polls int) {

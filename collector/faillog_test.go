@@ -2,12 +2,14 @@ package collector
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/promslog"
 
@@ -83,7 +85,7 @@ func TestFailureIsLoggedOnce(t *testing.T) {
 		for range scrapes {
 			r.scrape(t, "")
 		}
-		got := without(logLines(r.logs.String(), from, "endpoint", "status", "previously", "failed_polls", "kinds", "failed"), "Location detail failed")
+		got := without(logLines(r.logs.String(), from, "endpoint", "status", "previously", "failed_polls", "kinds", "failed", "location_ids"), "Location detail failed")
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s: log lines\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
@@ -95,15 +97,15 @@ func TestFailureIsLoggedOnce(t *testing.T) {
 		"WARN Endpoint failed endpoint=root status=401",
 		"WARN Endpoint failed endpoint=projects status=401",
 		"WARN Endpoint failed endpoint=locations status=401",
-		"WARN Location details failed status=401 kinds=http_status 401 failed=2",
+		"WARN Location details failed status=401 kinds=http_status 401 failed=2 location_ids=1,2",
 		"DEBUG Endpoint still failing endpoint=root status=401 failed_polls=2",
 		"DEBUG Endpoint still failing endpoint=projects status=401 failed_polls=2",
 		"DEBUG Endpoint still failing endpoint=locations status=401 failed_polls=2",
-		"DEBUG Location details still failing status=401 failed_polls=2 kinds=http_status 401 failed=2",
+		"DEBUG Location details still failing status=401 failed_polls=2 kinds=http_status 401 failed=2 location_ids=1,2",
 		"DEBUG Endpoint still failing endpoint=root status=401 failed_polls=3",
 		"DEBUG Endpoint still failing endpoint=projects status=401 failed_polls=3",
 		"DEBUG Endpoint still failing endpoint=locations status=401 failed_polls=3",
-		"DEBUG Location details still failing status=401 failed_polls=3 kinds=http_status 401 failed=2",
+		"DEBUG Location details still failing status=401 failed_polls=3 kinds=http_status 401 failed=2 location_ids=1,2",
 	)
 	r.svc.SetKey(key)
 	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 500})
@@ -112,9 +114,9 @@ func TestFailureIsLoggedOnce(t *testing.T) {
 		"WARN Endpoint failed endpoint=root status=500 previously=http_status 401",
 		"INFO Endpoint recovered endpoint=projects failed_polls=3",
 		"INFO Endpoint recovered endpoint=locations failed_polls=3",
-		"WARN Location details failed status=404 previously=http_status 401 kinds=http_status 404 failed=1",
+		"WARN Location details failed status=404 previously=http_status 401 kinds=http_status 404 failed=1 location_ids=2",
 		"DEBUG Endpoint still failing endpoint=root status=500 failed_polls=5",
-		"DEBUG Location details still failing status=404 failed_polls=5 kinds=http_status 404 failed=1",
+		"DEBUG Location details still failing status=404 failed_polls=5 kinds=http_status 404 failed=1 location_ids=2",
 	)
 	r.svc.ClearFaults()
 	step("recovered", 2,
@@ -200,4 +202,66 @@ func countOf(lines []string, s string) int {
 		}
 	}
 	return n
+}
+
+// TestFailingIDsNamesAFew: a log line names the first few failing
+// locations and how many more fail.
+func TestFailingIDsNamesAFew(t *testing.T) {
+	fail := errors.New("x")
+	var checked []locationState
+	for id := int64(1); id <= 9; id++ {
+		ls := locationState{ID: id}
+		if id != 4 {
+			ls.Err = fail
+		}
+		checked = append(checked, ls)
+	}
+	if got, want := failingIDs(checked), "1,2,3,5,6 and 3 more"; got != want {
+		t.Errorf("failingIDs %q, want %q", got, want)
+	}
+	if got := failingIDs(checked[3:4]); got != "" {
+		t.Errorf("failingIDs of a healthy location %q", got)
+	}
+}
+
+// TestTimeoutNamesItsLimit: a request cut by the poll's deadline says
+// which limit set it: the scrape timeout header, with its value.
+func TestTimeoutNamesItsLimit(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}})
+	r.hold(t, sampleservice.EndpointRoot)
+	r.scrape(t, "0.3")
+	if want := `the scrape timeout of 0.3s (X-Prometheus-Scrape-Timeout-Seconds`; !strings.Contains(r.logs.String(), want) {
+		t.Errorf("the log does not say the scrape timeout ended the poll:\n%s", r.logs.String())
+	}
+}
+
+// TestHoldOffLoggedOncePerRun: a service that keeps asking to hold off is
+// warned about once; each new ask is debug, and the end is info.
+func TestHoldOffLoggedOncePerRun(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}})
+	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "1"})
+	pastHoldOff := func() {
+		t.Helper()
+		until, _ := r.target.Client.HoldOff()
+		waitFor(t, func() bool { return time.Now().After(until) })
+	}
+	from := len(r.logs.String())
+	r.scrape(t, "") // meets the first 429
+	pastHoldOff()
+	r.scrape(t, "") // and another
+	pastHoldOff()
+	r.svc.ClearFaults()
+	r.scrape(t, "") // answered well
+	var got []string
+	for _, l := range strings.Split(r.logs.String()[from:], "\n") {
+		if strings.Contains(l, "hold off") {
+			_, msg, _ := strings.Cut(l, "msg=")
+			level := l[strings.Index(l, "level=")+6:]
+			got = append(got, strings.Fields(level)[0]+" "+strings.SplitN(msg, `"`, 3)[1])
+		}
+	}
+	want := []string{"WARN The service asked to hold off: no requests until then", "DEBUG The service asked again to hold off", "INFO The service no longer asks to hold off"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("hold-off lines:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -44,7 +44,7 @@ func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout ti
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), scrapeBudget(r, h.timeout))
+	ctx, cancel := scrapeContext(r, h.timeout)
 	defer cancel()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(h.metrics.collector(h.poller.Poll(ctx)))
@@ -104,6 +104,16 @@ func (l scrapeErrorLog) Println(v ...any) {
 		return
 	}
 	l.logger.Error("Cannot serve metrics", "err", msg)
+}
+
+// scrapeContext is the context of a poll for request r: its deadline is
+// scrapeBudget's, and it remembers the scrape timeout that set it.
+func scrapeContext(r *http.Request, limit time.Duration) (context.Context, context.CancelFunc) {
+	ctx := r.Context()
+	if v := r.Header.Get(scrapeTimeoutHeader); v != "" {
+		ctx = WithScrapeTimeout(ctx, v)
+	}
+	return context.WithTimeout(ctx, scrapeBudget(r, limit))
 }
 
 // scrapeBudget is the time a poll may take for request r: the scrape

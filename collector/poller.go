@@ -19,10 +19,27 @@ var errTooLate = errors.New("poll did not finish before the scrape deadline")
 // The causes a poll's context ends with. The deadline's wraps
 // context.DeadlineExceeded, so the client still classifies what it cut
 // short as a timeout.
-var (
-	errPollDeadline = fmt.Errorf("the poll reached the deadline of the last scrape waiting for it: %w", context.DeadlineExceeded)
-	errAbandoned    = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
-)
+var errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
+
+// deadlineError is the cause a poll ends with at its deadline. It names
+// the limit that set the deadline, so that a timeout in a log line or on
+// a page says which setting to change.
+type deadlineError struct{ limit string }
+
+func (e *deadlineError) Error() string {
+	return "the poll reached its deadline, set by " + e.limit
+}
+
+func (e *deadlineError) Unwrap() error { return context.DeadlineExceeded }
+
+type scrapeTimeoutKey struct{}
+
+// WithScrapeTimeout returns a context whose deadline comes from the
+// scrape timeout that Prometheus sent (the header's value, as sent), so
+// that a poll cut by it can say so.
+func WithScrapeTimeout(ctx context.Context, header string) context.Context {
+	return context.WithValue(ctx, scrapeTimeoutKey{}, header)
+}
 
 // PollerOptions tunes a Poller.
 type PollerOptions struct {
@@ -40,6 +57,9 @@ type PollerOptions struct {
 	Module string
 	// Polls, when set, counts the polls and those that failed.
 	Polls PollObserver
+	// TimeoutName names the setting behind Timeout in messages, such as
+	// "--api.timeout"; "timeout" when empty.
+	TimeoutName string
 }
 
 // PollObserver counts polls: one per poll, however many scrapes shared
@@ -62,7 +82,9 @@ type Poller struct {
 	last     *Snapshot
 	// seq numbers the polls as they start; lastSeq is the last one's.
 	seq, lastSeq uint64
-	// heldUntil is the end of the last hold-off logged, so each is logged once.
+	// throttled tells that the service asked to hold off after the last
+	// poll, and heldUntil until when: a run of hold-offs is logged once.
+	throttled bool
 	heldUntil time.Time
 	// failures follows how the target's endpoints fail from poll to poll,
 	// so that a lasting failure is logged when it starts, changes or ends.
@@ -90,6 +112,8 @@ type pollCall struct {
 	// deadline could not move; the timer can.
 	start, horizon, end, limit time.Time
 	timer                      *time.Timer
+	// horizonBy names what set the horizon, for the deadline's error.
+	horizonBy string
 }
 
 // NewPoller returns a Poller for t.
@@ -155,7 +179,7 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 	pctx = client.WithTrace(pctx, trace)
 	p.seq++
 	c := &pollCall{seq: p.seq, done: make(chan struct{}), cancel: cancel, start: now, limit: now.Add(p.opts.Timeout)}
-	c.horizon = p.horizon(c, ctx)
+	c.horizon, c.horizonBy = p.horizon(c, ctx)
 	c.end = c.horizon.Add(-handoffMargin(c.horizon.Sub(now)))
 	c.run = newPollRun(pctx, p.target, p.book, trace, c.horizon.Sub(now))
 	c.run.waitedHook = p.waitedHook
@@ -199,7 +223,7 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 // when c has already reached its end: it is winding down, and the scrape
 // needs a poll of its own.
 func (p *Poller) extend(c *pollCall, ctx context.Context) bool {
-	horizon := p.horizon(c, ctx)
+	horizon, by := p.horizon(c, ctx)
 	if !horizon.After(c.horizon) {
 		return true
 	}
@@ -211,7 +235,7 @@ func (p *Poller) extend(c *pollCall, ctx context.Context) bool {
 		return false
 	}
 	now := time.Now()
-	c.horizon = horizon
+	c.horizon, c.horizonBy = horizon, by
 	c.end = horizon.Add(-handoffMargin(horizon.Sub(now)))
 	c.timer.Reset(c.end.Sub(now))
 	c.run.setBudget(horizon.Sub(c.start))
@@ -219,12 +243,19 @@ func (p *Poller) extend(c *pollCall, ctx context.Context) bool {
 }
 
 // horizon is the time until which the scrape of ctx may wait for c: its
-// deadline, bounded by c's limit.
-func (p *Poller) horizon(c *pollCall, ctx context.Context) time.Time {
+// deadline, bounded by c's limit. It also names what set it.
+func (p *Poller) horizon(c *pollCall, ctx context.Context) (time.Time, string) {
 	if deadline, ok := ctx.Deadline(); ok && deadline.Before(c.limit) {
-		return deadline
+		if h, ok := ctx.Value(scrapeTimeoutKey{}).(string); ok {
+			return deadline, fmt.Sprintf("the scrape timeout of %ss (X-Prometheus-Scrape-Timeout-Seconds, less a margin to answer)", h)
+		}
+		return deadline, "the scrape's deadline"
 	}
-	return c.limit
+	name := p.opts.TimeoutName
+	if name == "" {
+		name = "timeout"
+	}
+	return c.limit, fmt.Sprintf("%s=%s", name, p.opts.Timeout)
 }
 
 // expire ends c at its deadline. A scrape arriving from now on starts a
@@ -236,7 +267,10 @@ func (p *Poller) expire(c *pollCall) {
 	// What the deadline cuts short is a timeout, whatever the scrapes do
 	// next: the poll stays worth keeping.
 	c.run.settle()
-	c.cancel(errPollDeadline)
+	p.mu.Lock()
+	by := c.horizonBy
+	p.mu.Unlock()
+	c.cancel(&deadlineError{limit: by})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.inflight == c {
@@ -252,17 +286,28 @@ func (p *Poller) budget(ctx context.Context) time.Duration {
 	return p.opts.Timeout
 }
 
-// logHoldOff logs, once, that the service asked the exporter to hold off.
+// logHoldOff logs, after a poll, when the service begins asking the
+// exporter to hold off (at warn level, once however many 429s or 503s
+// follow), when it asks again (debug), and when a poll finds it no longer
+// asks (info).
 func (p *Poller) logHoldOff() {
 	until, status := p.target.Client.HoldOff()
 	p.mu.Lock()
-	fresh := until.After(time.Now()) && !until.Equal(p.heldUntil)
-	if fresh {
+	held := until.After(time.Now())
+	begins, again, ends := held && !p.throttled, held && p.throttled && !until.Equal(p.heldUntil), !held && p.throttled
+	p.throttled = held
+	if held {
 		p.heldUntil = until
 	}
 	p.mu.Unlock()
-	if fresh {
-		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", until.UTC().Format(time.RFC3339))
+	when := until.UTC().Format(time.RFC3339)
+	switch {
+	case begins:
+		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", when)
+	case again:
+		p.opts.Logger.Debug("The service asked again to hold off", "status", status, "until", when)
+	case ends:
+		p.opts.Logger.Info("The service no longer asks to hold off")
 	}
 }
 

@@ -141,25 +141,35 @@ func TestPollEndsWhenEveryWaiterLeaves(t *testing.T) {
 
 func TestPollNeverOutlastsTheTimeout(t *testing.T) {
 	now := time.Now()
-	p := NewPoller(&Target{}, PollerOptions{Timeout: time.Second})
+	p := NewPoller(&Target{}, PollerOptions{Timeout: time.Second, TimeoutName: "--api.timeout"})
 	c := &pollCall{start: now, limit: now.Add(time.Second)}
 	for _, tt := range []struct {
 		name     string
 		deadline time.Duration
+		header   string
 		want     time.Time
+		by       string
 	}{
-		{"shorter", 300 * time.Millisecond, now.Add(300 * time.Millisecond)},
-		{"longer", time.Hour, c.limit},
-		{"none", 0, c.limit},
+		{"shorter", 300 * time.Millisecond, "", now.Add(300 * time.Millisecond), "the scrape's deadline"},
+		{"shorter, from the header", 300 * time.Millisecond, "0.35", now.Add(300 * time.Millisecond), "the scrape timeout of 0.35s (X-Prometheus-Scrape-Timeout-Seconds, less a margin to answer)"},
+		{"longer", time.Hour, "3600", c.limit, "--api.timeout=1s"},
+		{"none", 0, "", c.limit, "--api.timeout=1s"},
 	} {
 		ctx := context.Background()
+		if tt.header != "" {
+			ctx = WithScrapeTimeout(ctx, tt.header)
+		}
 		if tt.deadline > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, now.Add(tt.deadline))
 			defer cancel()
 		}
-		if got := p.horizon(c, ctx); !got.Equal(tt.want) {
+		got, by := p.horizon(c, ctx)
+		if !got.Equal(tt.want) {
 			t.Errorf("%s: horizon %v after the start, want %v", tt.name, got.Sub(now), tt.want.Sub(now))
+		}
+		if by != tt.by {
+			t.Errorf("%s: set by %q, want %q", tt.name, by, tt.by)
 		}
 	}
 }

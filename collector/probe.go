@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -123,7 +122,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), scrapeBudget(r, e.timeout))
+	ctx, cancel := scrapeContext(r, e.timeout)
 	defer cancel()
 	snap := e.poller.Poll(ctx)
 	if q.Get("debug") == "true" {
@@ -189,7 +188,7 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 	settings.Client.Transport, settings.Client.Observer = shared.transport, e.requests
 	e.poller, err = NewTargetPoller(target, settings, PollerOptions{
 		Logger: h.logger.With("target", name, "module", key.module), Recent: h.recent, Name: name, Module: key.module,
-		Polls: e.requests,
+		Polls: e.requests, TimeoutName: fmt.Sprintf("the timeout of module %q", key.module),
 	})
 	if err != nil {
 		return nil, h.targetError(key.module, err)
