@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
@@ -125,15 +127,50 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := scrapeContext(r, e.timeout)
 	defer cancel()
 	snap := e.poller.Poll(ctx)
-	if q.Get("debug") == "true" {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_ = newPollRecord(client.RedactURL(target), moduleName(module), snap).WriteText(w)
-		return
-	}
 	// Gathered after the poll, so the counters include its requests.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(e.metrics.collector(snap), e.requests, e.info)
+	if q.Get("debug") == "true" {
+		h.writeDebug(w, target, module, m.Settings, snap, reg)
+		return
+	}
 	serveGatherer(w, r, reg, h.logger)
+}
+
+// writeDebug answers /probe?debug=true, as blackbox_exporter's debug
+// output does: the module's settings, the poll with each request and its
+// phases, the answer that started a hold-off in force, and the metrics
+// the probe would have returned.
+func (h *ProbeHandler) writeDebug(w http.ResponseWriter, target *url.URL, module string, s TargetSettings, snap *Snapshot, reg prometheus.Gatherer) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var b strings.Builder
+	_ = WriteSettingsText(&b, moduleName(module), s)
+	b.WriteByte('\n')
+	rec := newPollRecord(client.RedactURL(target), moduleName(module), snap)
+	if h.recent != nil {
+		rec.HoldOffPollID = h.recent.HoldOffPoll(rec)
+	}
+	_ = rec.WriteText(&b)
+	if rec.HoldOffPollID != 0 {
+		if met, ok := h.recent.Get(rec.HoldOffPollID); ok {
+			fmt.Fprintf(&b, "\nThe answer that started the hold-off (poll %d, /polls/%d):\n", met.ID, met.ID)
+			for _, q := range met.Requests {
+				if !q.HoldOffUntil.IsZero() {
+					fmt.Fprintf(&b, "%s %s %s -> status %d\n", q.Endpoint, q.Method, q.URL, q.Status)
+					writeAnswerText(&b, q)
+				}
+			}
+		}
+	}
+	b.WriteString("\nMetrics this probe would have returned:\n\n")
+	mfs, err := reg.Gather()
+	if err != nil {
+		fmt.Fprintf(&b, "(cannot gather them: %v)\n", err)
+	}
+	for _, mf := range mfs {
+		_, _ = expfmt.MetricFamilyToText(&b, mf)
+	}
+	_, _ = io.WriteString(w, b.String())
 }
 
 // parseTarget checks a /probe target: an absolute http or https base URL

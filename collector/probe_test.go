@@ -164,20 +164,60 @@ func TestProbeDebugView(t *testing.T) {
 	svc := sampleservice.New(sampleservice.Options{Key: "debug-key-123", Locations: 12, PageSize: 5, OmitCount: true})
 	srv := httptest.NewServer(svc)
 	defer srv.Close()
-	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings("debug-key-123")}), nil, nil)
+	settings := keySettings("debug-key-123")
+	settings.Client.RateLimit, settings.DetailLimit, settings.DetailIDs = 50, 2, nil
+	settings.Client.HTTPClientConfig.TLSConfig.ServerName = "deploy.example.com"
+	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": settings}), nil, nil)
 	code, body := probe(t, h, "debug=true&target="+url.QueryEscape(srv.URL))
 	if code != 200 {
 		t.Fatalf("status %d", code)
 	}
 	for _, want := range []string{
+		// The module's effective settings.
+		"Module default:\n    timeout 5s (the scrape timeout header lowers it), min_interval 0s\n",
+		"concurrency 4, rate_limit 50/s, max_pages 1000, max_response_bytes 67108864, gzip true",
+		"detail subset: the first 2 locations of the list, info fields [id]",
+		"key: Token, given inline", "TLS: server_name deploy.example.com",
+		// The poll, with the phases of each request.
 		"module default", "up true",
 		"root GET " + srv.URL + "/api/ -> status 200",
 		"locations page 1: 5 entries; following next to " + srv.URL + "/api/projects/locations/?page=2",
 		"locations page 3: 2 entries; walk done, count 12",
 		"location_detail GET " + srv.URL + "/api/projects/locations/1/ -> status 200",
+		"    Phases: ", "first byte ",
+		// The metrics it would have returned.
+		"Metrics this probe would have returned:", "deployment_service_up 1\n", "deployment_service_locations 12\n",
+		"deployment_service_polls_total 1\n",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("debug view lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "debug-key-123") {
+		t.Error("the debug view shows the key")
+	}
+}
+
+// TestProbeDebugViewDuringAHoldOff: a probe held off shows the answer
+// that started the hold-off and names its poll.
+func TestProbeDebugViewDuringAHoldOff(t *testing.T) {
+	svc := sampleservice.New(sampleservice.Options{Key: "k", Locations: 3})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "600", Body: `{"detail": "Request was throttled. Expected available in 600 seconds."}`})
+	recent := NewPollLog(10)
+	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings("k")}), recent, nil)
+	probe(t, h, "target="+url.QueryEscape(srv.URL))
+	_, body := probe(t, h, "debug=true&target="+url.QueryEscape(srv.URL))
+	for _, want := range []string{
+		"Sent nothing: the service asked to hold off (status 429)",
+		"The answer that started the hold-off (poll 1, /polls/1):\nroot GET " + srv.URL + "/api/ -> status 429\n",
+		"    Retry-After: 600; held off until ",
+		"Expected available in 600 seconds.",
+		"deployment_service_hold_off_until_timestamp_seconds ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("debug view during a hold-off lacks %q:\n%s", want, body)
 		}
 	}
 }

@@ -144,6 +144,15 @@ func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 	return nil, false
 }
 
+// HoldOffPoll finds, for a record made outside the log (the debug view of
+// /probe), the kept poll whose answer started the hold-off it met; 0 when
+// there is none.
+func (l *PollLog) HoldOffPoll(rec *PollRecord) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.holdOffPoll(rec)
+}
+
 // holdOffPoll finds the poll whose answer started the hold-off in force
 // during rec: the first kept poll of the same target and module with a
 // request whose hold-off ends when rec's does. It is looked up when a page

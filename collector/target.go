@@ -1,7 +1,11 @@
 package collector
 
 import (
+	"fmt"
+	"io"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -46,4 +50,86 @@ func uniqueIDs(ids []int64) []int64 {
 		}
 	}
 	return out
+}
+
+// WriteSettingsText writes the settings a poll of one target runs with,
+// as the debug view of /probe shows them: limits, subset, gzip, TLS and
+// proxy, where the key comes from; never a secret.
+func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
+	c := s.Client
+	hc := &c.HTTPClientConfig
+	var b strings.Builder
+	fmt.Fprintf(&b, "Module %s:\n", ModuleName(module))
+	fmt.Fprintf(&b, "    timeout %s (the scrape timeout header lowers it), min_interval %s\n", s.Timeout, s.MinInterval)
+	fmt.Fprintf(&b, "    concurrency %d, rate_limit %s, max_pages %d, max_response_bytes %d, gzip %v\n",
+		orDefault(c.Concurrency, client.DefaultConcurrency), rateText(c.RateLimit), orDefault(c.MaxPages, client.DefaultMaxPages),
+		orDefault64(c.MaxResponseBytes, client.DefaultMaxResponseBytes), !c.DisableGzip)
+	switch {
+	case len(s.DetailIDs) > 0:
+		fmt.Fprintf(&b, "    detail subset: ids %v", s.DetailIDs)
+	case s.DetailLimit > 0:
+		fmt.Fprintf(&b, "    detail subset: the first %d locations of the list", s.DetailLimit)
+	default:
+		b.WriteString("    detail subset: none")
+	}
+	if len(s.InfoFields) > 0 {
+		fmt.Fprintf(&b, ", info fields %v", s.InfoFields)
+	}
+	b.WriteByte('\n')
+	switch a := hc.Authorization; {
+	case a == nil:
+		b.WriteString("    key: none (no Authorization header)\n")
+	case a.CredentialsFile != "":
+		fmt.Fprintf(&b, "    key: %s, read from %s\n", a.Type, a.CredentialsFile)
+	default:
+		fmt.Fprintf(&b, "    key: %s, given inline\n", a.Type)
+	}
+	t := hc.TLSConfig
+	tls := []string{}
+	for _, f := range []struct{ name, value string }{
+		{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"server_name", t.ServerName}, {"min_version", t.MinVersion.String()},
+	} {
+		if f.value != "" && f.value != "0" {
+			tls = append(tls, f.name+" "+f.value)
+		}
+	}
+	if t.CA != "" {
+		tls = append(tls, "ca inline")
+	}
+	if t.InsecureSkipVerify {
+		tls = append(tls, "insecure_skip_verify (certificates NOT checked)")
+	}
+	if len(tls) == 0 {
+		tls = append(tls, "system roots, default verification")
+	}
+	fmt.Fprintf(&b, "    TLS: %s\n", strings.Join(tls, ", "))
+	switch {
+	case hc.ProxyURL.URL != nil:
+		fmt.Fprintf(&b, "    proxy: %s\n", client.RedactURL(hc.ProxyURL.URL))
+	case hc.ProxyFromEnvironment:
+		b.WriteString("    proxy: from the environment\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func rateText(r float64) string {
+	if r <= 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(r, 'g', -1, 64) + "/s"
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+func orDefault64(v, def int64) int64 {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
