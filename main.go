@@ -140,6 +140,7 @@ func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
 	app.Flag("config.check", "Check --config.file, --api.http-config.file and the other flags as a start would (building every module's HTTP client), print what is wrong or OK, and exit 1 or 0 without serving.").BoolVar(&f.configCheck)
 	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s.", demoDetailLimit, demoInfoField)).BoolVar(&f.demo)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
+	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").StringVar(&f.externalURL)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
 	app.Flag("web.max-requests", "Most scrape requests (metrics path and /probe together) served at once; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intValue)(&f.maxRequests))
 	return &given
@@ -269,7 +270,11 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		}
 		// Kept across scrapes like the request metrics: the service's name
 		// for alerts, as every /probe answer carries its target's.
-		reg.MustRegister(collector.NewTargetInfo(single))
+		page := ""
+		if s.externalURL != nil {
+			page = collector.PageURL(s.externalURL, "")
+		}
+		reg.MustRegister(collector.NewTargetInfo(single, page))
 		metrics = collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger)
 	}
 	limit := newScrapeLimit(s.maxRequests)
@@ -280,6 +285,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	}
 	mux.Handle(metricsPath, metrics)
 	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
+	probe.ExternalURL = s.externalURL
 	mux.Handle("/probe", limit.wrap(probe))
 	mux.Handle("GET /sd", serviceDiscovery(store, logger))
 	// After a reload, the targets of changed or removed modules go at once,

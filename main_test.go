@@ -441,6 +441,7 @@ func TestStartupErrors(t *testing.T) {
 		{"unknown flag", nil, []string{"--api.urll=x"}, "unknown long flag"},
 		{"missing config file", nil, []string{"--config.file=" + filepath.Join(dir, "none.yml")}, "none.yml"},
 		{"negative max requests", nil, []string{"--demo", "--web.max-requests=-1"}, "--web.max-requests"},
+		{"relative external URL", nil, []string{"--demo", "--web.external-url=/ops"}, "--web.external-url"},
 		{"missing HTTP config file", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + filepath.Join(dir, "http.yml")}, "--api.http-config.file"},
 		{"key in the HTTP config file and the environment", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "token.yml", "authorization: {type: Token, credentials: k2}\n")}, "one place"},
 		{"basic auth in the HTTP config file", nil, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "basic.yml", "basic_auth: {username: u, password: p}\n")}, "--api.http-config.file"},

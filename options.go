@@ -43,6 +43,7 @@ type flagValues struct {
 	configFile       string
 	configCheck      bool
 	metricsPath      string
+	externalURL      string
 
 	httpConfigFile         string
 	disableExporterMetrics bool
@@ -69,6 +70,8 @@ type settings struct {
 	target collector.TargetSettings
 	// demoURL is the embedded sample service's base URL with --demo.
 	demoURL string
+	// externalURL is where people reach the exporter, nil when unknown.
+	externalURL *url.URL
 	// maxRequests bounds the scrapes (/metrics and /probe) served at once;
 	// 0 is no limit.
 	maxRequests int
@@ -102,6 +105,13 @@ func validate(f flagValues) (*settings, error) {
 	}
 	if err := validateTarget(f, s); err != nil {
 		return nil, err
+	}
+	if f.externalURL != "" {
+		u, err := url.Parse(f.externalURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return nil, errors.New("--web.external-url must be an absolute http or https URL without credentials, query or fragment, such as https://exporter.example.com/")
+		}
+		s.externalURL = u
 	}
 	return s, nil
 }

@@ -184,26 +184,40 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// targetInfoDesc describes deployment_service_target_info.
-var targetInfoDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "target_info"),
-	"The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out); always 1.",
-	[]string{"url"}, nil)
+// targetInfoDesc describes deployment_service_target_info; the page label
+// is there only when --web.external-url says where people reach the
+// exporter.
+var (
+	targetInfoDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "target_info"),
+		"The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out); always 1.",
+		[]string{"url"}, nil)
+	targetInfoPageDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "target_info"),
+		"The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out), with the exporter's page about it; always 1.",
+		[]string{"url", "page"}, nil)
+)
 
 // TargetInfo is the collector of deployment_service_target_info for one
 // service, which names the service in alerts whatever the instance label
-// holds.
-type TargetInfo struct{ m prometheus.Metric }
+// holds, and links to the exporter's page about it.
+type TargetInfo struct {
+	desc *prometheus.Desc
+	m    prometheus.Metric
+}
 
 var _ prometheus.Collector = (*TargetInfo)(nil)
 
 // NewTargetInfo returns the collector for the service at the given base
-// URL, already redacted (client.RedactURL).
-func NewTargetInfo(redactedURL string) *TargetInfo {
-	return &TargetInfo{m: prometheus.MustNewConstMetric(targetInfoDesc, prometheus.GaugeValue, 1, redactedURL)}
+// URL, already redacted (client.RedactURL). page is the exporter's page
+// about it, "" when the exporter's own URL is not known.
+func NewTargetInfo(redactedURL, page string) *TargetInfo {
+	if page == "" {
+		return &TargetInfo{desc: targetInfoDesc, m: prometheus.MustNewConstMetric(targetInfoDesc, prometheus.GaugeValue, 1, redactedURL)}
+	}
+	return &TargetInfo{desc: targetInfoPageDesc, m: prometheus.MustNewConstMetric(targetInfoPageDesc, prometheus.GaugeValue, 1, redactedURL, page)}
 }
 
 // Describe implements prometheus.Collector.
-func (t *TargetInfo) Describe(ch chan<- *prometheus.Desc) { ch <- targetInfoDesc }
+func (t *TargetInfo) Describe(ch chan<- *prometheus.Desc) { ch <- t.desc }
 
 // Collect implements prometheus.Collector.
 func (t *TargetInfo) Collect(ch chan<- prometheus.Metric) { ch <- t.m }
