@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -242,11 +244,54 @@ func newRegistry(exporterMetrics bool) *prometheus.Registry {
 	reg.MustRegister(versioncollector.NewCollector(exporterName))
 	if exporterMetrics {
 		reg.MustRegister(
-			collectors.NewGoCollector(),
+			withoutMetric{
+				// The runtime's own name for the heap's allocated bytes,
+				// in place of the memstats counter left out below.
+				Collector: collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+					collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/allocs:bytes$`)})),
+				// A counter go_memstats_alloc_bytes_total beside the gauge
+				// go_memstats_alloc_bytes makes one OpenMetrics family
+				// twice (client_golang#829): strict parsers refuse the
+				// whole answer, and Prometheus 3 records the gauge's
+				// metadata as a counter's.
+				name: "go_memstats_alloc_bytes_total",
+			},
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		)
 	}
 	return reg
+}
+
+// withoutMetric is a collector with the metrics of one name left out.
+type withoutMetric struct {
+	prometheus.Collector
+	name string
+}
+
+func (c withoutMetric) Describe(ch chan<- *prometheus.Desc) {
+	inner := make(chan *prometheus.Desc)
+	go func() {
+		c.Collector.Describe(inner)
+		close(inner)
+	}()
+	for d := range inner {
+		if !strings.Contains(d.String(), `fqName: "`+c.name+`"`) {
+			ch <- d
+		}
+	}
+}
+
+func (c withoutMetric) Collect(ch chan<- prometheus.Metric) {
+	inner := make(chan prometheus.Metric)
+	go func() {
+		c.Collector.Collect(inner)
+		close(inner)
+	}()
+	for m := range inner {
+		if !strings.Contains(m.Desc().String(), `fqName: "`+c.name+`"`) {
+			ch <- m
+		}
+	}
 }
 
 // routes wires every HTTP endpoint of the exporter. It returns the mux and

@@ -80,6 +80,9 @@ func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer
 		ErrorLog:          scrapeErrorLog{ctx: r.Context(), logger: logger},
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,
+		// Counters and histograms carry when they began; OpenMetrics
+		// shows it as _created, so a reset is known for one.
+		EnableOpenMetricsTextCreatedSamples: true,
 		// zstd first: Prometheus asks for "zstd,gzip" when its zstd-scrape
 		// feature is on, and promhttp breaks ties by this order.
 		OfferedCompressions: offeredCompressions,

@@ -31,6 +31,9 @@ type RequestMetrics struct {
 	// polls and pollFailures count polls and those after which
 	// deployment_service_up was 0: the availability SLI.
 	polls, pollFailures atomic.Uint64
+	// created is when the counters began, their created timestamp
+	// (OpenMetrics _created), so that a reset shows as one.
+	created time.Time
 
 	mu sync.Mutex
 	// requests counts requests by endpoint and status (0: no response);
@@ -40,8 +43,9 @@ type RequestMetrics struct {
 }
 
 type statusCount struct {
-	status int
-	n      uint64
+	status  int
+	n       uint64
+	created time.Time
 }
 
 var (
@@ -95,7 +99,7 @@ func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
 	return m
 }
 
-func newRequestMetrics() *RequestMetrics { return &RequestMetrics{} }
+func newRequestMetrics() *RequestMetrics { return &RequestMetrics{created: time.Now()} }
 
 // ObserveRequest implements client.Observer.
 func (m *RequestMetrics) ObserveRequest(ep client.Endpoint, status int, d time.Duration) {
@@ -121,7 +125,7 @@ func (m *RequestMetrics) count(i, status int) {
 			return
 		}
 	}
-	m.requests[i] = append(m.requests[i], statusCount{status: status, n: 1})
+	m.requests[i] = append(m.requests[i], statusCount{status: status, n: 1, created: time.Now()})
 }
 
 // ObserveError implements client.Observer.
@@ -155,11 +159,11 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	// Failures first: read the other way, a poll ending in between could
 	// show more failures than polls.
 	failures := m.pollFailures.Load()
-	ch <- prometheus.MustNewConstMetric(pollsDesc, prometheus.CounterValue, float64(m.polls.Load()))
-	ch <- prometheus.MustNewConstMetric(pollFailuresDesc, prometheus.CounterValue, float64(failures))
+	ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(pollsDesc, prometheus.CounterValue, float64(m.polls.Load()), m.created)
+	ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(pollFailuresDesc, prometheus.CounterValue, float64(failures), m.created)
 	for i, ep := range client.Endpoints {
 		for j, r := range client.Reasons {
-			ch <- prometheus.MustNewConstMetric(requestErrorsDesc, prometheus.CounterValue, float64(m.errors[i][j].Load()), string(ep), string(r))
+			ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(requestErrorsDesc, prometheus.CounterValue, float64(m.errors[i][j].Load()), m.created, string(ep), string(r))
 		}
 	}
 	// Taken under the lock, sent without it: the registry reads the
@@ -172,7 +176,7 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 			if c.status != 0 {
 				code = strconv.Itoa(c.status)
 			}
-			out = append(out, prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(c.n), string(ep), code))
+			out = append(out, prometheus.MustNewConstMetricWithCreatedTimestamp(requestsDesc, prometheus.CounterValue, float64(c.n), c.created, string(ep), code))
 		}
 		if h := m.duration[i]; h != nil {
 			out = append(out, h)
