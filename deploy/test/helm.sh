@@ -14,6 +14,9 @@
 #      PrometheusRule equal to the rule files, NetworkPolicy and
 #      PodDisruptionBudget, and container arguments the binary accepts); the
 #      key given as a value appears nowhere but base64 in its Secret;
+#      with ci/full-values.yaml, the multiple of
+#      DeploymentServiceLocationCheckStale (prometheusRule.locationCheckStalePolls)
+#      is the one given and the rest of the rules as in the files;
 #   5. values the exporter would refuse, or that watch nothing, fail the
 #      render with the message that says what to set;
 #   6. the README's Helm quick start, run as written (a dummy key; kubectl
@@ -79,9 +82,16 @@ check_case "${ci}/probe-values.yaml" Deployment=1,Service=1,ServiceAccount=1,Ser
   -external-secret deployment-service-exporter-modules -external-secret deployment-service-keys
 check_case "${ci}/sd-values.yaml" Deployment=1,Service=1,ServiceAccount=1,Secret=1,ServiceMonitor=1,ScrapeConfig=1,PrometheusRule=1 \
   -external-secret deployment-service-api-key -external-secret deployment-service-staging-key
+# full-values.yaml sets prometheusRule.locationCheckStalePolls to 8: the
+# rendered rules are the rule files' with that multiple.
+stale_record=instance:deployment_service_location_check_stale_after:poll_intervals
+stale_expr=$(awk -v r="${stale_record}" '$0 ~ "record: " r "$" { getline; sub(/^ *expr: */, ""); print; exit }' \
+  "${repo}/deploy/prometheus/rules/recording.yml")
+[[ "${stale_expr}" =~ ^5\ \+\  ]] || die "recording.yml: ${stale_record} is '${stale_expr}', want '5 + ...'"
+grep -qx '  locationCheckStalePolls: 8' "${ci}/full-values.yaml" || die "full-values.yaml must set prometheusRule.locationCheckStalePolls: 8"
 check_case "${ci}/full-values.yaml" \
   Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,ScrapeConfig=1,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1 \
-  -external-secret deployment-service-keys
+  -external-secret deployment-service-keys -rule-expr "${stale_record}=8${stale_expr#5}"
 # The chart README's /sd values example, with the image it leaves out (in
 # a directory of its own: check_case writes the render to ${work}).
 mkdir -p "${work}/values"
@@ -137,6 +147,8 @@ refuse 'name "a" is given twice' "${img[@]}" "${modules[@]}" \
 refuse "url \"ftp://a\" must be the http:// or https:// base URL" "${img[@]}" "${modules[@]}" \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=ftp://a'
 refuse "additional properties 'apikey' not allowed" "${img[@]}" "${url[@]}" "${key[@]}" --set apikey.value=x
+refuse "/prometheusRule/locationCheckStalePolls': minimum: got 0, want 1" "${img[@]}" "${url[@]}" "${key[@]}" \
+  --set prometheusRule.enabled=true --set prometheusRule.locationCheckStalePolls=0
 # A module's key goes only to the services it lists (issue 18).
 refuse "config.modules.default carries credentials but lists no targets" "${img[@]}" \
   --set-json 'config.modules={"default":{"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}'
@@ -153,7 +165,7 @@ refuse "no module it discovers lists a concrete target" "${img[@]}" --set scrape
 refuse 'the ScrapeConfig (scrapeConfig.enabled) already probes https://a.example.com with module "default"' \
   "${img[@]}" "${modules[@]}" --set scrapeConfig.enabled=true \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://A.example.com:443/'
-log "ok: 21 kinds of wrong values fail the render with a message saying what to set"
+log "ok: 22 kinds of wrong values fail the render with a message saying what to set"
 
 # What the chart accepts of targets, the exporter accepts too: a spelling
 # that differs only in case, default port and trailing slash, a "*" host

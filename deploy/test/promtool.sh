@@ -87,6 +87,8 @@ wait_http "${am_url}/-/ready" 30 || die "Alertmanager did not become ready: $(ta
 expected='DeploymentServiceAPIKeyRefused deployment_service a:10044 active
 DeploymentServiceDown deployment_service a:10044 suppressed
 DeploymentServiceLocationDetailFailing deployment_service a:10044 suppressed
+DeploymentServiceLocationCheckStale deployment_service a:10044 suppressed
+DeploymentServiceLocationCheckStale deployment_service c:10044 active
 DeploymentServiceExporterConfigReloadFailed deployment_service a:10044 active
 DeploymentServiceDown deployment_service b:10044 active
 DeploymentServiceAPIKeyRefused deployment_service_probe b:10044 active

@@ -15,8 +15,9 @@
 // multi-target relabelling, ScrapeConfigs whose HTTP service discovery is the
 // exporter's /sd with the same relabelling, selectors and ports that connect
 // (Service, ServiceMonitor, ScrapeConfig, NetworkPolicy, PodDisruptionBudget),
-// rules equal to those of deploy/prometheus/rules (-rules), and (with -help)
-// container arguments the binary accepts.
+// rules equal to those of deploy/prometheus/rules (-rules; -rule-expr names
+// a recording rule whose expression the chart's values set), and (with
+// -help) container arguments the binary accepts.
 //
 //	kubectl kustomize deploy/kubernetes | k8scheck -help help.txt
 //	helm template x deploy/helm/deployment-service-exporter -f values.yaml |
@@ -41,6 +42,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -71,6 +73,8 @@ func main() {
 	probeJob := flag.String("probe-job", "deployment_service_probe", "job label each /probe ServiceMonitor must set")
 	wantFlag := flag.String("want", defaultWant, "KIND=N,...: exactly N objects of each kind; kinds not named must be absent")
 	rulesFile := flag.String("rules", "", "PrometheusRule file (promrulegen's output) whose spec every PrometheusRule must equal")
+	var ruleExprs stringList
+	flag.Var(&ruleExprs, "rule-expr", "RECORD=EXPR: with -rules, the expression that the chart's values give that recording rule, in place of the rule files' one (repeatable)")
 	var external stringList
 	flag.Var(&external, "external-secret", "a Secret the manifests reference but do not hold (made by the user); repeatable")
 	flag.Parse()
@@ -100,6 +104,11 @@ func main() {
 		if c.rules, err = loadRules(*rulesFile); err != nil {
 			fatal(err)
 		}
+		if err := setRuleExprs(c.rules, ruleExprs); err != nil {
+			fatal(err)
+		}
+	} else if len(ruleExprs) > 0 {
+		fatal(errors.New("-rule-expr needs -rules"))
 	}
 	if *helpFile != "" {
 		flags, err := flagcheck.ParseFile(*helpFile)
@@ -221,6 +230,32 @@ func loadRules(path string) (*monitoringv1.PrometheusRuleSpec, error) {
 		return nil, fmt.Errorf("%s: no rule groups", path)
 	}
 	return &pr.Spec, nil
+}
+
+// setRuleExprs replaces the expressions of the named recording rules
+// ("RECORD=EXPR" each) in spec: what a chart's values set in the rules it
+// renders, such as the multiple of DeploymentServiceLocationCheckStale.
+func setRuleExprs(spec *monitoringv1.PrometheusRuleSpec, exprs []string) error {
+	for _, e := range exprs {
+		record, expr, ok := strings.Cut(e, "=")
+		record, expr = strings.TrimSpace(record), strings.TrimSpace(expr)
+		if !ok || record == "" || expr == "" {
+			return fmt.Errorf("-rule-expr: %q is not RECORD=EXPR", e)
+		}
+		n := 0
+		for gi := range spec.Groups {
+			for ri := range spec.Groups[gi].Rules {
+				if r := &spec.Groups[gi].Rules[ri]; r.Record == record {
+					r.Expr = intstr.FromString(expr)
+					n++
+				}
+			}
+		}
+		if n == 0 {
+			return fmt.Errorf("-rule-expr: the rule files have no recording rule %s", record)
+		}
+	}
+	return nil
 }
 
 // stringList is a repeatable string flag.

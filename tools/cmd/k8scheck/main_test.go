@@ -180,3 +180,42 @@ func TestChecks(t *testing.T) {
 		})
 	}
 }
+
+func TestSetRuleExprs(t *testing.T) {
+	const doc = `apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: r
+spec:
+  groups:
+    - name: g
+      rules:
+        - record: instance:x:poll_intervals
+          expr: 5 + 0 * x
+        - alert: A
+          expr: y > 0
+          for: 5m
+`
+	path := t.TempDir() + "/rules.yaml"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := loadRules(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setRuleExprs(spec, []string{"instance:x:poll_intervals=8 + 0 * x{job=\"a\"}"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.Groups[0].Rules[0].Expr.String(); got != `8 + 0 * x{job="a"}` {
+		t.Errorf("expr = %q, want the one given", got)
+	}
+	if got := spec.Groups[0].Rules[1].Expr.String(); got != "y > 0" {
+		t.Errorf("the alert's expr changed to %q", got)
+	}
+	for _, bad := range []string{"instance:x:poll_intervals", "=5", "instance:x:poll_intervals=", "A=1"} {
+		if err := setRuleExprs(spec, []string{bad}); err == nil {
+			t.Errorf("setRuleExprs(%q) succeeded", bad)
+		}
+	}
+}
