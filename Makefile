@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: all build test style vet lint tidy bench bench-smoke
+.PHONY: all build test style vet lint tidy bench bench-smoke licenses release-tools release-check
 
 all: style vet lint test build
 
@@ -41,3 +41,17 @@ bench:
 ## bench-smoke: every Go benchmark once, as CI runs them
 bench-smoke:
 	$(GO) test ./... -run '^$$' -bench . -benchtime 1x -benchmem
+
+## licenses: every dependency's license is compatible with Apache-2.0, NOTICE is complete
+licenses:
+	./scripts/licenses.sh check
+
+## release-tools: GoReleaser, syft and actionlint in $(go env GOPATH)/bin, at the versions .ci/run pins
+release-tools:
+	@for m in $$(sed -n 's/^build_tool \(goreleaser\|syft\|actionlint\) \([^ ]*\).*/\2/p' .ci/run); do \
+		echo "go install $$m"; GOFLAGS=-mod=mod $(GO) install $$m || exit 1; \
+	done
+
+## release-check: goreleaser check and a checked snapshot release for linux/amd64 (INSTALL_CHECK=1: install the .deb too, as root)
+release-check:
+	./scripts/release-check.sh
