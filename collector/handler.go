@@ -46,11 +46,11 @@ func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout ti
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := scrapeContext(r, h.timeout)
 	defer cancel()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(h.metrics.collector(h.poller.Poll(ctx)))
-	var g prometheus.Gatherer = reg
+	// Gatherers sorts the families it merges and checks them, as a
+	// registry would.
+	g := prometheus.Gatherers{h.metrics.gatherer(h.poller.Poll(ctx))}
 	if h.gatherer != nil {
-		g = prometheus.Gatherers{h.gatherer, reg}
+		g = append(g, h.gatherer)
 	}
 	serveGatherer(w, r, g, h.logger)
 }

@@ -6,10 +6,12 @@
 package collector
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
@@ -32,16 +34,30 @@ type Metrics struct {
 	pollTimestampDesc    *prometheus.Desc
 	holdOffUntilDesc     *prometheus.Desc
 	infoFields           []string
+	// families holds the name, help and label names of each descriptor,
+	// for gatherer.
+	families map[*prometheus.Desc]family
+}
+
+// family is what a metric family needs beyond its samples.
+type family struct {
+	name, help string
+	labels     []string
 }
 
 // NewMetrics builds the descriptors; infoFields become labels of
 // deployment_service_location_info after location_id.
 func NewMetrics(infoFields []string) *Metrics {
+	families := map[*prometheus.Desc]family{}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
+		fq := prometheus.BuildFQName(namespace, "", name)
+		d := prometheus.NewDesc(fq, help, labels, nil)
+		families[d] = family{name: fq, help: help, labels: labels}
+		return d
 	}
 	infoLabels := append([]string{"location_id"}, infoFields...)
 	return &Metrics{
+		families:             families,
 		upDesc:               desc("up", "Whether the API root, project list and location list all answered well in this scrape (1) or not (0)."),
 		endpointUpDesc:       desc("endpoint_up", "Whether the endpoint answered well in this scrape: 2xx and valid JSON of the expected shape on every page read.", "endpoint"),
 		endpointDurationDesc: desc("endpoint_duration_seconds", "Wall time spent on the endpoint in this scrape, all pages together.", "endpoint"),
@@ -88,32 +104,37 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) { c.m.Describe(
 
 // Collect implements prometheus.Collector.
 func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
-	m, s := c.m, c.s
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+	c.each(func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	gauge(m.upDesc, boolValue(s.up()))
+	})
+}
+
+// each hands every sample of the snapshot to emit: the one place that
+// decides what a snapshot exposes, for Collect and for gatherer alike.
+func (c *snapshotCollector) each(emit func(d *prometheus.Desc, v float64, labels ...string)) {
+	m, s := c.m, c.s
+	emit(m.upDesc, boolValue(s.up()))
 	for _, ep := range client.Endpoints {
 		st, ok := s.Endpoints[ep]
 		if !ok {
 			continue
 		}
-		gauge(m.endpointUpDesc, boolValue(st.ok()), string(ep))
-		gauge(m.endpointDurationDesc, st.Duration.Seconds(), string(ep))
-		gauge(m.endpointStatusDesc, float64(st.Status), string(ep))
+		emit(m.endpointUpDesc, boolValue(st.ok()), string(ep))
+		emit(m.endpointDurationDesc, st.Duration.Seconds(), string(ep))
+		emit(m.endpointStatusDesc, float64(st.Status), string(ep))
 	}
 	// A list that could not be read has no count: absent, never zero.
 	if s.Projects.Known {
-		gauge(m.projectsDesc, float64(s.Projects.Value))
+		emit(m.projectsDesc, float64(s.Projects.Value))
 	}
 	if s.Locations.Known {
-		gauge(m.locationsDesc, float64(s.Locations.Value))
+		emit(m.locationsDesc, float64(s.Locations.Value))
 	}
 	for _, d := range s.Details {
 		id := strconv.FormatInt(d.ID, 10)
-		gauge(m.locationUpDesc, boolValue(d.Err == nil), id)
-		gauge(m.locationDurationDesc, d.Duration.Seconds(), id)
-		gauge(m.locationCheckedDesc, float64(d.Checked.UnixMilli())/1e3, id)
+		emit(m.locationUpDesc, boolValue(d.Err == nil), id)
+		emit(m.locationDurationDesc, d.Duration.Seconds(), id)
+		emit(m.locationCheckedDesc, float64(d.Checked.UnixMilli())/1e3, id)
 		if d.Err == nil {
 			labels := make([]string, 0, 1+len(m.infoFields))
 			labels = append(labels, id)
@@ -121,16 +142,47 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 				// A label value must be valid UTF-8, whatever the service sent.
 				labels = append(labels, strings.ToValidUTF8(d.Fields[f], "\uFFFD"))
 			}
-			gauge(m.locationInfoDesc, 1, labels...)
+			emit(m.locationInfoDesc, 1, labels...)
 		}
 	}
-	gauge(m.scrapeDurationDesc, s.Duration.Seconds())
-	gauge(m.pollTimestampDesc, float64(s.Start.UnixNano())/1e9)
+	emit(m.scrapeDurationDesc, s.Duration.Seconds())
+	emit(m.pollTimestampDesc, float64(s.Start.UnixNano())/1e9)
 	holdOff := 0.0
 	if !s.HoldOffUntil.IsZero() {
 		holdOff = float64(s.HoldOffUntil.UnixMilli()) / 1e3
 	}
-	gauge(m.holdOffUntilDesc, holdOff)
+	emit(m.holdOffUntilDesc, holdOff)
+}
+
+// gatherer returns the metric families of s, built straight from the
+// snapshot. It does what a registry of the collector would, without the
+// registry: registering and gathering one per scrape cost two buffered
+// channels of a thousand metrics, most of an exposition's allocations.
+// The families come unsorted; prometheus.Gatherers sorts what it merges.
+func (m *Metrics) gatherer(s *Snapshot) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		byDesc := make(map[*prometheus.Desc]*dto.MetricFamily, len(m.families))
+		var out []*dto.MetricFamily
+		(&snapshotCollector{m: m, s: s}).each(func(d *prometheus.Desc, v float64, labels ...string) {
+			f := m.families[d]
+			mf, ok := byDesc[d]
+			if !ok {
+				mf = &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: dto.MetricType_GAUGE.Enum()}
+				byDesc[d] = mf
+				out = append(out, mf)
+			}
+			metric := &dto.Metric{Gauge: &dto.Gauge{Value: &v}}
+			if len(labels) > 0 {
+				metric.Label = make([]*dto.LabelPair, len(labels))
+				for i, l := range labels {
+					metric.Label[i] = &dto.LabelPair{Name: &f.labels[i], Value: &l}
+				}
+				slices.SortFunc(metric.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+			}
+			mf.Metric = append(mf.Metric, metric)
+		})
+		return out, nil
+	})
 }
 
 func boolValue(b bool) float64 {

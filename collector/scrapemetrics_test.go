@@ -93,6 +93,12 @@ deployment_service_up 0
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
 	}
+	// The gatherer the handler serves gives the same families as a
+	// registry of the collector.
+	direct := prometheus.Gatherers{NewMetrics([]string{"name", "region", "tier"}).gatherer(s)}
+	if err := testutil.GatherAndCompare(direct, strings.NewReader(want)); err != nil {
+		t.Errorf("gatherer: %v", err)
+	}
 }
 
 func TestUpNeedsAllThreeLists(t *testing.T) {
