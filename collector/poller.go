@@ -209,7 +209,12 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 		// completed is kept, even when its last scrape left just after.
 		// An older poll that ends late never replaces a newer one's result.
 		if !c.run.abandoned() && c.seq > p.lastSeq {
-			p.last, p.lastSeq = snap, c.seq
+			// Kept without its trace: the recent-polls log holds a copy of
+			// the requests, and a thousand /probe targets would otherwise
+			// keep 4 kB each for nothing.
+			kept := *snap
+			kept.trace = nil
+			p.last, p.lastSeq = &kept, c.seq
 		}
 		c.snap = snap
 		p.mu.Unlock()

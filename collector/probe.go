@@ -155,6 +155,9 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, target *url.URL, module
 		rec.HoldOffPollID = h.recent.HoldOffPoll(rec)
 	}
 	_ = rec.WriteText(&b)
+	if len(rec.Requests) == 0 && !rec.HeldOff {
+		b.WriteString("(answered from the last poll, inside the module's min_interval: its requests are on its page among the recent polls)\n")
+	}
 	if rec.HoldOffPollID != 0 {
 		if met, ok := h.recent.Get(rec.HoldOffPollID); ok {
 			fmt.Fprintf(&b, "\nThe answer that started the hold-off (poll %d, /polls/%d):\n", met.ID, met.ID)

@@ -314,7 +314,7 @@ func TestOlderPollNeverReplacesNewer(t *testing.T) {
 	r.poller.mu.Lock()
 	last := r.poller.last
 	r.poller.mu.Unlock()
-	if last != newer {
+	if !last.Start.Equal(newer.Start) {
 		t.Errorf("the last result is the poll of %v, want the newer one of %v", last.Start, newer.Start)
 	}
 }
