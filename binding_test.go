@@ -109,6 +109,13 @@ func TestProbeKeyGoesOnlyToListedTargets(t *testing.T) {
 			}
 		}
 	}
+	// Hosts that Go's transport would dial as other names (Unicode full
+	// stops become dots) are refused before any matching.
+	for _, spelt := range []string{"http://127\u30020\u30020\u30021:" + recPort + "/deploy", "http://127%E3%80%820.0.1:" + recPort + "/deploy"} {
+		if code, body := e.get(t, "/probe?module=wild&target="+url.QueryEscape(spelt)); code != http.StatusBadRequest {
+			t.Errorf("target %s: %d %q, want a 400", spelt, code, body)
+		}
+	}
 	if got := rec.requests(); len(got) != 0 {
 		t.Fatalf("unlisted targets got requests: %q", got)
 	}

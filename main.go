@@ -213,11 +213,12 @@ func serve(x *endpoints, toolkitFlags *web.FlagConfig, hup <-chan os.Signal, log
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
+	// shutDown is closed once the server has stopped after a signal, its
+	// scrapes in flight answered: Serve returns as soon as it begins.
+	shutDown := make(chan struct{})
 	go func() {
-		sig, ok := <-stop
-		if !ok {
-			return
-		}
+		defer close(shutDown)
+		sig := <-stop
 		logger.Info("Shutting down", "signal", sig.String())
 		// Scrapes in flight get a moment to answer; a service manager
 		// that waits longer than that kills the process anyway.
@@ -225,11 +226,13 @@ func serve(x *endpoints, toolkitFlags *web.FlagConfig, hup <-chan os.Signal, log
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}()
-	if err := web.ListenAndServe(srv, toolkitFlags, logger); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Error("Server stopped", "err", err)
-		return 1
+	err := web.ListenAndServe(srv, toolkitFlags, logger)
+	if errors.Is(err, http.ErrServerClosed) {
+		<-shutDown
+		return 0
 	}
-	return 0
+	logger.Error("Server stopped", "err", err)
+	return 1
 }
 
 // shutdownGrace is how long scrapes in flight may take to answer once a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"os"
 	"os/exec"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
 // TestSIGHUPWhileStarting sends SIGHUPs while the exporter is still
@@ -134,5 +138,47 @@ func TestSIGTERMLogsOneLine(t *testing.T) {
 	}
 	if lines != 1 || strings.Contains(e.stderr.String(), "level=ERROR") {
 		t.Errorf("%d shutdown lines, want 1 and no error:\n%s", lines, e.stderr.String())
+	}
+}
+
+// TestSIGTERMLetsScrapesAnswer: a scrape in flight when SIGTERM comes
+// gets its answer before the process ends.
+func TestSIGTERMLetsScrapesAnswer(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "key-term-1", Locations: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	g := svc.Service.Hold(sampleservice.EndpointRoot)
+	defer g.Open()
+	e := startExporter(t, []string{"DEPLOYMENT_SERVICE_API_KEY=key-term-1"}, "--api.url="+svc.URL())
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.Get("http://" + e.addr + "/metrics")
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := g.Await(ctx, func(c sampleservice.GateCounts) bool { return c.Held == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The service answers only once the exporter is shutting down.
+	eventually(t, "the exporter began shutting down", func() bool {
+		return strings.Contains(e.stderr.String(), `msg="Shutting down"`)
+	})
+	g.Open()
+	if code := <-answered; code != http.StatusOK {
+		t.Errorf("the scrape in flight got %d, want 200", code)
+	}
+	if err := e.cmd.Wait(); err != nil {
+		t.Errorf("the exporter ended with %v, want status 0", err)
 	}
 }

@@ -162,6 +162,11 @@ func validateBaseURL(u *url.URL) error {
 		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
 	case u.Host == "" || u.Hostname() == "":
 		return errors.New("URL has no host")
+	case !isASCII(u.Hostname()):
+		// Go's transport dials the IDNA form of such a host, in which
+		// "。" and "．" become dots: what a target was matched as would
+		// not be what is dialled.
+		return errors.New("URL host must be ASCII: give an internationalised name in its xn-- form")
 	case u.User != nil:
 		return ErrURLCredentials
 	case u.RawQuery != "" || u.ForceQuery:
@@ -556,4 +561,13 @@ func orDefault[T int | int64](v, def T) T {
 		return def
 	}
 	return v
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -116,5 +117,24 @@ func TestStoppedWalkNoteFails(t *testing.T) {
 	}
 	if len(failed) != 1 || !strings.Contains(failed[0], "walk stopped") {
 		t.Errorf("failed notes %q, want the stop alone", failed)
+	}
+}
+
+// TestRedactURLDropsWhatItCannotRead: query pairs Go's parser cannot read
+// are dropped, never shown as written, as they could hold a credential.
+func TestRedactURLDropsWhatItCannotRead(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://h/api/?page=2;token=SECRET":     "https://h/api/",
+		"https://h/login/?next=/x&sid=%ZZSECRET": "https://h/login/?next=%2Fx",
+		"https://h/api/?page=2&cursor=abc":       "https://h/api/?page=2&cursor=abc",
+		"https://h/api/?page=2&token=abc":        "https://h/api/?page=2&token=REDACTED",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RedactURL(u); got != want || strings.Contains(got, "SECRET") {
+			t.Errorf("RedactURL(%s) = %s, want %s", raw, got, want)
+		}
 	}
 }

@@ -144,8 +144,10 @@ func RedactURL(u *url.URL) string {
 	c := *u
 	c.User = nil
 	if c.RawQuery != "" {
-		q := c.Query()
-		redacted := false
+		q, err := url.ParseQuery(c.RawQuery)
+		// Pairs the parser cannot read (a ";", a bad escape) are dropped
+		// by re-encoding, as they could hide a credential.
+		redacted := err != nil
 		for name := range q {
 			if sensitiveParam.MatchString(name) {
 				q[name] = []string{"REDACTED"}

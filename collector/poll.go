@@ -291,12 +291,13 @@ func (p *pollRun) nextDetail() (int64, bool) {
 	defer p.mu.Unlock()
 	for {
 		switch {
-		case p.outOfTime || p.ctx.Err() != nil:
+		case p.ctx.Err() != nil, p.closed && p.queue.Len() == 0:
 			return 0, false
+		case p.outOfTime:
+			// No time for another view, unless a scrape with more time
+			// joins the poll (setBudget): wait for that, or the end.
 		case p.queue.Len() > 0:
 			return p.queue.next(), true
-		case p.closed:
-			return 0, false
 		}
 		p.wake.Wait()
 	}
@@ -318,6 +319,13 @@ func (p *pollRun) checkDetails() {
 		}
 		start := time.Now()
 		r := p.t.Client.LocationDetail(ctx, id, p.t.InfoFields)
+		if errors.Is(r.Err, errNoTime) {
+			// Back in its place, for a scrape with more time that joins.
+			p.mu.Lock()
+			p.queue.add(queuedDetail{id: id, last: p.book.lastChecked(id)})
+			p.mu.Unlock()
+			continue
+		}
 		p.checked(id, start, time.Now(), r)
 	}
 }
@@ -326,13 +334,16 @@ func (p *pollRun) checkDetails() {
 var errNoTime = errors.New("not started: the poll has less time left than a detail view usually takes")
 
 // timeForDetail lets a detail view go when the poll has at least the time
-// such a view usually takes; otherwise the poll starts no more of them.
-// Before any view has run to its end, every one may go.
+// such a view usually takes, or half its budget when views usually take
+// longer (so that views slow for a while are still tried, and their
+// slowness shows); otherwise the poll starts no more of them unless a
+// scrape with more time joins. Before any view has run to its end, every
+// one may go.
 func (p *pollRun) timeForDetail() error {
 	usual := p.book.usual()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if usual == 0 || time.Until(p.deadline()) >= usual {
+	if usual == 0 || time.Until(p.deadline()) >= min(usual, p.budget/2) {
 		return nil
 	}
 	p.outOfTime = true
@@ -367,8 +378,8 @@ func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult)
 
 // cutShort tells whether a failed detail view was cut short by the end of
 // the poll rather than slow on its own: every scrape left, or the deadline
-// came before it had the time such a view usually takes (half the poll's
-// budget while that is unknown).
+// came before it had the time such a view usually takes (or half the
+// poll's budget, when that is less or the usual time is unknown).
 func (p *pollRun) cutShort(r client.DetailResult) bool {
 	switch cause := context.Cause(p.ctx); {
 	case cause == nil || client.ReasonOf(r.Err) != client.ReasonTimeout:
@@ -377,10 +388,11 @@ func (p *pollRun) cutShort(r client.DetailResult) bool {
 		return true
 	}
 	usual := p.book.usual()
-	if usual == 0 {
-		p.mu.Lock()
-		usual = p.budget / 2
-		p.mu.Unlock()
+	p.mu.Lock()
+	half := p.budget / 2
+	p.mu.Unlock()
+	if usual == 0 || usual > half {
+		usual = half
 	}
 	return r.Duration < usual
 }
@@ -454,6 +466,11 @@ func (p *pollRun) setBudget(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.budget = d
+	if p.outOfTime {
+		// The time check starts over for the scrape that brought more.
+		p.outOfTime = false
+		p.wake.Broadcast()
+	}
 }
 
 // settle marks the poll's outcome as fixed: every result has arrived, or

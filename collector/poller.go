@@ -316,12 +316,23 @@ func (p *Poller) logHoldOff() {
 	}
 }
 
-// takeLocations carries over the location checks of old, a poller of the
-// same target that a reload replaced: those of locations still in the
+// keptLocations is what a reload keeps of a replaced poller: its location
+// checks, and the info fields they were made with.
+type keptLocations struct {
+	book       *locationBook
+	infoFields []string
+}
+
+func (p *Poller) keptLocations() keptLocations {
+	return keptLocations{book: p.book, infoFields: p.target.InfoFields}
+}
+
+// takeLocations carries over the location checks that a poller of the same
+// target kept before a reload replaced it: those of locations still in the
 // subset stay, and the others are forgotten. Checks made with other info
 // fields would show the wrong labels, and are forgotten too.
-func (p *Poller) takeLocations(old *Poller) {
-	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.target.InfoFields) {
+func (p *Poller) takeLocations(old keptLocations) {
+	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.infoFields) {
 		return
 	}
 	b := old.book

@@ -64,7 +64,7 @@ type ProbeHandler struct {
 	// books keeps the location checks of pairs that a reload replaced,
 	// until the pair is built again: the locations still in its subset
 	// keep their last results.
-	books map[probeKey]*Poller
+	books map[probeKey]keptLocations
 }
 
 type probeKey struct{ target, module string }
@@ -98,7 +98,7 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 	return &ProbeHandler{
 		lookup: lookup, recent: recent, logger: logger, maxTargets: maxProbeTargets,
 		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
-		books: make(map[probeKey]*Poller),
+		books: make(map[probeKey]keptLocations),
 	}
 }
 
@@ -217,7 +217,7 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 		e.lastUsed = time.Now()
 		return e, nil
 	} else if ok {
-		h.books[key] = e.poller
+		h.keepBook(key, e.poller)
 		h.drop(key, e)
 	}
 	shared, err := h.module(key.module, settings, version)
@@ -248,6 +248,19 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 	}
 	h.pollers[key] = e
 	return e, nil
+}
+
+// keepBook keeps the location checks of a pair being replaced, for its
+// next poller; h.mu is held. The stash is bounded like the cache: a pair
+// never probed again gives up its place.
+func (h *ProbeHandler) keepBook(key probeKey, p *Poller) {
+	if _, ok := h.books[key]; !ok && len(h.books) >= h.maxTargets {
+		for k := range h.books {
+			delete(h.books, k)
+			break
+		}
+	}
+	h.books[key] = p.keptLocations()
 }
 
 // debugPage is the address of the debug view of target with module under
@@ -300,7 +313,7 @@ func (h *ProbeHandler) Prune() {
 		m, err := h.lookup(key.module)
 		if err != nil || !reflect.DeepEqual(e.version, m.Version) {
 			if err == nil {
-				h.books[key] = e.poller
+				h.keepBook(key, e.poller)
 			}
 			h.drop(key, e)
 		}

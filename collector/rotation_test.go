@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
@@ -133,28 +134,81 @@ func TestSlowDetailIsStillATimeout(t *testing.T) {
 }
 
 // TestNoTimeNoStart: a poll with less time left than a detail view
-// usually takes starts none, and reports its locations as they were.
+// usually takes starts none, and no view is counted as failed for it;
+// when a scrape with more time joins, the views go after all.
 func TestNoTimeNoStart(t *testing.T) {
+	book := newLocationBook()
+	book.observe(4 * time.Second) // views usually take 6 s
+	p := newPollRun(context.Background(), &Target{}, book, nil, 30*time.Second)
+	p.start = time.Now().Add(-26 * time.Second) // 4 s left of 30
+	if err := p.timeForDetail(); !errors.Is(err, errNoTime) {
+		t.Fatalf("with 4 s left for a 6 s view: %v, want errNoTime", err)
+	}
+	if !p.outOfTime {
+		t.Error("the poll would go on starting views")
+	}
+	p.setBudget(60 * time.Second) // a scrape with 30 s more joins
+	if p.outOfTime {
+		t.Error("more time did not lift the stop")
+	}
+	if err := p.timeForDetail(); err != nil {
+		t.Errorf("with 34 s left for a 6 s view: %v", err)
+	}
+}
+
+// TestSlowViewsAreStillTried: views that usually take longer than half a
+// poll are still sent at its start, so that a service that became slow,
+// then fast again, is checked again, and its slowness shows meanwhile.
+func TestSlowViewsAreStillTried(t *testing.T) {
 	r := newRig(t, rigOptions{
 		service:   sampleservice.Options{Locations: 10},
 		detailIDs: []int64{1, 2, 3},
 	})
-	s := r.poller.Poll(context.Background())
-	if len(s.Details) != 3 {
-		t.Fatalf("first poll: %d details, want 3", len(s.Details))
-	}
-	// Views now usually take longer than the rig's whole timeout.
-	r.poller.book.observe(time.Hour)
+	r.poller.book.observe(time.Hour) // views once took an hour
 	sent := len(r.svc.Log())
-	next := r.poller.Poll(context.Background())
-	if got := detailOrder(r.svc, sent); len(got) != 0 {
-		t.Errorf("detail views %v sent without the time for them", got)
+	s := r.poller.Poll(context.Background())
+	if got := detailOrder(r.svc, sent); len(got) != 3 {
+		t.Errorf("detail views %v sent, want all three", got)
 	}
-	if !slices.EqualFunc(next.Details, s.Details, func(a, b locationState) bool { return a.ID == b.ID && a.Checked.Equal(b.Checked) && a.Err == nil }) {
-		t.Errorf("locations %+v, want the first poll's results kept", next.Details)
+	for _, d := range s.Details {
+		if d.Err != nil || d.Checked.Before(s.Start) {
+			t.Errorf("location %d: %v, checked %v: want checked anew in this poll", d.ID, d.Err, d.Checked)
+		}
 	}
-	if n := r.requests.errorCount(client.EndpointLocationDetail, client.ReasonTimeout); n != 0 {
-		t.Errorf("%v detail timeouts counted for views never sent", n)
+}
+
+// TestJoiningScrapeRestartsTheViews: a scrape with more time that joins
+// a poll which had stopped starting views for want of time gets them
+// checked; sharing a poll never shortens a scrape's budget.
+func TestJoiningScrapeRestartsTheViews(t *testing.T) {
+	r := newRig(t, rigOptions{
+		service:   sampleservice.Options{Locations: 10},
+		client:    func(c *client.Config) { c.Concurrency = 1 },
+		detailIDs: []int64{1, 2, 3},
+	})
+	g := r.hold(t, sampleservice.EndpointRoot)
+	short, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go r.poller.Poll(short)
+	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
+	run := r.poller.runNow()
+	// Views usually take 4.5 s, and the poll believes 9 of its 10 s have
+	// gone: no time for one more.
+	r.poller.book.observe(3 * time.Second)
+	run.mu.Lock()
+	run.start = run.start.Add(-9 * time.Second)
+	run.mu.Unlock()
+	g.Open()
+	waitFor(t, func() bool {
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		return run.outOfTime
+	})
+	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLong()
+	s := r.poller.Poll(long)
+	if got := ids(s.Details); !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Errorf("the joining scrape got locations %v checked, want [1 2 3]", got)
 	}
 }
 

@@ -3,8 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -26,6 +29,10 @@ type TargetPattern struct {
 	port string
 	// path is the escaped path without a trailing slash.
 	path string
+	// ipv4 tells that the host is an IPv4 address, "*" standing for
+	// octets: it matches IPv4 literals only, never a name such as
+	// 10.0.attacker.example.
+	ipv4 bool
 	// concrete is the target itself when the pattern has no "*".
 	concrete *url.URL
 }
@@ -75,6 +82,10 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 			return p, errors.New(`"*" must stand for one whole host label, as in https://*.deploy.example.com, not part of one`)
 		}
 	}
+	p.ipv4 = isIPv4Pattern(p.labels)
+	if !p.ipv4 && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*" {
+		return p, errors.New(`"*" cannot stand for the last label of a host name (its top-level domain): name the domain`)
+	}
 	p.scheme, p.path = u.Scheme, u.EscapedPath()
 	if p.port != anyPort {
 		p.port = u.Port()
@@ -105,8 +116,31 @@ func (p TargetPattern) Matches(target *url.URL) bool {
 	if len(labels) != len(p.labels) {
 		return false
 	}
+	// An address matches an address pattern, a name a name pattern:
+	// "*" never turns one into the other.
+	ip := net.ParseIP(host)
+	if (ip != nil && ip.To4() != nil) != p.ipv4 || ip != nil && ip.To4() == nil && slices.Contains(p.labels, "*") {
+		return false
+	}
 	for i, l := range labels {
 		if l == "" || p.labels[i] != "*" && p.labels[i] != l {
+			return false
+		}
+	}
+	return true
+}
+
+// isIPv4Pattern tells whether labels are an IPv4 address, some octets
+// possibly "*".
+func isIPv4Pattern(labels []string) bool {
+	if len(labels) != 4 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "*" {
+			continue
+		}
+		if n, err := strconv.Atoi(l); err != nil || n < 0 || n > 255 {
 			return false
 		}
 	}
@@ -125,8 +159,8 @@ func (m *Module) parseTargets() error {
 	for i, raw := range m.Targets {
 		p, err := ParseTargetPattern(raw)
 		if err != nil {
-			// An entry with credentials in it is not repeated.
-			if strings.Contains(raw, "@") {
+			// An entry with credentials or a query in it is not repeated.
+			if strings.ContainsAny(raw, "@?") {
 				return fmt.Errorf("targets[%d]: %w", i, err)
 			}
 			return fmt.Errorf("targets[%d] %q: %w", i, raw, err)

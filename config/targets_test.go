@@ -59,7 +59,13 @@ func TestTargetPatternMatches(t *testing.T) {
 		{
 			pattern: "https://*",
 			match:   []string{"https://intranet"},
-			refuse:  []string{"https://a.example", "https://intranet:444"},
+			refuse:  []string{"https://a.example", "https://intranet:444", "https://[::1]", "https://127.0.0.1"},
+		},
+		{
+			// "*" stands for octets of an address, never for a name.
+			pattern: "http://10.0.*.*:*",
+			match:   []string{"http://10.0.3.4:8080", "http://10.0.0.255"},
+			refuse:  []string{"http://10.0.attacker.example:8080", "http://10.0.0.a", "http://10.1.3.4"},
 		},
 		{
 			pattern: "https://deploy.example.com/a%2Fb",
@@ -107,6 +113,8 @@ func TestTargetPatternInvalid(t *testing.T) {
 		"https://deploy.example.com/%zz":       "not a valid URL",
 		"https://deploy example.com":           "not a valid URL",
 		"http://*.127.0.0.1.nip.io:*/deploy/*": "never for part of the path",
+		"https://deploy.example.*":             "top-level domain",
+		"https://deploy。example.com":           "ASCII",
 	} {
 		_, err := ParseTargetPattern(raw)
 		if err == nil {
@@ -198,5 +206,16 @@ func TestTargetsBindCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnicodeDotsNeverMatch: a target host written with a Unicode full
+// stop, which Go's transport dials as an ASCII dot, is refused before it
+// can be matched label by label.
+func TestUnicodeDotsNeverMatch(t *testing.T) {
+	for _, raw := range []string{"http://10.0.0.1\u3002attacker\u3002example:8080", "https://evil\uff0ecom", "https://a%E3%80%82b.example.com"} {
+		if _, err := client.ParseBaseURL(raw); err == nil || !strings.Contains(err.Error(), "ASCII") {
+			t.Errorf("%s: %v, want refused as not ASCII", raw, err)
+		}
 	}
 }
