@@ -14,6 +14,7 @@ export EXPORTER_BIN
 here="${repo}/deploy/test"
 (cd "${repo}/tools" && go vet ./... && go test ./...)
 "${here}/check_dockerfile.sh"
+"${here}/slo.sh"
 "${here}/promtool.sh"
 "${here}/kubernetes.sh"
 "${here}/helm.sh"

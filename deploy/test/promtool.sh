@@ -83,24 +83,32 @@ prometheus-alertmanager --config.file=deploy/compose/alertmanager.yml \
   --cluster.listen-address= >"${am_work}/alertmanager.log" 2>&1 &
 am_pid=$!
 wait_http "${am_url}/-/ready" 30 || die "Alertmanager did not become ready: $(tail -n 5 "${am_work}/alertmanager.log")"
-# alertname job instance state-expected
-expected='DeploymentServiceAPIKeyRefused deployment_service a:10044 active
-DeploymentServiceDown deployment_service a:10044 suppressed
-DeploymentServiceLocationDetailFailing deployment_service a:10044 suppressed
-DeploymentServiceLocationCheckStale deployment_service a:10044 suppressed
-DeploymentServiceLocationCheckStale deployment_service c:10044 active
-DeploymentServiceExporterConfigReloadFailed deployment_service a:10044 active
-DeploymentServiceDown deployment_service b:10044 active
-DeploymentServiceAPIKeyRefused deployment_service_probe b:10044 active
-DeploymentServiceDown deployment_service_probe https://deploy.example.com active
-DeploymentServiceThrottled deployment_service_probe https://deploy.example.com active'
-alerts_json=$(jq -Rn '[inputs | split(" ") | {labels: {alertname: .[0], job: .[1], instance: .[2],
-  severity: (if (.[0] | test("Down|Refused")) then "critical" else "warning" end)}}]' <<<"${expected}")
+# alertname severity job instance module(- for none) state-expected
+expected='DeploymentServiceAPIKeyRefused critical deployment_service a:10044 - active
+DeploymentServiceErrorBudgetBurn critical deployment_service a:10044 - suppressed
+DeploymentServiceErrorBudgetBurn warning deployment_service a:10044 - suppressed
+DeploymentServiceLocationDetailFailing warning deployment_service a:10044 - suppressed
+DeploymentServiceLocationCheckStale warning deployment_service a:10044 - suppressed
+DeploymentServiceLocationCheckStale warning deployment_service c:10044 - active
+DeploymentServiceExporterConfigReloadFailed warning deployment_service a:10044 - active
+DeploymentServiceErrorBudgetBurn critical deployment_service b:10044 - active
+DeploymentServiceErrorBudgetBurn warning deployment_service b:10044 - suppressed
+DeploymentServiceErrorBudgetBurn warning deployment_service d:10044 - active
+DeploymentServiceAPIKeyRefused critical deployment_service_probe https://deploy.example.com staging active
+DeploymentServiceErrorBudgetBurn critical deployment_service_probe https://deploy.example.com staging suppressed
+DeploymentServiceErrorBudgetBurn critical deployment_service_probe https://deploy.example.com default active
+DeploymentServiceThrottled warning deployment_service_probe https://deploy.example.com default active
+DeploymentServiceErrorBudgetBurn warning deployment_service_probe https://deploy.example.com default suppressed
+DeploymentServiceErrorBudgetBurn warning deployment_service_probe https://deploy-eu.example.com default active
+DeploymentServiceLocationDetailFailing warning deployment_service_probe https://deploy-eu.example.com default active'
+alerts_json=$(jq -Rn '[inputs | split(" ") | {labels: ({alertname: .[0], severity: .[1], job: .[2], instance: .[3]}
+  + (if .[4] == "-" then {} else {module: .[4]} end)
+  + (if .[0] == "DeploymentServiceErrorBudgetBurn" then {sloth_severity: (if .[1] == "critical" then "page" else "ticket" end)} else {} end))}]' <<<"${expected}")
 curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' --data "${alerts_json}" "${am_url}/api/v2/alerts" ||
   die "Alertmanager refused the test alerts"
 got=$(curl -fsS "${am_url}/api/v2/alerts" |
-  jq -r '.[] | "\(.labels.alertname) \(.labels.job) \(.labels.instance) \(.status.state)"' | sort)
+  jq -r '.[] | "\(.labels.alertname) \(.labels.severity) \(.labels.job) \(.labels.instance) \(.labels.module // "-") \(.status.state)"' | sort)
 [[ "${got}" == "$(sort <<<"${expected}")" ]] ||
   die "deploy/compose/alertmanager.yml inhibits the wrong alerts; got:"$'\n'"${got}"$'\n'"want:"$'\n'"$(sort <<<"${expected}")"
-log "ok: Alertmanager pages a revoked key once and keeps the warnings that explain or differ"
+log "ok: Alertmanager pages a revoked key once, a burn once (page or ticket), per module, and keeps the warnings that explain or differ"
 log "ok: ${#configs[@]} configurations, ${#rules[@]} rule files, ${#tests[@]} rule test files"

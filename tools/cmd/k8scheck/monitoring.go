@@ -258,9 +258,11 @@ func (c *checker) prometheusRule(pr *monitoringv1.PrometheusRule) {
 		for _, r := range g.Rules {
 			n++
 			if r.Alert != "" {
-				c.expect(r.For != nil && r.Labels["severity"] != "" && r.Annotations["summary"] != "" &&
+				// Sloth's burn-rate alerts (label sloth_severity) need no
+				// for: their short window does its work.
+				c.expect((r.For != nil || r.Labels["sloth_severity"] != "") && r.Labels["severity"] != "" && r.Annotations["summary"] != "" &&
 					r.Annotations["description"] != "" && r.Annotations["runbook_url"] != "",
-					"PrometheusRule %s alert %s: needs for, severity, summary, description and runbook_url", pr.Name, r.Alert)
+					"PrometheusRule %s alert %s: needs for (unless a Sloth burn-rate alert), severity, summary, description and runbook_url", pr.Name, r.Alert)
 			}
 		}
 	}

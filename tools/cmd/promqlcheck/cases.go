@@ -66,6 +66,17 @@ func (c checkCase) matches(labels map[string]string) bool {
 	return true
 }
 
+// labelsAny reports whether a result series carries any of the pinned
+// label names, whatever their values.
+func (c checkCase) labelsAny(labels map[string]string) bool {
+	for k := range c.pins {
+		if _, ok := labels[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // resolvePinned resolves a dashboard's variables as resolveVariables does,
 // except that a pinned variable takes its pinned value, which its own query
 // must offer: a target the variable cannot select is a broken dashboard.

@@ -44,6 +44,18 @@ func TestCaseUsesAndMatches(t *testing.T) {
 	}
 }
 
+// TestCaseLabelsAny: a series about no target (an SLO's objective, one per
+// SLO) carries none of the pinned labels; one of any target carries them.
+func TestCaseLabelsAny(t *testing.T) {
+	c := checkCase{pins: map[string]string{"job": "j", "instance": "i"}}
+	if c.labelsAny(map[string]string{"sloth_id": "deployment-service-availability"}) {
+		t.Error("an SLO's series without job and instance is taken for a target's")
+	}
+	if !c.labelsAny(map[string]string{"job": "other", "instance": "x"}) || !c.labelsAny(map[string]string{"instance": "x"}) {
+		t.Error("a series of some target is taken for one of none")
+	}
+}
+
 func TestFormatSelected(t *testing.T) {
 	if got := formatSelected(variable{}, "a.b"); got != "a.b" {
 		t.Errorf("single-value variable: %q", got)

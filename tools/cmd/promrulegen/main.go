@@ -11,7 +11,8 @@
 // copy of one given.
 //
 // The rule files are decoded strictly into the operator's PrometheusRuleSpec
-// type, and every alert must carry a for: duration, a severity label and
+// type, and every alert must carry a for: duration (except the burn-rate
+// alerts that Sloth generates, labelled sloth_severity), a severity label and
 // summary, description and runbook_url annotations.
 //
 //	promrulegen -out deploy/kubernetes/prometheusrule.yaml \
@@ -57,6 +58,13 @@ type metadata struct {
 }
 
 var severities = map[string]bool{"critical": true, "warning": true, "info": true}
+
+// slothSeverityLabel marks the multiwindow, multi-burn-rate alerts that Sloth
+// generates from deploy/slo (page or ticket). They need no for: duration:
+// each condition holds over a long and a short window at once, and the short
+// window is what keeps a blip from firing and lets the alert resolve soon
+// after the failures stop, where a for: would only delay the page.
+const slothSeverityLabel = "sloth_severity"
 
 func main() {
 	out := flag.String("out", "", "PrometheusRule file to write (or compare with -check)")
@@ -213,7 +221,7 @@ func lintRule(r monitoringv1.Rule) error {
 	if r.Alert == "" {
 		return nil
 	}
-	if r.For == nil || *r.For == "" {
+	if (r.For == nil || *r.For == "") && r.Labels[slothSeverityLabel] == "" {
 		return fmt.Errorf("alert %s has no for: duration", r.Alert)
 	}
 	if !severities[r.Labels["severity"]] {
