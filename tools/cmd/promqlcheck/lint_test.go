@@ -57,6 +57,46 @@ func usesVar(expr, name string) bool {
 	return false
 }
 
+// selectors finds every selector of an expression: its metric name and
+// its label matchers.
+var selectors = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)?\s*\{([^{}]*)\}`)
+
+// sloMetadata are the series Sloth records once per SLO, about no target in
+// particular: its objective, error budget and period.
+var sloMetadata = map[string]bool{
+	"slo:objective:ratio": true, "slo:error_budget:ratio": true, "slo:time_period:days": true, "sloth_slo_info": true,
+}
+
+// sloMetadataOnly reports whether expr reads nothing but an SLO's metadata,
+// selected by sloth_id alone (slo:objective:ratio{sloth_id="..."}): one
+// series per SLO, which no job or instance could select.
+func sloMetadataOnly(expr string) bool {
+	ms := selectors.FindAllStringSubmatch(expr, -1)
+	for _, m := range ms {
+		name, _, _ := strings.Cut(m[2], "=")
+		if !sloMetadata[m[1]] || strings.TrimSpace(name) != "sloth_id" || strings.Contains(m[2], ",") {
+			return false
+		}
+	}
+	return len(ms) > 0
+}
+
+func TestSLOMetadataOnly(t *testing.T) {
+	for expr, want := range map[string]bool{
+		`slo:objective:ratio{sloth_id="deployment-service-availability"}`:                                          true,
+		`slo:objective:ratio{sloth_id="x"} * on () group_left slo:time_period:days{sloth_id="x"}`:                  true,
+		`slo:objective:ratio{sloth_id="x",job=~"$job"}`:                                                            false,
+		`slo:sli_error:ratio_rate1h{job="a"}`:                                                                      false,
+		`slo:objective:ratio`:                                                                                      false,
+		`slo:sli_error:ratio_rate1h{sloth_id="x"} / on (sloth_id) group_left slo:error_budget:ratio{sloth_id="x"}`: false,
+		`{__name__="slo:objective:ratio"}`:                                                                         false,
+	} {
+		if got := sloMetadataOnly(expr); got != want {
+			t.Errorf("sloMetadataOnly(%q) = %v, want %v", expr, got, want)
+		}
+	}
+}
+
 // histogramMetric finds histogram series read through their classic buckets.
 var histogramBucket = regexp.MustCompile(`\b([a-zA-Z_:][a-zA-Z0-9_:]*)_bucket\b`)
 
@@ -181,8 +221,10 @@ func lintDashboard(t *testing.T, path string) {
 
 // lintQueries checks a panel's queries: the Exporter row reads the
 // exporter's job (a /probe target has no exporter metrics), every other row
-// the watched service's; legends name the instance, since several may be
-// shown; latency reads native and classic histograms alike.
+// the watched service's (except a query of an SLO's objective, budget or
+// period alone, which are about no service); legends name the instance,
+// since several may be shown; latency reads native and classic histograms
+// alike.
 func lintQueries(t *testing.T, row string, p lintPanel) {
 	t.Helper()
 	want, avoid := serviceVars, exporterVars
@@ -200,7 +242,7 @@ func lintQueries(t *testing.T, row string, p lintPanel) {
 		for _, v := range want {
 			usesAll = usesAll && usesVar(tg.Expr, v)
 		}
-		if !usesAll && strings.Contains(tg.Expr, "{") {
+		if !usesAll && strings.Contains(tg.Expr, "{") && !sloMetadataOnly(tg.Expr) {
 			t.Errorf("%s does not select with both %s", where, strings.Join(want, " and "))
 		}
 		if p.Type != "table" && usesVar(tg.Expr, want[1]) && !strings.Contains(tg.LegendFormat, "{{instance}}") {
