@@ -106,6 +106,11 @@ func TestChecks(t *testing.T) {
 		{name: "service monitor namespace", old: "    matchNames:\n      - observability\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: dse\n      app.kubernetes.io/instance: dse\n  endpoints:\n    - port: http-metrics\n      path: /metrics",
 			new:       "    matchNames:\n      - elsewhere\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: dse\n      app.kubernetes.io/instance: dse\n  endpoints:\n    - port: http-metrics\n      path: /metrics",
 			wantError: `its namespaceSelector must name the Service's namespace "observability"`},
+		{name: "endpoint label kept", old: "replacement: deployment_service\n        # The operator labels every target endpoint=<port name>, which would\n" +
+			"        # rename the exporter's own endpoint label (root, projects, ...) to\n        # exported_endpoint; the dashboard and the alerts read endpoint.\n" +
+			"        - action: labeldrop\n          regex: endpoint\n",
+			new:       "replacement: deployment_service\n",
+			wantError: "ServiceMonitor dse: must drop the target label endpoint"},
 		{name: "module without targets", old: "        targets:\n        - https://deploy.example.com/prefix\n", new: "",
 			wantError: "module default carries credentials but lists no targets"},
 		{name: "module for any target", old: "        targets:\n        - https://deploy.example.com/prefix\n", new: "        allow_any_target: true\n"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ func (c *checker) serviceMonitors() {
 		c.expect(len(sm.Spec.Endpoints) > 0, "ServiceMonitor %s: no endpoints", sm.Name)
 		for _, ep := range sm.Spec.Endpoints {
 			c.scrapeEndpoint(sm, svc, &ep)
+			c.expect(dropsLabel(ep.RelabelConfigs, "endpoint"),
+				"ServiceMonitor %s: must drop the target label endpoint (action labeldrop, regex endpoint): the operator sets it to the port's name, "+
+					"which renames the exporter's own endpoint label to exported_endpoint, and the dashboard and the alerts read endpoint", sm.Name)
 			switch ep.Path {
 			case "", "/metrics":
 				metrics++
@@ -243,6 +247,17 @@ func durationOf(d *monitoringv1.Duration) string {
 
 func isReplace(r monitoringv1.RelabelConfig) bool {
 	return r.Action == "" || strings.EqualFold(r.Action, "replace")
+}
+
+// dropsLabel reports whether a relabeling drops the target label name.
+func dropsLabel(rs []monitoringv1.RelabelConfig, name string) bool {
+	return slices.ContainsFunc(rs, func(r monitoringv1.RelabelConfig) bool {
+		if !strings.EqualFold(r.Action, "labeldrop") || r.Regex == "" {
+			return false
+		}
+		re, err := regexp.Compile("^(?:" + r.Regex + ")$")
+		return err == nil && re.MatchString(name)
+	})
 }
 
 // setsLabel reports whether a relabeling sets label to value.
