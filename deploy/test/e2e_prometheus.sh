@@ -53,37 +53,6 @@ ensure_apt promtool prometheus
 prometheus2=/usr/bin/prometheus
 [[ -x "${prometheus2}" ]] || die "Debian's prometheus package left no ${prometheus2}"
 
-prometheus3_module=github.com/prometheus/prometheus
-prometheus3_version=v0.316.0 # Prometheus 3.16.0
-
-# prometheus3_binary DIR: prints the path of a Prometheus 3.16 binary,
-# building it when there is none. The remove_all_sd tag leaves out the
-# optional service discoveries (plugins/plugin_*.go), whose dependencies the
-# module proxy does not all serve; static_configs and the file and HTTP
-# discoveries stay in (plugins/minimum.go), and http_sd_configs is what
-# this check needs. The web UI has no assets in such a build; the HTTP API
-# works.
-prometheus3_binary() {
-  local dir=$1 gobin bin
-  if [[ -n "${PROMETHEUS3_BIN:-}" ]]; then
-    [[ -x "${PROMETHEUS3_BIN}" ]] || die "PROMETHEUS3_BIN=${PROMETHEUS3_BIN} is not an executable"
-    echo "${PROMETHEUS3_BIN}"
-    return 0
-  fi
-  gobin=$(go env GOBIN)
-  [[ -n "${gobin}" ]] || gobin="$(go env GOPATH)/bin"
-  bin="${gobin}/prometheus"
-  if [[ -x "${bin}" ]] && go version -m "${bin}" 2>/dev/null |
-    grep -qE "^[[:space:]]+mod[[:space:]]+${prometheus3_module}[[:space:]]+${prometheus3_version}([[:space:]]|$)"; then
-    echo "${bin}"
-    return 0
-  fi
-  log "building Prometheus ${prometheus3_version} into ${gobin} (4-8 minutes on 2 cores; later runs reuse it)"
-  (cd "${dir}" && GOFLAGS=-mod=mod go install -tags remove_all_sd \
-    "${prometheus3_module}/cmd/prometheus@${prometheus3_version}") >&2
-  echo "${bin}"
-}
-
 work=$(mktemp -d)
 pids=()
 cleanup() {

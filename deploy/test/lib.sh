@@ -23,11 +23,16 @@ ensure_apt() {
   command -v "$cmd" >/dev/null 2>&1 || die "${pkg} installed no ${cmd}"
 }
 
-# free_port: prints a TCP port on 127.0.0.1 that nothing listens on.
+# free_port: prints a TCP port on 127.0.0.1 that nothing listens on, below
+# the kernel's range of ephemeral ports: a port in that range may be the
+# local end of some connection, which nothing answers on but which makes a
+# listener's bind fail ("address already in use").
 free_port() {
-  local port i
+  local port i low=32768
+  read -r low _ 2>/dev/null </proc/sys/net/ipv4/ip_local_port_range || true
+  ((low > 11000)) || low=32768
   for ((i = 0; i < 100; i++)); do
-    port=$((20000 + RANDOM % 40000))
+    port=$((10000 + RANDOM % (low - 10000)))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; then
       echo "${port}"
       return 0
@@ -65,4 +70,35 @@ tools_binary() {
   local name=$1 dir=$2
   (cd "${repo}/tools" && go build -o "${dir}/${name}" "./cmd/${name}") >&2
   echo "${dir}/${name}"
+}
+
+prometheus3_module=github.com/prometheus/prometheus
+prometheus3_version=v0.316.0 # Prometheus 3.16.0
+
+# prometheus3_binary DIR: prints the path of a Prometheus 3.16 binary,
+# building it when there is none. The remove_all_sd tag leaves out the
+# optional service discoveries (plugins/plugin_*.go), whose dependencies the
+# module proxy does not all serve; static_configs and the file and HTTP
+# discoveries stay in (plugins/minimum.go), and http_sd_configs is what
+# the end-to-end checks need. The web UI has no assets in such a build;
+# the HTTP API works.
+prometheus3_binary() {
+  local dir=$1 gobin bin
+  if [[ -n "${PROMETHEUS3_BIN:-}" ]]; then
+    [[ -x "${PROMETHEUS3_BIN}" ]] || die "PROMETHEUS3_BIN=${PROMETHEUS3_BIN} is not an executable"
+    echo "${PROMETHEUS3_BIN}"
+    return 0
+  fi
+  gobin=$(go env GOBIN)
+  [[ -n "${gobin}" ]] || gobin="$(go env GOPATH)/bin"
+  bin="${gobin}/prometheus"
+  if [[ -x "${bin}" ]] && go version -m "${bin}" 2>/dev/null |
+    grep -qE "^[[:space:]]+mod[[:space:]]+${prometheus3_module}[[:space:]]+${prometheus3_version}([[:space:]]|$)"; then
+    echo "${bin}"
+    return 0
+  fi
+  log "building Prometheus ${prometheus3_version} into ${gobin} (4-8 minutes on 2 cores; later runs reuse it)"
+  (cd "${dir}" && GOFLAGS=-mod=mod go install -tags remove_all_sd \
+    "${prometheus3_module}/cmd/prometheus@${prometheus3_version}") >&2
+  echo "${bin}"
 }
