@@ -13,6 +13,7 @@ export EXPORTER_BIN
 
 here="${repo}/deploy/test"
 (cd "${repo}/tools" && go vet ./... && go test ./...)
+(cd "${repo}/tools" && go run ./cmd/dashcheck "${repo}/grafana/dashboards")
 "${here}/check_dockerfile.sh"
 "${here}/slo.sh"
 "${here}/promtool.sh"
