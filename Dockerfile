@@ -1,7 +1,10 @@
 # syntax=docker/dockerfile:1
 #
 # deployment_service_exporter: a static binary on a distroless base, run as
-# a non-root user. No public image exists; build and push your own:
+# a non-root user. Releases publish it, for linux/amd64 and linux/arm64, as
+# ghcr.io/deployment-service/deployment-service-exporter (tags X.Y.Z and
+# latest), the image the Helm chart, kustomize base and compose file run.
+# To build and push an image of your own:
 #
 #   docker build -t REGISTRY/deployment-service-exporter:0.1.0 \
 #     --build-arg VERSION="$(cat VERSION)" \

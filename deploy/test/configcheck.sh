@@ -122,7 +122,6 @@ config_of() {
 render_and_check() {
   local name=$1 values=$2 out="${work}/${1//\//_}"
   "${helm}" template dse "${chart}" --kube-version "${kube_version}" --namespace observability \
-    --set image.repository=registry.example.com/deployment-service-exporter \
     -f "${values}" >"${out}.yaml" 2>"${work}/err.txt" || die "helm template ${name}: $(cat "${work}/err.txt")"
   config_of "${out}.yaml" >"${out}.yml"
   [[ -s "${out}.yml" ]] || return 1

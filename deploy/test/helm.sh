@@ -17,8 +17,11 @@
 #      with ci/full-values.yaml, the multiple of
 #      DeploymentServiceLocationCheckStale (prometheusRule.locationCheckStalePolls)
 #      is the one given and the rest of the rules as in the files;
-#   5. values the exporter would refuse, or that watch nothing, fail the
-#      render with the message that says what to set;
+#   5. without image values the Deployment runs the published image at the
+#      chart's appVersion, and apiUrl with a key (existingSecret or value),
+#      or demo=true, is all the chart needs; values the exporter would
+#      refuse, or that watch nothing, fail the render with the message that
+#      says what to set;
 #   6. the README's Helm quick start, run as written (a dummy key; kubectl
 #      stubbed out; `helm install` replaced by `helm template`), and the
 #      chart README's /sd values example render manifests that pass the
@@ -77,6 +80,11 @@ check_case() {
 ci="${chart}/ci"
 check_case "${ci}/default-values.yaml" Deployment=1,Service=1,ServiceAccount=1 \
   -external-secret deployment-service-api-key
+# Without image values, the published image at the chart's appVersion.
+published="ghcr.io/deployment-service/deployment-service-exporter:${app_version}"
+grep -qxF "          image: \"${published}\"" "${work}/default-values.yaml" ||
+  die "ci/default-values.yaml (no image values) does not run ${published}: $(grep 'image:' "${work}/default-values.yaml")"
+log "ok: the default image is ${published}"
 check_case "${ci}/demo-values.yaml" Deployment=1,Service=1,ServiceAccount=1
 check_case "${ci}/probe-values.yaml" Deployment=1,Service=1,ServiceAccount=1,ServiceMonitor=3 \
   -external-secret deployment-service-exporter-modules -external-secret deployment-service-keys
@@ -92,13 +100,11 @@ grep -qx '  locationCheckStalePolls: 8' "${ci}/full-values.yaml" || die "full-va
 check_case "${ci}/full-values.yaml" \
   Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,ScrapeConfig=1,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1 \
   -external-secret deployment-service-keys -rule-expr "${stale_record}=8${stale_expr#5}"
-# The chart README's /sd values example, with the image it leaves out (in
-# a directory of its own: check_case writes the render to ${work}).
+# The chart README's /sd values example (in a directory of its own:
+# check_case writes the render to ${work}).
 mkdir -p "${work}/values"
-{
-  printf 'image:\n  repository: registry.example.com/deployment-service-exporter\n'
-  markdown_block "${chart}/README.md" '<!-- values: /probe through /sd (checked by deploy/test/helm.sh and configcheck.sh) -->' yaml
-} >"${work}/values/readme-sd-values.yaml"
+markdown_block "${chart}/README.md" '<!-- values: /probe through /sd (checked by deploy/test/helm.sh and configcheck.sh) -->' yaml \
+  >"${work}/values/readme-sd-values.yaml"
 check_case "${work}/values/readme-sd-values.yaml" Deployment=1,Service=1,ServiceAccount=1,Secret=1,ServiceMonitor=1,ScrapeConfig=1 \
   -external-secret deployment-service-api-key -external-secret deployment-service-staging-key
 n_cases=$(find "${ci}" -name '*-values.yaml' | wc -l)
@@ -123,54 +129,62 @@ refuse() {
   fi
   grep -qF -- "${want}" "${work}/err.txt" || die "helm template $*: want an error saying '${want}', got: $(cat "${work}/err.txt")"
 }
-img=(--set image.repository=registry.example.com/deployment-service-exporter)
 url=(--set apiUrl=https://deploy.example.com)
 key=(--set apiKey.existingSecret=k)
 modules=(--set-json 'config.modules={"default":{"targets":["https://a.example.com","https://*.b.example.com"],"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}')
-refuse "image.repository is required"
-refuse "nothing to watch" "${img[@]}"
-refuse "apiUrl needs a key" "${img[@]}" "${url[@]}"
-refuse "must be an http:// or https:// URL" "${img[@]}" "${key[@]}" --set apiUrl=deploy.example.com
-refuse "demo and apiUrl conflict" "${img[@]}" "${url[@]}" "${key[@]}" --set demo=true
-refuse "apiKey.existingSecret and apiKey.value conflict" "${img[@]}" "${url[@]}" "${key[@]}" --set apiKey.value=x
-refuse "is not sha256:" "${img[@]}" "${url[@]}" "${key[@]}" --set image.digest=latest
-refuse "serviceMonitor.targets are polled through /probe" "${img[@]}" "${url[@]}" "${key[@]}" \
+refuse "image.repository is empty" --set image.repository= "${url[@]}" "${key[@]}"
+refuse "nothing to watch"
+refuse "apiUrl needs a key" "${url[@]}"
+refuse "must be an http:// or https:// URL" "${key[@]}" --set apiUrl=deploy.example.com
+refuse "demo and apiUrl conflict" "${url[@]}" "${key[@]}" --set demo=true
+refuse "apiKey.existingSecret and apiKey.value conflict" "${url[@]}" "${key[@]}" --set apiKey.value=x
+refuse "is not sha256:" "${url[@]}" "${key[@]}" --set image.digest=latest
+refuse "serviceMonitor.targets are polled through /probe" "${url[@]}" "${key[@]}" \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://a.example.com'
-refuse 'module "staging" is not in config.modules' "${img[@]}" "${modules[@]}" \
+refuse 'module "staging" is not in config.modules' "${modules[@]}" \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://a.example.com' \
   --set 'serviceMonitor.targets[0].module=staging'
-refuse 'name "Prod" must be lower-case' "${img[@]}" "${modules[@]}" \
+refuse 'name "Prod" must be lower-case' "${modules[@]}" \
   --set 'serviceMonitor.targets[0].name=Prod' --set 'serviceMonitor.targets[0].url=https://a.example.com'
-refuse 'name "a" is given twice' "${img[@]}" "${modules[@]}" \
+refuse 'name "a" is given twice' "${modules[@]}" \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://a.example.com' \
   --set 'serviceMonitor.targets[1].name=a' --set 'serviceMonitor.targets[1].url=https://b.example.com'
-refuse "url \"ftp://a\" must be the http:// or https:// base URL" "${img[@]}" "${modules[@]}" \
+refuse "url \"ftp://a\" must be the http:// or https:// base URL" "${modules[@]}" \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=ftp://a'
-refuse "additional properties 'apikey' not allowed" "${img[@]}" "${url[@]}" "${key[@]}" --set apikey.value=x
-refuse "/prometheusRule/locationCheckStalePolls': minimum: got 0, want 1" "${img[@]}" "${url[@]}" "${key[@]}" \
+refuse "additional properties 'apikey' not allowed" "${url[@]}" "${key[@]}" --set apikey.value=x
+refuse "/prometheusRule/locationCheckStalePolls': minimum: got 0, want 1" "${url[@]}" "${key[@]}" \
   --set prometheusRule.enabled=true --set prometheusRule.locationCheckStalePolls=0
 # A module's key goes only to the services it lists (issue 18).
-refuse "config.modules.default carries credentials but lists no targets" "${img[@]}" \
+refuse "config.modules.default carries credentials but lists no targets" \
   --set-json 'config.modules={"default":{"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}'
-refuse "config.modules.default carries credentials but lists no targets" "${img[@]}" \
+refuse "config.modules.default carries credentials but lists no targets" \
   --set-json 'config.modules={"default":{"http_client_config":{"http_headers":{"X-Key":{"files":["/k"]}}}}}'
-refuse "got string, want array" "${img[@]}" --set-json 'config.modules={"default":{"targets":"https://a.example.com"}}'
-refuse 'module "default" does not list https://c.b.example.com/x under targets' "${img[@]}" "${modules[@]}" \
+refuse "got string, want array" --set-json 'config.modules={"default":{"targets":"https://a.example.com"}}'
+refuse 'module "default" does not list https://c.b.example.com/x under targets' "${modules[@]}" \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://c.b.example.com/x'
-refuse "scrapeConfig probes the targets that config.modules lists" "${img[@]}" "${url[@]}" "${key[@]}" --set scrapeConfig.enabled=true
-refuse 'scrapeConfig.modules: module "x" is not in config.modules' "${img[@]}" "${modules[@]}" \
+refuse "scrapeConfig probes the targets that config.modules lists" "${url[@]}" "${key[@]}" --set scrapeConfig.enabled=true
+refuse 'scrapeConfig.modules: module "x" is not in config.modules' "${modules[@]}" \
   --set scrapeConfig.enabled=true --set 'scrapeConfig.modules[0]=x'
-refuse "no module it discovers lists a concrete target" "${img[@]}" --set scrapeConfig.enabled=true \
+refuse "no module it discovers lists a concrete target" --set scrapeConfig.enabled=true \
   --set-json 'config.modules={"default":{"targets":["https://*.b.example.com"],"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}'
 refuse 'the ScrapeConfig (scrapeConfig.enabled) already probes https://a.example.com with module "default"' \
-  "${img[@]}" "${modules[@]}" --set scrapeConfig.enabled=true \
+  "${modules[@]}" --set scrapeConfig.enabled=true \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://A.example.com:443/'
 log "ok: 22 kinds of wrong values fail the render with a message saying what to set"
+
+# Nothing but apiUrl and a key (either way), or demo=true, renders.
+for minimal in "--set apiUrl=https://deploy.example.com --set apiKey.existingSecret=k" \
+  "--set apiUrl=https://deploy.example.com --set apiKey.value=k" "--set demo=true"; do
+  # shellcheck disable=SC2086 # the words of ${minimal} are separate arguments.
+  "${helm}" template dse "${chart}" --kube-version "${kube_version}" ${minimal} >/dev/null 2>"${work}/err.txt" ||
+    die "helm template ${minimal} failed: $(cat "${work}/err.txt")"
+done
+log "ok: apiUrl with a key (existingSecret or value), or demo=true, is all the chart needs"
 
 # What the chart accepts of targets, the exporter accepts too: a spelling
 # that differs only in case, default port and trailing slash, a "*" host
 # label, a "*" port, and allow_any_target render.
-"${helm}" template dse "${chart}" --kube-version "${kube_version}" "${img[@]}" \
+"${helm}" template dse "${chart}" --kube-version "${kube_version}" \
   --set-json 'config.modules={"default":{"targets":["HTTPS://A.example.com:443/","https://*.b.example.com","http://127.0.0.1:*/deploy"],"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}},"any":{"allow_any_target":true,"http_client_config":{"authorization":{"type":"Token","credentials_file":"/k"}}}}' \
   --set 'serviceMonitor.targets[0].name=a' --set 'serviceMonitor.targets[0].url=https://a.example.com' \
   --set 'serviceMonitor.targets[1].name=b' --set 'serviceMonitor.targets[1].url=https://x.b.example.com/' \

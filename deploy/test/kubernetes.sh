@@ -5,10 +5,11 @@
 #   2. the base ships no API key: deploy/kubernetes/api-key is git-ignored,
 #      and the base does not render without it;
 #   3. the README's Kubernetes quick start, run as written in a copy of the
-#      base (a dummy key; docker stubbed out; `kubectl apply -k` replaced by
-#      `kubectl kustomize`; the real kustomize CLI), renders the image, URL
-#      and key it sets, the key's Secret under a fixed name (so a new key
-#      needs no restart);
+#      base (a dummy key; `kubectl apply -k` replaced by `kubectl kustomize`;
+#      the real kustomize CLI), renders the published image at the VERSION
+#      file's version, the URL and key it sets, the key's Secret under a
+#      fixed name (so a new key needs no restart); `kustomize edit set image`
+#      as the README tells it, in another copy, runs an image of one's own;
 #   4. every rendered object decodes strictly into its Kubernetes or
 #      Prometheus Operator API type, and the objects pass tools/cmd/k8scheck:
 #      restricted security context, resources, probes, the API key read from
@@ -54,7 +55,6 @@ readme_block '<!-- quick start: kustomize (run by deploy/test/kubernetes.sh) -->
 cat >"${work}/run.sh" <<EOF
 set -euo pipefail
 export KEY='${key}'
-docker() { printf '%s\n' "docker \$*" >>'${work}/docker.log'; }
 kustomize() { '${kustomize}' "\$@"; }
 kubectl() {
   if [[ "\$1 \$2" != "apply -k" ]]; then
@@ -70,11 +70,11 @@ bash "${work}/run.sh" || die "the README's kustomize quick start failed (script:
 [[ -s "${work}/rendered.yaml" ]] || die "the README's kustomize quick start applies nothing"
 log "ok: the README's kustomize quick start ran as written and rendered $(grep -c '^kind:' "${work}/rendered.yaml") objects"
 
-# What the quick start set is what the manifests hold.
-image=$(sed -n 's/^docker push \([^ ]*\)$/\1/p' "${work}/docker.log")
-[[ -n "${image}" ]] || die "the quick start pushes no image (docker calls: $(cat "${work}/docker.log" 2>/dev/null))"
-grep -qx "docker build -t ${image} ." "${work}/docker.log" || die "the quick start does not build the image it pushes (${image})"
-sed -n 's/^ *image: //p' "${work}/rendered.yaml" | grep -qxF -- "${image}" || die "the Deployment does not run the pushed image ${image}"
+# What the quick start set is what the manifests hold, with the published
+# image at this version.
+image="ghcr.io/deployment-service/deployment-service-exporter:$(tr -d '[:space:]' <"${repo}/VERSION")"
+sed -n 's/^ *image: //p' "${work}/rendered.yaml" | grep -qxF -- "${image}" ||
+  die "the Deployment does not run the published image ${image} (it runs: $(sed -n 's/^ *image: //p' "${work}/rendered.yaml"))"
 grep -qE '^  DEPLOYMENT_SERVICE_URL: https://' "${work}/rendered.yaml" ||
   die "the ConfigMap has no DEPLOYMENT_SERVICE_URL"
 if grep -q 'deployment-service.example.com' "${work}/rendered.yaml"; then
@@ -84,6 +84,19 @@ grep -qE "^  api-key: $(printf '%s' "${key}" | base64)$" "${work}/rendered.yaml"
 awk '/^kind: Secret$/ { s = 1 } s && /^  name: / { print $2; exit }' "${work}/rendered.yaml" | grep -qx deployment-service-exporter ||
   die "the key's Secret must keep the name deployment-service-exporter (no hash suffix), so a new key needs no restart"
 log "ok: image ${image}, the service URL and the key from api-key are in the manifests"
+
+# An image of one's own, as the README says: the name the base's images:
+# entry matches is deployment-service-exporter.
+mkdir -p "${work}/own/deploy"
+cp -R "${repo}/deploy/kubernetes" "${work}/own/deploy/kubernetes"
+printf '%s' "${key}" >"${work}/own/deploy/kubernetes/api-key"
+own=registry.example.com/deployment-service-exporter:1.2.3
+(cd "${work}/own/deploy/kubernetes" && "${kustomize}" edit set image "deployment-service-exporter=${own}")
+tr '\n' ' ' <"${repo}/README.md" | grep -qF 'kustomize edit set image deployment-service-exporter=REGISTRY/deployment-service-exporter:VERSION' ||
+  die "README.md no longer tells how to run an image of one's own with kustomize edit set image deployment-service-exporter=..."
+kubectl kustomize "${work}/own/deploy/kubernetes" | sed -n 's/^ *image: //p' | grep -qxF -- "${own}" ||
+  die "kustomize edit set image deployment-service-exporter=${own} does not change the Deployment's image"
+log "ok: kustomize edit set image deployment-service-exporter=... runs an image of one's own"
 
 exporter=$(exporter_binary "${work}")
 "${exporter}" --help >"${work}/help.txt" 2>&1 || die "${exporter} --help failed: $(cat "${work}/help.txt")"

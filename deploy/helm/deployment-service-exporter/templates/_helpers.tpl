@@ -85,7 +85,7 @@ better a clear error from helm than a pod in CrashLoopBackOff.
 {{- define "dse.validate" -}}
 {{- $v := .Values }}
 {{- if not $v.image.repository }}
-{{- fail "image.repository is required: no public image exists. Build and push one (docker build -t REGISTRY/deployment-service-exporter:VERSION . && docker push REGISTRY/deployment-service-exporter:VERSION), then --set image.repository=REGISTRY/deployment-service-exporter" }}
+{{- fail "image.repository is empty: leave it unset for the published ghcr.io/deployment-service/deployment-service-exporter, or set REGISTRY/deployment-service-exporter for an image of your own" }}
 {{- end }}
 {{- if and $v.image.digest (not (regexMatch "^sha256:[0-9a-f]{64}$" $v.image.digest)) }}
 {{- fail (printf "image.digest %q is not sha256:<64 hex digits>" $v.image.digest) }}
