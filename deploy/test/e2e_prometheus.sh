@@ -53,26 +53,7 @@ ensure_apt promtool prometheus
 prometheus2=/usr/bin/prometheus
 [[ -x "${prometheus2}" ]] || die "Debian's prometheus package left no ${prometheus2}"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  local status=$?
-  for pid in "${pids[@]}"; do
-    kill "${pid}" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "${pid}" 2>/dev/null || true
-  done
-  if [[ ${status} -ne 0 ]]; then
-    for f in "${work}"/*.log; do
-      [[ -s "${f}" ]] && { log "last lines of $(basename "${f}"):"; tail -n 30 "${f}" >&2; }
-    done
-  fi
-  rm -rf "${work}"
-  exit "${status}"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+start_work
 
 exporter=$(exporter_binary "${work}")
 promqlcheck=$(tools_binary promqlcheck "${work}")

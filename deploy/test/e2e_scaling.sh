@@ -67,26 +67,7 @@ window=10 # seconds of HA scrapes measured
 shard_file=${repo}/deploy/prometheus/prometheus-shard.yml
 ha_file=${repo}/deploy/prometheus/prometheus-ha.yml
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  local status=$?
-  for pid in "${pids[@]}"; do
-    kill "${pid}" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "${pid}" 2>/dev/null || true
-  done
-  if [[ ${status} -ne 0 ]]; then
-    for f in "${work}"/*.log; do
-      [[ -s "${f}" ]] && { log "last lines of $(basename "${f}"):"; tail -n 20 "${f}" >&2; }
-    done
-  fi
-  rm -rf "${work}"
-  exit "${status}"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+start_work
 
 # stop PID...: ends those processes (started here) and forgets them.
 stop() {

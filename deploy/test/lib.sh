@@ -102,3 +102,31 @@ prometheus3_binary() {
     "${prometheus3_module}/cmd/prometheus@${prometheus3_version}") >&2
   echo "${bin}"
 }
+
+# start_work: makes ${work}, a temporary directory, and ${pids}, the
+# processes a check starts there. On exit they are stopped, the last lines
+# of every log in ${work} are shown when the check failed, and ${work} is
+# removed.
+start_work() {
+  work=$(mktemp -d)
+  pids=()
+  trap stop_work EXIT
+  trap 'exit 130' INT TERM
+}
+
+stop_work() {
+  local status=$? pid f
+  for pid in "${pids[@]}"; do
+    kill "${pid}" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    wait "${pid}" 2>/dev/null || true
+  done
+  if [[ ${status} -ne 0 ]]; then
+    for f in "${work}"/*.log; do
+      [[ -s "${f}" ]] && { log "last lines of $(basename "${f}"):"; tail -n 30 "${f}" >&2; }
+    done
+  fi
+  rm -rf "${work}"
+  exit "${status}"
+}
