@@ -92,18 +92,28 @@ type Client struct {
 	holdStatus int
 }
 
+// WithDefaults returns cfg with the limits it leaves at zero set to the
+// defaults a Client uses for them.
+func (cfg Config) WithDefaults() Config {
+	cfg.Concurrency = orDefault(cfg.Concurrency, DefaultConcurrency)
+	cfg.MaxPages = orDefault(cfg.MaxPages, DefaultMaxPages)
+	cfg.MaxResponseBytes = orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes)
+	return cfg
+}
+
 // New validates cfg and builds a Client.
 func New(cfg Config) (*Client, error) {
 	if err := validateBaseURL(cfg.BaseURL); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "deployment_service_exporter/" + version.Version
 	}
 	t := cfg.Transport
 	if t == nil {
 		var err error
-		if t, err = newTransport(cfg.HTTPClientConfig, cfg.UserAgent, orDefault(cfg.Concurrency, DefaultConcurrency)); err != nil {
+		if t, err = newTransport(cfg.HTTPClientConfig, cfg.UserAgent, cfg.Concurrency); err != nil {
 			return nil, err
 		}
 	}
@@ -113,9 +123,9 @@ func New(cfg Config) (*Client, error) {
 		lease:     t.conns.lease(t.poolKey(cfg.BaseURL)),
 		redact:    t.redact,
 		userAgent: cfg.UserAgent,
-		slots:     newSlots(orDefault(cfg.Concurrency, DefaultConcurrency)),
-		maxPages:  orDefault(cfg.MaxPages, DefaultMaxPages),
-		maxBytes:  orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes),
+		slots:     newSlots(cfg.Concurrency),
+		maxPages:  cfg.MaxPages,
+		maxBytes:  cfg.MaxResponseBytes,
 		gzip:      !cfg.DisableGzip,
 		observer:  cfg.Observer,
 	}

@@ -56,14 +56,13 @@ func uniqueIDs(ids []int64) []int64 {
 // as the debug view of /probe shows them: limits, subset, gzip, TLS and
 // proxy, where the key comes from; never a secret.
 func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
-	c := s.Client
+	c := s.Client.WithDefaults()
 	hc := &c.HTTPClientConfig
 	var b strings.Builder
 	fmt.Fprintf(&b, "Module %s:\n", ModuleName(module))
 	fmt.Fprintf(&b, "    timeout %s (the scrape timeout header lowers it), min_interval %s\n", s.Timeout, s.MinInterval)
 	fmt.Fprintf(&b, "    concurrency %d, rate_limit %s, max_pages %d, max_response_bytes %d, gzip %v\n",
-		orDefault(c.Concurrency, client.DefaultConcurrency), rateText(c.RateLimit), orDefault(c.MaxPages, client.DefaultMaxPages),
-		orDefault64(c.MaxResponseBytes, client.DefaultMaxResponseBytes), !c.DisableGzip)
+		c.Concurrency, rateText(c.RateLimit), c.MaxPages, c.MaxResponseBytes, !c.DisableGzip)
 	switch {
 	case len(s.DetailIDs) > 0:
 		fmt.Fprintf(&b, "    detail subset: ids %v", s.DetailIDs)
@@ -118,18 +117,4 @@ func rateText(r float64) string {
 		return "none"
 	}
 	return strconv.FormatFloat(r, 'g', -1, 64) + "/s"
-}
-
-func orDefault(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
-func orDefault64(v, def int64) int64 {
-	if v <= 0 {
-		return def
-	}
-	return v
 }

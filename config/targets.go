@@ -3,10 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -186,7 +186,7 @@ func (m *Module) credentials() string {
 		what = append(what, moduleBlock+".authorization")
 	}
 	if c.HTTPHeaders != nil {
-		for _, name := range sortedKeys(c.HTTPHeaders.Headers) {
+		for _, name := range slices.Sorted(maps.Keys(c.HTTPHeaders.Headers)) {
 			if h := c.HTTPHeaders.Headers[name]; len(h.Secrets) > 0 || len(h.Files) > 0 {
 				what = append(what, moduleBlock+".http_headers."+name)
 			}
@@ -222,13 +222,4 @@ func (m *Module) ConcreteTargets() []*url.URL {
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
