@@ -19,12 +19,16 @@ func TestMetricsTargetLogLinesNameIt(t *testing.T) {
 	svc.Service.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 500})
 	e := startExporter(t, []string{"DEPLOYMENT_SERVICE_API_KEY=key-logs-1"}, "--api.url="+svc.URL())
 	e.get(t, "/metrics")
+	// The log reaches the test through a pipe, a moment after the scrape.
 	var warn string
-	for _, l := range strings.Split(e.stderr.String(), "\n") {
-		if strings.Contains(l, "level=WARN") && strings.Contains(l, `msg="Endpoint failed"`) {
-			warn = l
+	eventually(t, "the failure was logged", func() bool {
+		for _, l := range strings.Split(e.stderr.String(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, `msg="Endpoint failed"`) {
+				warn = l
+			}
 		}
-	}
+		return warn != ""
+	})
 	if !strings.Contains(warn, "target="+svc.URL()) || !strings.Contains(warn, "module=(flags)") {
 		t.Errorf("warn line %q does not name the target and module", warn)
 	}
