@@ -325,6 +325,8 @@ func TestPollKeptWhenItsScrapeLeavesAsTheDeadlineFires(t *testing.T) {
 	polled := make(chan *Snapshot, 1)
 	go func() { polled <- r.poller.Poll(ctx) }()
 	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
+	// The lists are in before the deadline: only the held view is cut.
+	waitFor(t, r.poller.listsRecorded)
 	fired, release := make(chan struct{}), make(chan struct{})
 	r.poller.expireHook = func() { close(fired); <-release }
 	r.poller.mu.Lock()
