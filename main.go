@@ -209,7 +209,7 @@ func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
 // signal of hup, until the server fails. It returns the process exit code.
 func serve(x *endpoints, toolkitFlags *web.FlagConfig, hup <-chan os.Signal, logger *slog.Logger) int {
 	go reloadOnSignal(hup, x.reload, logger)
-	srv := &http.Server{Handler: x.handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(x.handler)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
@@ -233,6 +233,14 @@ func serve(x *endpoints, toolkitFlags *web.FlagConfig, hup <-chan os.Signal, log
 	}
 	logger.Error("Server stopped", "err", err)
 	return 1
+}
+
+// newServer returns the exporter's HTTP server for h. It bounds the time to
+// read a request and closes idle keep-alive connections, so that clients
+// cannot hold its file descriptors; a scrape every minute keeps its
+// connection.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 }
 
 // shutdownGrace is how long scrapes in flight may take to answer once a
