@@ -144,7 +144,7 @@ func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").StringVar(&f.externalURL)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
-	app.Flag("web.max-requests", "Most scrape requests (metrics path and /probe together) served at once; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intValue)(&f.maxRequests))
+	app.Flag("web.max-requests", "Most scrape requests served at once on the metrics path, and as many on /probe; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intValue)(&f.maxRequests))
 	return &given
 }
 
@@ -333,8 +333,8 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		reg.MustRegister(collector.NewTargetInfo(single, page))
 		metrics = collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger)
 	}
-	limit := newScrapeLimit(s.maxRequests)
-	metrics = limit.wrap(metrics)
+	// A limit for each path, so that slow probes cannot starve /metrics.
+	metrics = newScrapeLimit(s.maxRequests).wrap(metrics)
 	if s.exporterMetrics {
 		// Outside the limit, so that the 503s it answers are counted.
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
@@ -342,7 +342,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	mux.Handle(metricsPath, metrics)
 	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
 	probe.ExternalURL = s.externalURL
-	mux.Handle("/probe", limit.wrap(probe))
+	mux.Handle("/probe", newScrapeLimit(s.maxRequests).wrap(probe))
 	mux.Handle("GET /sd", serviceDiscovery(store, logger))
 	// After a reload, the targets of changed or removed modules go at once,
 	// with their connections, rather than when next probed.
@@ -384,11 +384,11 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	return mux, reload, nil
 }
 
-// scrapeLimit bounds the scrape requests served at once across the
-// handlers it wraps, as --web.max-requests asks. A request over the limit
-// gets a 503 at once rather than a place in a queue: Prometheus retries on
-// its next interval, and a queue would only pile up scrapes that time out.
-// A nil scrapeLimit is no limit.
+// scrapeLimit bounds the requests served at once by the handler it wraps,
+// as --web.max-requests asks. A request over the limit gets a 503 at once
+// rather than a place in a queue: Prometheus retries on its next interval,
+// and a queue would only pile up scrapes that time out. A nil scrapeLimit
+// is no limit.
 type scrapeLimit chan struct{}
 
 func newScrapeLimit(n int) scrapeLimit {

@@ -878,11 +878,8 @@ func TestMaxRequests(t *testing.T) {
 		first <- resp.StatusCode
 	}()
 	<-entered
-	for _, u := range []string{exp.URL + "/metrics", probe} {
-		resp, body := fetch(t, u, nil)
-		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "--web.max-requests=1") {
-			t.Errorf("%s beyond the limit: %d %s", u, resp.StatusCode, body)
-		}
+	if resp, body := fetch(t, exp.URL+"/metrics", nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "--web.max-requests=1") {
+		t.Errorf("/metrics beyond the limit: %d %s", resp.StatusCode, body)
 	}
 	// Pages other than the scrape endpoints are not counted.
 	if resp, _ := fetch(t, exp.URL+"/-/healthy", nil); resp.StatusCode != http.StatusOK {
@@ -905,6 +902,66 @@ promhttp_metric_handler_requests_total{code="500"} 0
 promhttp_metric_handler_requests_total{code="503"} 1
 `), "promhttp_metric_handler_requests_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestProbeCannotStarveMetrics fills --web.max-requests with slow probes:
+// one more probe is refused, and /metrics still answers.
+func TestProbeCannotStarveMetrics(t *testing.T) {
+	const limit = 3
+	watched, err := sampleservice.Start(sampleservice.Options{Key: "watched-key", Locations: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watched.Close()
+	// One held service behind limit+1 listeners: as many targets, each
+	// with a poll of its own.
+	slow := sampleservice.New(sampleservice.Options{Key: "slow-key", Locations: 3})
+	gate := slow.Hold()
+	var targets []string
+	for range limit + 1 {
+		srv := httptest.NewServer(slow)
+		t.Cleanup(srv.Close)
+		targets = append(targets, srv.URL)
+	}
+	f := goodFlags()
+	f.apiURL, f.key, f.maxRequests = watched.URL(), "watched-key", limit
+	f.configFile = writeTestFile(t, t.TempDir(), "modules.yml", "modules:\n  default:\n    targets: [\"http://127.0.0.1:*\"]\n    http_client_config: {authorization: {type: Token, credentials: slow-key}}\n")
+	exp, _ := serveInProcess(t, f)
+	t.Cleanup(gate.Open) // before the exporter closes, should the test stop early
+	probe := func(target string) (int, string) {
+		resp, err := http.Get(exp.URL + "/probe?target=" + url.QueryEscape(target))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	codes := make(chan int, limit)
+	for _, target := range targets[:limit] {
+		go func() {
+			code, _ := probe(target)
+			codes <- code
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := gate.Await(ctx, func(c sampleservice.GateCounts) bool { return c.Held >= limit }); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := probe(targets[limit]); code != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("--web.max-requests=%d", limit)) {
+		t.Errorf("a probe beyond the limit: %d %s", code, body)
+	}
+	if resp, body := fetch(t, exp.URL+"/metrics", nil); resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("deployment_service_up 1")) {
+		t.Errorf("/metrics while %d probes wait: %d\n%s", limit, resp.StatusCode, body)
+	}
+	gate.Open()
+	for range limit {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("a probe within the limit answered %d", code)
+		}
 	}
 }
 
