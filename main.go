@@ -305,9 +305,9 @@ func (c withoutMetric) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// routes wires every HTTP endpoint of the exporter. It returns the mux and
-// how to reload the configuration file, as SIGHUP and POST /-/reload do.
-func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (*http.ServeMux, func() error, error) {
+// routes wires every HTTP endpoint of the exporter. It returns the handler
+// and how to reload the configuration file, as SIGHUP and POST /-/reload do.
+func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (http.Handler, func() error, error) {
 	mux := http.NewServeMux()
 	metrics := collector.NewGathererHandler(reg, logger)
 	single := ""
@@ -339,7 +339,12 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		// Outside the limit, so that the 503s it answers are counted.
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
 	}
-	mux.Handle(metricsPath, metrics)
+	// At the root, metrics answer / alone: another path is a 404 and polls nothing.
+	pattern := metricsPath
+	if metricsPath == "/" {
+		pattern = "/{$}"
+	}
+	mux.Handle(pattern, metrics)
 	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
 	probe.ExternalURL = s.externalURL
 	mux.Handle("/probe", newScrapeLimit(s.maxRequests).wrap(probe))
@@ -381,7 +386,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	if metricsPath != "/" {
 		mux.HandleFunc("GET /{$}", ui.landing)
 	}
-	return mux, reload, nil
+	return withSecurityHeaders(mux), reload, nil
 }
 
 // scrapeLimit bounds the requests served at once by the handler it wraps,

@@ -207,6 +207,11 @@ func TestDemoEndToEnd(t *testing.T) {
 	if !strings.Contains(landing, `id="demo"`) || !strings.Contains(landing, "embedded sample service") {
 		t.Errorf("the landing page of --demo does not say it shows the sample service:\n%s", landing)
 	}
+	for _, path := range []string{"/", "/metrics"} {
+		if resp, _ := fetch(t, "http://"+e.addr+path, nil); resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Content-Security-Policy") == "" {
+			t.Errorf("%s lacks the security headers: %v", path, resp.Header)
+		}
+	}
 	if code, _ := e.get(t, "/-/healthy"); code != http.StatusOK {
 		t.Errorf("/-/healthy answered %d", code)
 	}
@@ -961,6 +966,36 @@ func TestProbeCannotStarveMetrics(t *testing.T) {
 	for range limit {
 		if code := <-codes; code != http.StatusOK {
 			t.Errorf("a probe within the limit answered %d", code)
+		}
+	}
+}
+
+// TestTelemetryPathRoot serves the metrics at / with
+// --web.telemetry-path=/: other paths, a browser's /favicon.ico among
+// them, are a 404 and poll nothing, and the exporter's own paths answer.
+func TestTelemetryPathRoot(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "root-key", Locations: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	f := goodFlags()
+	f.apiURL, f.key, f.metricsPath = svc.URL(), "root-key", "/"
+	exp, _ := serveInProcess(t, f)
+	for _, path := range []string{"/favicon.ico", "/metrics", "/robots.txt", "/index.html", "/probe/x", "/-/nothing"} {
+		if resp, body := fetch(t, exp.URL+path, nil); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s answered %d, want 404:\n%.200s", path, resp.StatusCode, body)
+		}
+	}
+	if n := svc.Service.TotalRequests(); n != 0 {
+		t.Errorf("paths other than / sent %d requests to the service", n)
+	}
+	if resp, body := fetch(t, exp.URL+"/", nil); resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("deployment_service_up 1")) {
+		t.Errorf("/ answered %d:\n%s", resp.StatusCode, body)
+	}
+	for _, path := range []string{"/-/healthy", "/-/ready", "/sd", "/polls/1"} {
+		if resp, _ := fetch(t, exp.URL+path, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s answered %d", path, resp.StatusCode)
 		}
 	}
 }
