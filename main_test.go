@@ -920,9 +920,9 @@ func TestProbeCannotStarveMetrics(t *testing.T) {
 	}
 	defer watched.Close()
 	// One held service behind limit+1 listeners: as many targets, each
-	// with a poll of its own.
+	// with a poll of its own, which the gate holds at its one root request.
 	slow := sampleservice.New(sampleservice.Options{Key: "slow-key", Locations: 3})
-	gate := slow.Hold()
+	gate := slow.Hold(sampleservice.EndpointRoot)
 	var targets []string
 	for range limit + 1 {
 		srv := httptest.NewServer(slow)
