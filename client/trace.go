@@ -6,7 +6,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 )
@@ -25,9 +24,17 @@ const maxTraceExcerptBytes = 32 << 10
 // excerptNotKept stands for an excerpt past maxTraceExcerptBytes.
 const excerptNotKept = "(not kept: this poll's body excerpts reached their bound)"
 
+// maxTraceTextBytes bounds the rest of a trace's text (URLs, notes, errors,
+// headers), each string of which is cut to maxShown bytes: a service that
+// names 16 KiB next links then costs a poll no more than any other.
+const maxTraceTextBytes = 128 << 10
+
+// textNotKept stands for a string past maxTraceTextBytes.
+const textNotKept = "(not kept: this poll's text reached its bound)"
+
 // Trace records what the requests of one poll did, for the debug views.
-// Everything in it has passed through redaction: no key, no Authorization
-// value, no credentials in URLs.
+// Everything in it has passed through redaction: no secret, no
+// Authorization value, no credentials in URLs.
 type Trace struct {
 	mu       sync.Mutex
 	requests []TraceRequest
@@ -36,6 +43,7 @@ type Trace struct {
 	// size.
 	excerpts     map[string]string
 	excerptBytes int
+	textBytes    int
 }
 
 // TraceRequest is one request of a poll, or one pagination decision.
@@ -101,7 +109,24 @@ func (t *Trace) add(r TraceRequest) {
 	if r.BodyExcerpt != "" {
 		r.BodyExcerpt = t.keepExcerpt(r.BodyExcerpt)
 	}
+	for _, s := range [...]*string{&r.URL, &r.Error, &r.Note, &r.ContentType, &r.Location, &r.WWWAuthenticate, &r.RetryAfter} {
+		*s = t.keepText(*s)
+	}
 	t.requests = append(t.requests, r)
+}
+
+// keepText returns s cut to maxShown bytes, or textNotKept past the
+// trace's bound; t.mu is held.
+func (t *Trace) keepText(s string) string {
+	if s == "" {
+		return s
+	}
+	s = cutText(s, maxShown)
+	if t.textBytes+len(s) > maxTraceTextBytes {
+		return textNotKept
+	}
+	t.textBytes += len(s)
+	return s
 }
 
 // keepExcerpt returns the copy of s the trace keeps: one shared with an
@@ -160,21 +185,6 @@ func RedactURL(u *url.URL) string {
 		}
 	}
 	return c.String()
-}
-
-// redactor hides the current key in text that came from outside: a next
-// link, an error message. The key is looked up only when there is text to
-// clean, which is on failures and traced polls.
-type redactor func() string
-
-func (r redactor) clean(s string) string {
-	if r == nil {
-		return s
-	}
-	if key := r(); len(key) >= 4 {
-		s = strings.ReplaceAll(s, key, "<secret>")
-	}
-	return s
 }
 
 // redactedError keeps the chain of err for errors.Is and errors.As while its
