@@ -18,12 +18,12 @@ import (
 )
 
 // traceSize is what a trace's records keep: the records themselves and
-// their text, the shared "not kept" markers counted once.
+// their text, the shared "not kept" marker of excerpts counted once.
 func traceSize(reqs []TraceRequest) int {
 	n := len(reqs) * int(unsafe.Sizeof(TraceRequest{}))
 	for _, r := range reqs {
 		for _, s := range []string{r.URL, r.Error, r.Note, r.BodyExcerpt, r.ContentType, r.Location, r.WWWAuthenticate, r.RetryAfter} {
-			if s != textNotKept && s != excerptNotKept {
+			if s != excerptNotKept {
 				n += len(s)
 			}
 		}
@@ -31,9 +31,9 @@ func traceSize(reqs []TraceRequest) int {
 	return n
 }
 
-// maxTraceSize bounds traceSize for any service: the records, their text
-// and their excerpts.
-const maxTraceSize = maxTraceRequests*int(unsafe.Sizeof(TraceRequest{})) + maxTraceTextBytes + maxTraceExcerptBytes
+// maxTraceSize bounds traceSize for any service: the records, their text,
+// their excerpts and the failed notes of two walks.
+const maxTraceSize = maxTraceRequests*int(unsafe.Sizeof(TraceRequest{})) + maxTraceTextBytes + maxTraceExcerptBytes + 2*maxShown
 
 // TestLongNextLinksKeepTheTraceBounded: a service whose every page names a
 // 16 KiB next link (same origin, valid) fills no more of a poll's trace
@@ -51,9 +51,15 @@ func TestLongNextLinksKeepTheTraceBounded(t *testing.T) {
 	if ReasonOf(res.Err) != ReasonPagination || res.Pages != 200 {
 		t.Fatalf("pages %d, err %v; want the page limit", res.Pages, res.Err)
 	}
-	reqs, _ := tr.Requests()
-	if n := traceSize(reqs); n > maxTraceSize {
-		t.Errorf("the trace keeps %d bytes, more than %d", n, maxTraceSize)
+	reqs, dropped := tr.Requests()
+	// Each record kept holds a link cut to maxShown bytes, so the text
+	// bound keeps at most one record for each maxShown bytes of it.
+	bound := maxTraceTextBytes + maxShown + (maxTraceTextBytes/maxShown+1)*int(unsafe.Sizeof(TraceRequest{}))
+	if n := traceSize(reqs); n > bound || n > maxTraceSize {
+		t.Errorf("the trace keeps %d bytes, more than %d", n, bound)
+	}
+	if last := reqs[len(reqs)-1]; dropped == 0 || !last.NoteFailed || !strings.Contains(last.Note, "page limit") {
+		t.Errorf("%d records dropped, the last one kept is %+v; want the failed walk's note", dropped, last)
 	}
 	for _, r := range reqs {
 		if len(r.URL) > maxShown || len(r.Note) > maxShown || len(r.Error) > maxShown {

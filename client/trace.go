@@ -29,9 +29,6 @@ const excerptNotKept = "(not kept: this poll's body excerpts reached their bound
 // names 16 KiB next links then costs a poll no more than any other.
 const maxTraceTextBytes = 128 << 10
 
-// textNotKept stands for a string past maxTraceTextBytes.
-const textNotKept = "(not kept: this poll's text reached its bound)"
-
 // Trace records what the requests of one poll did, for the debug views.
 // Everything in it has passed through redaction: no secret, no
 // Authorization value, no credentials in URLs.
@@ -99,34 +96,27 @@ func (t *Trace) Requests() ([]TraceRequest, int) {
 	return append([]TraceRequest(nil), t.requests...), t.dropped
 }
 
+// add keeps r, its strings cut to maxShown bytes, unless the trace holds
+// maxTraceRequests records or maxTraceTextBytes of their strings already:
+// then r is counted as dropped, save the note of a failed walk, which
+// says why the list failed.
 func (t *Trace) add(r TraceRequest) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.requests) >= maxTraceRequests {
+	size := 0
+	for _, s := range [...]*string{&r.URL, &r.Error, &r.Note, &r.ContentType, &r.Location, &r.WWWAuthenticate, &r.RetryAfter} {
+		*s = cutText(*s, maxShown)
+		size += len(*s)
+	}
+	if len(t.requests) >= maxTraceRequests || t.textBytes+size > maxTraceTextBytes && !r.NoteFailed {
 		t.dropped++
 		return
 	}
+	t.textBytes += size
 	if r.BodyExcerpt != "" {
 		r.BodyExcerpt = t.keepExcerpt(r.BodyExcerpt)
 	}
-	for _, s := range [...]*string{&r.URL, &r.Error, &r.Note, &r.ContentType, &r.Location, &r.WWWAuthenticate, &r.RetryAfter} {
-		*s = t.keepText(*s)
-	}
 	t.requests = append(t.requests, r)
-}
-
-// keepText returns s cut to maxShown bytes, or textNotKept past the
-// trace's bound; t.mu is held.
-func (t *Trace) keepText(s string) string {
-	if s == "" {
-		return s
-	}
-	s = cutText(s, maxShown)
-	if t.textBytes+len(s) > maxTraceTextBytes {
-		return textNotKept
-	}
-	t.textBytes += len(s)
-	return s
 }
 
 // keepExcerpt returns the copy of s the trace keeps: one shared with an
