@@ -85,7 +85,7 @@ type Client struct {
 	maxBytes  int64
 	gzip      bool
 	observer  Observer
-	redact    redactor
+	redact    *secrets
 
 	holdMu     sync.Mutex
 	holdUntil  time.Time
@@ -414,7 +414,7 @@ func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Respo
 		}
 		return status, c.statusError(ep, resp, &x.answer)
 	}
-	gz, err := gzipEncoded(resp.Header)
+	gz, err := gzipEncoded(resp.Header, c.redact.clean)
 	if err != nil {
 		return status, c.fail(ep, ReasonInvalidBody, status, err)
 	}
@@ -480,11 +480,13 @@ func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error
 	return e
 }
 
-// fail reports a failed request and builds its error, with the key cut out
-// of the message in case the service echoed it somewhere.
+// fail reports a failed request and builds its error, with the secrets cut
+// out of the message in case the service echoed one, and the message cut
+// to maxShown bytes.
 func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error {
 	c.observer.ObserveError(ep, reason)
-	if msg := c.redact.clean(err.Error()); msg != err.Error() {
+	raw := err.Error()
+	if msg := cutText(c.redact.clean(raw), maxShown); msg != raw {
 		err = &redactedError{msg: msg, err: err}
 	}
 	return &Error{Endpoint: ep, Reason: reason, Status: status, Err: err}

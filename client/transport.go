@@ -43,10 +43,13 @@ import (
 type Transport struct {
 	rt      http.RoundTripper
 	proxy   func(*http.Request) (*url.URL, error)
-	redact  redactor
+	redact  *secrets
 	keyFile *keyFileCache
 	conns   *connTracker
 }
+
+// maxResponseHeaderBytes bounds an answer's headers; more is too_large.
+const maxResponseHeaderBytes = 64 << 10
 
 // idleConnTimeout is how long an idle connection stays open: as long as
 // prometheus/common keeps one, above the sane scrape intervals, so that a
@@ -101,7 +104,7 @@ func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Tra
 			return nil, fmt.Errorf("http client config: %w", err)
 		}
 	}
-	t.redact, t.keyFile = keyLookup(a)
+	t.redact, t.keyFile = secretsOf(&cfg)
 	return t, nil
 }
 
@@ -115,9 +118,10 @@ func (t *Transport) roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Co
 		TLSClientConfig:    tlsConfig,
 		// The client asks for gzip itself, so that the size limit
 		// applies to the decompressed bytes.
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: t.conns.idle,
-		IdleConnTimeout:     idleConnTimeout,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		MaxIdleConnsPerHost:    t.conns.idle,
+		IdleConnTimeout:        idleConnTimeout,
 		// Buffers live as long as their connection, idle ones included:
 		// the defaults (4 KiB each) cost 8 KB a target. A GET with its
 		// headers is well under 1 KiB; 2 KiB holds an answer's headers,
