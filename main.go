@@ -41,6 +41,9 @@ const exporterName = "deployment_service_exporter"
 // allocates to exporters, so it cannot collide with a registered one.
 const defaultListenAddress = ":10044"
 
+// demoListenAddress is --demo's: the demo is for this machine.
+const demoListenAddress = "127.0.0.1:10044"
+
 func main() {
 	if version.Version == "" {
 		// Built without the release ldflags (go run, go build): say so in
@@ -103,6 +106,8 @@ func parseArgs(args []string) (*command, error) {
 	cmd := &command{log: &promslog.Config{}}
 	locationsGiven := addFlags(app, &cmd.flags)
 	cmd.web = kingpinflag.AddFlags(app, defaultListenAddress)
+	var listenGiven bool
+	app.GetFlag("web.listen-address").IsSetByUser(&listenGiven)
 	flag.AddFlags(app, cmd.log)
 	// --version and --help are answers, not errors: they go to stdout.
 	app.UsageWriter(os.Stdout)
@@ -116,6 +121,9 @@ func parseArgs(args []string) (*command, error) {
 		return nil, err
 	}
 	cmd.flags.key = os.Getenv(keyEnv)
+	if cmd.flags.demo && !listenGiven {
+		*cmd.web.WebListenAddresses = []string{demoListenAddress}
+	}
 	cmd.flags.locationsGiven = locationsGiven[0] || locationsGiven[1] || locationsGiven[2]
 	return cmd, nil
 }
@@ -140,7 +148,8 @@ func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
 	app.Flag("api.http-config.file", "YAML file of prometheus/common HTTP client settings (tls_config, proxy_url, http_headers, ...) for the service behind /metrics; an authorization of type Token in it replaces the key flags.").StringVar(&f.httpConfigFile)
 	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
 	app.Flag("config.check", "Check --config.file, --api.http-config.file and the other flags as a start would (building every module's HTTP client), print what is wrong or OK, and exit 1 or 0 without serving.").BoolVar(&f.configCheck)
-	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s.", demoDetailLimit, demoInfoField)).BoolVar(&f.demo)
+	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s. Listens on %s unless --web.listen-address is given.", demoDetailLimit, demoInfoField, demoListenAddress)).BoolVar(&f.demo)
+	app.Flag("demo.fault", "Make the sample service of --demo fail on purpose, as ENDPOINT:FAULT; repeatable. ENDPOINT: root, projects, locations, location_detail (every detail view) or location_detail/<id>. FAULT: 401, 403, 404, 500, 502, 503, 429/<seconds> or 503/<seconds> (with that Retry-After), or delay/<duration>, such as projects:delay/2.5s.").SetValue(&f.demoFaults)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").StringVar(&f.externalURL)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
@@ -193,6 +202,16 @@ func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
 			Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
 		}
 		logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
+		for v, fault := range s.demoFaults.faults {
+			if v.id > 0 {
+				demo.Service.SetDetailFault(v.id, fault)
+			} else {
+				demo.Service.SetFault(v.endpoint, fault)
+			}
+		}
+		if len(s.demoFaults.specs) > 0 {
+			logger.Warn("Demo mode: the sample service fails on purpose", "faults", s.demoFaults.String())
+		}
 	}
 
 	recent := collector.NewPollLog(collector.DefaultRecentPolls)

@@ -16,6 +16,7 @@ import (
 	"io"
 	"log"
 	"maps"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
@@ -215,6 +216,72 @@ func TestDemoEndToEnd(t *testing.T) {
 	if code, _ := e.get(t, "/-/healthy"); code != http.StatusOK {
 		t.Errorf("/-/healthy answered %d", code)
 	}
+}
+
+// TestDemoFaultsEndToEnd: --demo.fault makes the demo fail as asked, in
+// that view only (issue 23).
+func TestDemoFaultsEndToEnd(t *testing.T) {
+	tests := []struct {
+		fault string
+		want  []string
+		check func(t *testing.T, e *exporter, body string)
+	}{
+		{"root:500", []string{"deployment_service_up 0", `deployment_service_endpoint_up{endpoint="root"} 0`,
+			`deployment_service_endpoint_status_code{endpoint="root"} 500`, `deployment_service_endpoint_up{endpoint="projects"} 1`}, nil},
+		{"root:401", []string{`deployment_service_endpoint_up{endpoint="root"} 0`, `deployment_service_endpoint_status_code{endpoint="root"} 401`}, nil},
+		{"location_detail/3:404", []string{"deployment_service_up 1", `deployment_service_location_up{location_id="3"} 0`,
+			`deployment_service_location_up{location_id="2"} 1`, `deployment_service_location_up{location_id="4"} 1`,
+			`deployment_service_endpoint_up{endpoint="location_detail"} 0`, `deployment_service_endpoint_status_code{endpoint="location_detail"} 404`}, nil},
+		{"locations:429/30", []string{`deployment_service_endpoint_up{endpoint="locations"} 0`, `deployment_service_endpoint_status_code{endpoint="locations"} 429`,
+			`deployment_service_requests_total{code="429",endpoint="locations"} 1`}, func(t *testing.T, e *exporter, first string) {
+			if until := sampleValue(first, "deployment_service_hold_off_until_timestamp_seconds"); !(until > float64(time.Now().Unix())) {
+				t.Errorf("no hold-off after a 429 with Retry-After: 30: until %v", until)
+			}
+			// Held off: the next scrape sends nothing.
+			_, second := e.get(t, "/metrics")
+			for _, series := range []string{`deployment_service_requests_total{code="429",endpoint="locations"}`, `deployment_service_requests_total{code="200",endpoint="root"}`} {
+				if a, b := sampleValue(first, series), sampleValue(second, series); a != 1 || b != 1 {
+					t.Errorf("%s: %v, then %v during the hold-off; want 1 and 1", series, a, b)
+				}
+			}
+		}},
+		{"projects:delay/2.5s", []string{"deployment_service_up 1"}, func(t *testing.T, _ *exporter, body string) {
+			if d := sampleValue(body, `deployment_service_endpoint_duration_seconds{endpoint="projects"}`); !(d >= 2.5) {
+				t.Errorf("projects took %vs with a delay of 2.5s", d)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fault, func(t *testing.T) {
+			t.Parallel()
+			e := startExporter(t, nil, "--demo", "--demo.fault="+tt.fault)
+			_, body := e.get(t, "/metrics")
+			for _, want := range tt.want {
+				if !strings.Contains(body, want+"\n") {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, e, body)
+			}
+			if t.Failed() {
+				t.Logf("/metrics:\n%s", body)
+			}
+		})
+	}
+}
+
+// sampleValue is the value of series (a name with its labels, as exposed)
+// in a text exposition; NaN when absent.
+func sampleValue(body, series string) float64 {
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return f
+			}
+		}
+	}
+	return math.NaN()
 }
 
 // TestSingleTargetEndToEnd runs the binary the way most users do: the URL
@@ -447,6 +514,7 @@ func TestStartupErrors(t *testing.T) {
 		{"missing config file", nil, []string{"--config.file=" + filepath.Join(dir, "none.yml")}, "none.yml"},
 		{"negative max requests", nil, []string{"--demo", "--web.max-requests=-1"}, "--web.max-requests"},
 		{"relative external URL", nil, []string{"--demo", "--web.external-url=/ops"}, "--web.external-url"},
+		{"demo fault without demo", nil, []string{"--api.url=http://127.0.0.1:1", "--demo.fault=root:500"}, "--demo.fault makes the sample service of --demo fail"},
 		{"missing HTTP config file", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + filepath.Join(dir, "http.yml")}, "--api.http-config.file"},
 		{"key in the HTTP config file and the environment", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "token.yml", "authorization: {type: Token, credentials: k2}\n")}, "one place"},
 		{"basic auth in the HTTP config file", nil, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "basic.yml", "basic_auth: {username: u, password: p}\n")}, "--api.http-config.file"},
@@ -488,6 +556,8 @@ func TestFlagValueErrors(t *testing.T) {
 		{nil, []string{"--api.max-response-bytes=abc"}, `--api.max-response-bytes: "abc" is not a size in bytes`},
 		{nil, []string{"--api.gzip=false"}, "--api.gzip takes no value: give --api.gzip or --no-api.gzip"},
 		{nil, []string{"--log.level=loud"}, "--log.level: "},
+		{nil, []string{"--demo", "--demo.fault=root:418"}, `--demo.fault: "root:418": the fault is 401, 403, 404, 500, 502, 503, 429/<seconds>, 503/<seconds> or delay/<duration>`},
+		{nil, []string{"--demo", "--demo.fault=api:500"}, `--demo.fault: "api:500": the endpoint is root, projects, locations, location_detail or location_detail/<id>`},
 		{[]string{"DEPLOYMENT_SERVICE_URL=http://127.0.0.1:1"}, []string{"--api.timeout=10"}, `--api.timeout: "10" is not a duration`},
 	}
 	for _, tt := range tests {
