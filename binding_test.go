@@ -151,6 +151,57 @@ func TestProbeKeyGoesOnlyToListedTargets(t *testing.T) {
 	}
 }
 
+// TestProbeRefusesAddressSpellingsAndLongTargets: through the binary, a
+// lone "*" host matches no address however it is spelt (a zone, brackets,
+// a number a resolver reads as one), and targets beyond the bounds are a
+// 400 that repeats nothing of them, even for a credentialed wildcard:
+// none of them reaches the recorder.
+func TestProbeRefusesAddressSpellingsAndLongTargets(t *testing.T) {
+	rec := newRecorder(t)
+	port := mustURL(t, rec.URL).Port()
+	dir := t.TempDir()
+	cfg := writeTestFile(t, dir, "config.yml", `modules:
+  star:
+    targets: ["http://*:`+port+`/deploy"]
+    http_client_config: {authorization: {type: Token, credentials: key-star-789}}
+  wild:
+    targets: ["http://*.deploy.example.com:`+port+`"]
+    http_client_config: {authorization: {type: Token, credentials: key-wild-456}}
+`)
+	e := startExporter(t, nil, "--config.file="+cfg)
+	long := strings.Repeat("a", 100_000)
+	for _, r := range []struct {
+		module, target string
+		code           int
+	}{
+		{"star", "http://[::ffff:127.0.0.1%25lo]:" + port + "/deploy", http.StatusBadRequest},
+		{"star", "http://[::1%25x]:" + port + "/deploy", http.StatusBadRequest},
+		{"star", "http://[::ffff:127.0.0.1]:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://[::ffff:7f00:1]:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://2130706433:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://0x7f000001:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://017700000001:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://localhost:" + port + "/deploy/" + long, http.StatusBadRequest},
+		{"wild", "http://" + long[:64] + ".deploy.example.com:" + port, http.StatusBadRequest},
+		{"wild", "http://" + long + ".deploy.example.com:" + port, http.StatusBadRequest},
+	} {
+		code, body := e.get(t, "/probe?module="+r.module+"&target="+url.QueryEscape(r.target))
+		if code != r.code || strings.Count(body, "\n") != 1 || strings.Contains(body, long[:64]) {
+			t.Errorf("module %s, target %.80s: %d %.200q, want a one-line %d that does not repeat it", r.module, r.target, code, body, r.code)
+		}
+	}
+	if got := rec.requests(); len(got) != 0 {
+		t.Fatalf("refused targets got requests: %q", got)
+	}
+	if strings.Contains(e.stderr.String(), long[:64]) {
+		t.Error("the log repeats a refused target")
+	}
+	// The pattern does match a name, so the recorder would have seen them.
+	if code, _ := e.get(t, "/probe?module=star&target="+url.QueryEscape("http://localhost:"+port+"/deploy")); code != http.StatusOK || len(rec.requests()) == 0 {
+		t.Errorf("a name the pattern matches: %d, %d requests", code, len(rec.requests()))
+	}
+}
+
 // TestBadModuleRefusedEverywhere: a module with a key and no targets is a
 // bad file at start, on reload (the old file keeps serving) and for
 // --config.check, each time with a line naming the module.
