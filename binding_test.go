@@ -261,6 +261,56 @@ func TestBadModuleRefusedEverywhere(t *testing.T) {
 	}
 }
 
+// TestClientCertificatesAndProxyCredentialsBindToTargets: a client
+// certificate, a proxy's password and proxy_connect_header lend the
+// module's authority as a key does, so a module with any of them and no
+// targets is refused at start, by --config.check and on reload.
+func TestClientCertificatesAndProxyCredentialsBindToTargets(t *testing.T) {
+	dir := t.TempDir()
+	bad := "modules:\n" +
+		"  cert:\n    http_client_config: {tls_config: {cert_file: c.pem, key_file: k.pem}}\n" +
+		"  proxy:\n    http_client_config: {proxy_url: 'http://u:proxy-pw-321@127.0.0.1:3128'}\n" +
+		"  connect:\n    http_client_config: {proxy_url: 'http://127.0.0.1:3128', proxy_connect_header: {Proxy-Authorization: [Basic connect-secret-654]}}\n"
+	badPath := writeTestFile(t, dir, "bad.yml", bad)
+	want := []string{
+		`module "cert": carries credentials (http_client_config.tls_config (a client certificate)) but lists no targets`,
+		`module "connect": carries credentials (http_client_config.proxy_connect_header) but lists no targets`,
+		`module "proxy": carries credentials (http_client_config.proxy_url (a password)) but lists no targets`,
+	}
+	secrets := []string{"proxy-pw-321", "connect-secret-654"}
+
+	code, stdout, stderr := runCheck(t, "--config.file="+badPath)
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if code != 1 || stdout != "" || len(lines) != len(want) {
+		t.Fatalf("--config.check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("--config.check line %q lacks %q", lines[i], w)
+		}
+	}
+
+	start := exec.Command(binary, "--web.listen-address="+freeAddr(t), "--config.file="+badPath)
+	start.Env = cleanEnv()
+	var startErr bytes.Buffer
+	start.Stderr = &startErr
+	if err := start.Run(); err == nil || strings.Count(strings.TrimSpace(startErr.String()), "\n") != 0 || !strings.Contains(startErr.String(), "carries credentials") {
+		t.Errorf("start: %v, want one line refusing the file:\n%s", err, startErr.String())
+	}
+
+	cfgPath := writeTestFile(t, dir, "config.yml", "modules:\n  default: {}\n")
+	e := startExporter(t, nil, "--config.file="+cfgPath)
+	writeTestFile(t, dir, "config.yml", bad)
+	if code, body := e.do(t, http.MethodPost, "/-/reload"); code != http.StatusInternalServerError || !strings.Contains(body, want[0]) {
+		t.Errorf("reload: %d %q", code, body)
+	}
+	for _, secret := range secrets {
+		if strings.Contains(stderr+startErr.String()+e.stderr.String(), secret) {
+			t.Errorf("a proxy secret reached the output")
+		}
+	}
+}
+
 // runCheck runs the binary with --config.check and args.
 func runCheck(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()

@@ -197,10 +197,10 @@ func (m *Module) parseTargets() error {
 	return nil
 }
 
-// credentials names the settings of the module that carry a secret to
-// the service, or returns "" when it sends none. A proxy's credentials go
-// to the proxy, which the file names, and a TLS client certificate's key
-// never leaves the exporter, so neither counts.
+// credentials names the settings of the module that lend its holder's
+// authority to the service it is used with, or returns "" when it has
+// none: the key, secret header values, a TLS client certificate, and a
+// proxy's password or connect headers (the proxy forwards to any target).
 func (m *Module) credentials() string {
 	c := &m.HTTPClientConfig
 	var what []string
@@ -213,6 +213,17 @@ func (m *Module) credentials() string {
 				what = append(what, moduleBlock+".http_headers."+name)
 			}
 		}
+	}
+	if t := c.TLSConfig; t.Cert != "" || t.CertFile != "" || t.Key != "" || t.KeyFile != "" {
+		what = append(what, moduleBlock+".tls_config (a client certificate)")
+	}
+	if u := c.ProxyURL.URL; u != nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			what = append(what, moduleBlock+".proxy_url (a password)")
+		}
+	}
+	if len(c.ProxyConnectHeader) > 0 {
+		what = append(what, moduleBlock+".proxy_connect_header")
 	}
 	return strings.Join(what, ", ")
 }
