@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -309,6 +311,87 @@ func TestClientCertificatesAndProxyCredentialsBindToTargets(t *testing.T) {
 			t.Errorf("a proxy secret reached the output")
 		}
 	}
+}
+
+// TestKeyFilesMustBeRegularFiles: a key file that is a device or a FIFO
+// is refused with one line naming it at start, by --config.check and on
+// reload, and the reload answers at once instead of waiting on the FIFO.
+func TestKeyFilesMustBeRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "key.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := exec.Command(binary, "--web.listen-address="+freeAddr(t), "--api.url=http://127.0.0.1:1", "--api.key-file=/dev/zero")
+	start.Env = cleanEnv()
+	var startErr bytes.Buffer
+	start.Stderr = &startErr
+	if err := start.Run(); err == nil || strings.Count(strings.TrimSpace(startErr.String()), "\n") != 0 ||
+		!strings.Contains(startErr.String(), "--api.key-file: cannot read the key file /dev/zero: it is a device, not a regular file") {
+		t.Errorf("start with /dev/zero: %v\n%s", err, startErr.String())
+	}
+
+	withKey := func(file string) string {
+		return "modules:\n  default:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials_file: " + file + "}}\n"
+	}
+	bad := writeTestFile(t, dir, "bad.yml", withKey(fifo))
+	if code, _, stderr := runCheck(t, "--config.file="+bad); code != 1 || !strings.Contains(stderr, fifo+": it is a FIFO, not a regular file") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("--config.check with a FIFO: exit %d, %q", code, stderr)
+	}
+
+	writeTestFile(t, dir, "key", "key-k\n")
+	cfgPath := writeTestFile(t, dir, "config.yml", withKey("key"))
+	e := startExporter(t, nil, "--config.file="+cfgPath)
+	writeTestFile(t, dir, "config.yml", withKey(fifo))
+	for range 2 {
+		if code, body := e.do(t, http.MethodPost, "/-/reload"); code != http.StatusInternalServerError || !strings.Contains(body, fifo+": it is a FIFO") {
+			t.Errorf("reload with a FIFO: %d %q", code, body)
+		}
+	}
+	writeTestFile(t, dir, "config.yml", withKey("key"))
+	if code, body := e.do(t, http.MethodPost, "/-/reload"); code != http.StatusOK {
+		t.Errorf("reload after the FIFO: %d %q", code, body)
+	}
+}
+
+// TestUnreadableKeyFileSaidPlainly: once the key file behind /metrics
+// can no longer be read (here a FIFO took its place), nothing is sent,
+// the endpoints are down, the log names the file, and no failure of the
+// service or the network is counted.
+func TestUnreadableKeyFileSaidPlainly(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "key-k", Locations: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	dir := t.TempDir()
+	keyFile := writeTestFile(t, dir, "key", "key-k\n")
+	e := startExporter(t, nil, "--api.url="+svc.URL(), "--api.key-file="+keyFile, "--api.timeout=5s")
+	if _, m := e.get(t, "/metrics"); !strings.Contains(m, "deployment_service_up 1") {
+		t.Fatalf("before: %s", m)
+	}
+	sent := svc.Service.TotalRequests()
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(keyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, m := e.get(t, "/metrics")
+	for _, want := range []string{
+		`deployment_service_endpoint_up{endpoint="root"} 0`,
+		`deployment_service_request_errors_total{endpoint="root",reason="network"} 0`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
+	if n := svc.Service.TotalRequests(); n != sent {
+		t.Errorf("%d requests sent without a key", n-sent)
+	}
+	eventually(t, "the log names the key file", func() bool {
+		return strings.Contains(e.stderr.String(), "cannot read the key file "+keyFile+": it is a FIFO, not a regular file")
+	})
 }
 
 // runCheck runs the binary with --config.check and args.
