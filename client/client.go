@@ -272,14 +272,6 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	return res
 }
 
-// endpointURL joins a path below the base URL, keeping its prefix.
-func (c *Client) endpointURL(rel string) *url.URL {
-	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + "/" + rel
-	u.RawPath = ""
-	return &u
-}
-
 // decodeFunc reads a response body, bounded by the size limit and
 // decompressed. resp is the response it came with, for its headers and the
 // URL it answered (resp.Request.URL, after redirects); its Body must not be

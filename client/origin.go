@@ -24,6 +24,15 @@ var errForeignOrigin = errors.New("refusing to send a request to another origin"
 // maxRedirects bounds same-origin redirects within one request.
 const maxRedirects = 5
 
+// endpointURL joins a path below the base URL, keeping its prefix as
+// given: an escaped slash (%2F) in it is sent escaped.
+func (c *Client) endpointURL(rel string) *url.URL {
+	u := *c.base
+	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + "/" + rel
+	u.Path, _ = url.PathUnescape(u.RawPath) // an escaped path unescapes
+	return &u
+}
+
 // origin is the scheme, host and port of a URL, with the port made explicit
 // so that http://h and http://h:80 compare equal and http://h:81 does not.
 type origin struct {

@@ -1,7 +1,13 @@
 package client
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -65,4 +71,37 @@ func FuzzParseTarget(f *testing.F) {
 			t.Fatalf("%q: spelt %s, which parses as %v (%v)", raw, u, again, err)
 		}
 	})
+}
+
+// TestEscapedBasePathSentAsGiven: a base path with an escaped slash is
+// requested as given, whether it came from --api.url or from /probe's
+// spelling of a target, never decoded into two segments.
+func TestEscapedBasePathSentAsGiven(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.RequestURI)
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"id":5}`))
+	}))
+	defer srv.Close()
+	asGiven, _ := url.Parse(srv.URL + "/de%2Fploy")
+	probed, err := ParseTarget(srv.URL + "/de%2fploy/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []*url.URL{asGiven, probed} {
+		got = nil
+		c, err := New(Config{BaseURL: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Root(context.Background())
+		c.LocationDetail(context.Background(), 5, nil)
+		c.Close()
+		if want := []string{"/de%2Fploy/api/", "/de%2Fploy/api/projects/locations/5/"}; !slices.Equal(got, want) {
+			t.Errorf("base %s: requested %q, want %q", base, got, want)
+		}
+	}
 }
