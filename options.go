@@ -202,7 +202,11 @@ func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &config.HTTPClientConfig{Authorization: auth}, nil
+		// prometheus/common's defaults, as a module and the file start
+		// from: HTTP/2 is the same whichever way the client is set up.
+		hc := config.DefaultHTTPClientConfig
+		hc.Authorization = auth
+		return &hc, nil
 	}
 	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
 	if err != nil {

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/promslog"
+
 	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
@@ -450,5 +454,42 @@ func TestDemoListenAddress(t *testing.T) {
 		if got := *cmd.web.WebListenAddresses; !slices.Equal(got, []string{tt.want}) {
 			t.Errorf("%v listens on %v, want %s", tt.args, got, tt.want)
 		}
+	}
+}
+
+// TestHTTP2FollowsPrometheusDefault: however the HTTP client is set up
+// (flags alone, an empty --api.http-config.file, a module), HTTP/2 is
+// what prometheus/common's default says.
+func TestHTTP2FollowsPrometheusDefault(t *testing.T) {
+	want := config.DefaultHTTPClientConfig.EnableHTTP2
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "http.yml")
+	cfgFile := filepath.Join(dir, "config.yml")
+	for path, content := range map[string]string{empty: "", cfgFile: "modules:\n  m: {}\n"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withFile := goodFlags()
+	withFile.httpConfigFile = empty
+	for name, f := range map[string]flagValues{"flags alone": goodFlags(), "an empty --api.http-config.file": withFile} {
+		s, err := validate(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.target.Client.HTTPClientConfig.EnableHTTP2; got != want {
+			t.Errorf("%s: enable_http2 %t, want %t", name, got, want)
+		}
+	}
+	store := moduleconfig.NewStore(cfgFile, prometheus.NewRegistry(), promslog.NewNopLogger())
+	if err := store.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := store.Lookup("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := moduleSettings(m).Client.HTTPClientConfig.EnableHTTP2; got != want {
+		t.Errorf("a module: enable_http2 %t, want %t", got, want)
 	}
 }

@@ -272,14 +272,6 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	return res
 }
 
-// endpointURL joins a path below the base URL, keeping its prefix.
-func (c *Client) endpointURL(rel string) *url.URL {
-	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + "/" + rel
-	u.RawPath = ""
-	return &u
-}
-
 // decodeFunc reads a response body, bounded by the size limit and
 // decompressed. resp is the response it came with, for its headers and the
 // URL it answered (resp.Request.URL, after redirects); its Body must not be
@@ -376,10 +368,16 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 		x.phases.start = start
 	}
 	resp, err := c.http.Do(req)
+	if errors.Is(err, ErrKeyUnavailable) {
+		// Never sent, and no fault of the service: no request and no
+		// failure reason are counted.
+		x.sent = time.Time{}
+		return 0, &Error{Endpoint: ep, Err: scrubURLError(err)}
+	}
 	if err != nil {
 		// A request the guard stopped was never sent: it is an error, not
 		// a request without an answer.
-		if !errors.Is(err, errKeyUnavailable) && !errors.Is(err, errForeignOrigin) {
+		if !errors.Is(err, errForeignOrigin) {
 			c.observer.ObserveRequest(ep, 0, time.Since(start))
 		}
 		return 0, c.fail(ep, classifyTransport(ctx, err), 0, scrubURLError(err))

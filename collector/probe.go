@@ -180,23 +180,21 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, target *url.URL, module
 	_, _ = io.WriteString(w, b.String())
 }
 
-// parseTarget checks a /probe target: an absolute http or https base URL
-// without credentials, query or fragment. It returns the target in one
-// spelling (see client.NormalizeBaseURL), so that spellings of one service share
-// one poller. Its errors never repeat the target, which could carry
-// credentials.
+// parseTarget checks a /probe target (see client.ParseTarget) and returns
+// it in one spelling, so that spellings of one service share one poller.
+// Its errors never repeat the target, which could carry credentials.
 func parseTarget(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
 	}
-	u, err := client.ParseBaseURL(raw)
+	u, err := client.ParseTarget(raw)
 	if errors.Is(err, client.ErrURLCredentials) {
 		return nil, fmt.Errorf("target: %w: the key comes from the module's authorization", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
-	return client.NormalizeBaseURL(u), nil
+	return u, nil
 }
 
 func moduleName(m string) string {

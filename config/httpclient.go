@@ -9,6 +9,8 @@ import (
 
 	commoncfg "github.com/prometheus/common/config"
 	"go.yaml.in/yaml/v2"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
 // LoadHTTPClientConfig reads a file that holds one http_client_config
@@ -19,8 +21,9 @@ import (
 // in it are taken relative to the file's directory. An authorization in it
 // is held to the rules of a module's (type Token, with a key); unlike a
 // module's it may be left out, for the key to come from elsewhere. Other
-// schemes are refused. The CA and client certificate are loaded once here,
-// so that a wrong path fails the start rather than every poll. Errors do
+// schemes are refused. Its files are read once here (each must be a
+// regular file, see client.CheckFiles), so that a wrong path fails the
+// start rather than every poll. Errors do
 // not name the file (the caller does) and never quote a value from it.
 func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 	b, err := os.ReadFile(path)
@@ -48,6 +51,9 @@ func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 	}
 	c.SetDirectory(filepath.Dir(path))
 	if err := checkCredentialsFile(c.Authorization, ""); err != nil {
+		return nil, err
+	}
+	if err := client.CheckFiles(&c); err != nil {
 		return nil, err
 	}
 	if _, err := commoncfg.NewTLSConfig(&c.TLSConfig); err != nil {

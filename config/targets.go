@@ -29,10 +29,10 @@ type TargetPattern struct {
 	port string
 	// path is the escaped path without a trailing slash.
 	path string
-	// ipv4 tells that the host is an IPv4 address, "*" standing for
-	// octets: it matches IPv4 literals only, never a name such as
-	// 10.0.attacker.example.
-	ipv4 bool
+	// kind tells a name from an address. An IPv4 pattern, "*" standing
+	// for octets, matches IPv4 literals only, never a name such as
+	// 10.0.attacker.example; an IPv6 one, which has no "*", only itself.
+	kind hostKind
 	// concrete is the target itself when the pattern has no "*".
 	concrete *url.URL
 }
@@ -63,17 +63,12 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 	if strings.ContainsAny(path, "*?#") {
 		return p, errors.New(`"*" stands for a host label or the port, never for part of the path; a query or fragment has no place in a target`)
 	}
-	u, err := client.ParseBaseURL(scheme + "://" + authority + "/" + path)
+	u, err := client.ParseTarget(scheme + "://" + authority + "/" + path)
 	if err != nil {
 		return p, err
 	}
-	u = client.NormalizeBaseURL(u)
 	host := u.Hostname()
-	if strings.HasPrefix(u.Host, "[") {
-		p.labels = []string{host}
-	} else {
-		p.labels = strings.Split(host, ".")
-	}
+	p.kind, p.labels = hostOf(u)
 	for _, l := range p.labels {
 		if l == "" {
 			return p, errors.New("host has an empty label (two dots in a row, or a dot at an end)")
@@ -82,8 +77,10 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 			return p, errors.New(`"*" must stand for one whole host label, as in https://*.deploy.example.com, not part of one`)
 		}
 	}
-	p.ipv4 = isIPv4Pattern(p.labels)
-	if !p.ipv4 && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*" {
+	if p.kind == kindName && isIPv4Pattern(p.labels) {
+		p.kind = kindIPv4
+	}
+	if p.kind == kindName && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*" {
 		return p, errors.New(`"*" cannot stand for the last label of a host name (its top-level domain): name the domain`)
 	}
 	p.scheme, p.path = u.Scheme, u.EscapedPath()
@@ -106,20 +103,12 @@ func (p TargetPattern) Matches(target *url.URL) bool {
 	if p.port != anyPort && target.Port() != p.port {
 		return false
 	}
-	host := target.Hostname()
-	var labels []string
-	if strings.HasPrefix(target.Host, "[") {
-		labels = []string{host}
-	} else {
-		labels = strings.Split(host, ".")
-	}
-	if len(labels) != len(p.labels) {
-		return false
-	}
 	// An address matches an address pattern, a name a name pattern:
-	// "*" never turns one into the other.
-	ip := net.ParseIP(host)
-	if (ip != nil && ip.To4() != nil) != p.ipv4 || ip != nil && ip.To4() == nil && slices.Contains(p.labels, "*") {
+	// "*" never turns one into the other. Nor does it match a name that
+	// some resolver reads as an address (2130706433, 0x7f.1, 127.1).
+	kind, labels := hostOf(target)
+	if kind != p.kind || len(labels) != len(p.labels) || !client.HostWithinBounds(target.Hostname()) ||
+		kind == kindName && endsInNumber(labels) && slices.Contains(p.labels, "*") {
 		return false
 	}
 	for i, l := range labels {
@@ -128,6 +117,39 @@ func (p TargetPattern) Matches(target *url.URL) bool {
 		}
 	}
 	return true
+}
+
+// hostKind tells a host name from an IPv4 or an IPv6 address.
+type hostKind uint8
+
+const (
+	kindName hostKind = iota
+	kindIPv4
+	kindIPv6
+)
+
+// hostOf returns the kind of u's host and its labels: a host in brackets
+// is an IPv6 address, a single label, whatever it holds.
+func hostOf(u *url.URL) (hostKind, []string) {
+	host := u.Hostname()
+	switch {
+	case strings.HasPrefix(u.Host, "["):
+		return kindIPv6, []string{host}
+	case net.ParseIP(host) != nil:
+		return kindIPv4, strings.Split(host, ".")
+	}
+	return kindName, strings.Split(host, ".")
+}
+
+// endsInNumber tells whether a name's last label is a number, decimal or
+// 0x-hexadecimal, which resolvers after inet_aton (and browsers, after
+// the WHATWG URL standard) read as part of an IPv4 address.
+func endsInNumber(labels []string) bool {
+	l := strings.ToLower(labels[len(labels)-1])
+	if hex, ok := strings.CutPrefix(l, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return l != "" && strings.Trim(l, "0123456789") == ""
 }
 
 // isIPv4Pattern tells whether labels are an IPv4 address, some octets
@@ -175,10 +197,10 @@ func (m *Module) parseTargets() error {
 	return nil
 }
 
-// credentials names the settings of the module that carry a secret to
-// the service, or returns "" when it sends none. A proxy's credentials go
-// to the proxy, which the file names, and a TLS client certificate's key
-// never leaves the exporter, so neither counts.
+// credentials names the settings of the module that lend its holder's
+// authority to the service it is used with, or returns "" when it has
+// none: the key, secret header values, a TLS client certificate, and a
+// proxy's password or connect headers (the proxy forwards to any target).
 func (m *Module) credentials() string {
 	c := &m.HTTPClientConfig
 	var what []string
@@ -191,6 +213,17 @@ func (m *Module) credentials() string {
 				what = append(what, moduleBlock+".http_headers."+name)
 			}
 		}
+	}
+	if t := c.TLSConfig; t.Cert != "" || t.CertFile != "" || t.Key != "" || t.KeyFile != "" {
+		what = append(what, moduleBlock+".tls_config (a client certificate)")
+	}
+	if u := c.ProxyURL.URL; u != nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			what = append(what, moduleBlock+".proxy_url (a password)")
+		}
+	}
+	if len(c.ProxyConnectHeader) > 0 {
+		what = append(what, moduleBlock+".proxy_connect_header")
 	}
 	return strings.Join(what, ", ")
 }
