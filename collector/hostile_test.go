@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -202,4 +204,47 @@ func TestUncheckedDetailsAreDown(t *testing.T) {
 	if got := ids(s.Details); len(got) != 2 || s.Details[0].Err != nil || s.Details[1].Err != nil {
 		t.Errorf("the locations lost their last results: %v", got)
 	}
+}
+
+// pollCount counts polls and failed ones.
+type pollCount struct{ polls, failures atomic.Int64 }
+
+func (c *pollCount) ObservePoll(up bool) {
+	c.polls.Add(1)
+	if !up {
+		c.failures.Add(1)
+	}
+}
+
+// TestHeldOffPollLastsASecond: a held-off poll that a scrape with no time
+// to spare started stays in flight for a second, shared by the scrapes
+// that come meanwhile, so that such scrapes cannot count a failure each.
+func TestHeldOffPollLastsASecond(t *testing.T) {
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}})
+	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "3600"})
+	// Met in real time, the hold-off is in force for the whole of the
+	// bubble's clock, which starts in 2000.
+	r.gather(t)
+	synctest.Test(t, func(t *testing.T) {
+		var n pollCount
+		p := NewPoller(r.target, PollerOptions{Timeout: time.Minute, Polls: &n})
+		tiny := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
+			defer cancel()
+			if s := p.Poll(ctx); s.HoldOffUntil.IsZero() {
+				t.Error("a scrape during the hold-off does not report it")
+			}
+		}
+		tiny()
+		time.Sleep(900 * time.Millisecond)
+		tiny()
+		if got := n.polls.Load(); got != 1 {
+			t.Errorf("two scrapes within a second counted %d held-off polls, want 1", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+		tiny()
+		if got := n.failures.Load(); got != 2 {
+			t.Errorf("a scrape a second later counted %d failed polls in all, want 2", got)
+		}
+	})
 }

@@ -127,7 +127,7 @@ type pollCall struct {
 	horizonBy string
 	// held tells that a hold-off was in force: the poll sends nothing, its
 	// snap is ready at once, and it stays in flight for the scrapes that
-	// come until its horizon or the hold-off's end, whichever is first.
+	// come until its horizon (fairBudget at least) or the hold-off's end.
 	held bool
 }
 
@@ -223,7 +223,9 @@ func (p *Poller) holdOff(ctx context.Context, now, until time.Time, status int) 
 	p.seq++
 	c := &pollCall{seq: p.seq, held: true, snap: s, start: now, limit: now.Add(p.opts.Timeout)}
 	c.horizon, c.horizonBy = p.horizon(c, ctx)
-	c.timer = time.AfterFunc(min(c.horizon.Sub(now), until.Sub(now)), func() {
+	// In flight for at least fairBudget, so that scrapes with no time to
+	// spare cannot count a held-off poll each.
+	c.timer = time.AfterFunc(min(max(c.horizon.Sub(now), fairBudget), until.Sub(now)), func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.inflight == c {
