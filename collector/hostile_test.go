@@ -110,6 +110,7 @@ func TestHeldOffScrapesSharePolls(t *testing.T) {
 			r.poller.opts.Polls = r.requests
 			r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "3600"})
 			r.gather(t) // meets the 429
+			sent := r.svc.TotalRequests()
 			var wg sync.WaitGroup
 			for range 8 {
 				wg.Go(func() {
@@ -120,8 +121,8 @@ func TestHeldOffScrapesSharePolls(t *testing.T) {
 			}
 			wg.Wait()
 			compare(t, r.longLive, pollCounters(tt.polls, tt.polls), pollCounterNames...)
-			if n := r.svc.TotalRequests(); n != 3 {
-				t.Errorf("the service got %d requests, want the 3 of the first poll", n)
+			if n := r.svc.TotalRequests(); n != sent {
+				t.Errorf("%d requests sent during the hold-off", n-sent)
 			}
 		})
 	}
@@ -247,4 +248,39 @@ func TestHeldOffPollLastsASecond(t *testing.T) {
 			t.Errorf("a scrape a second later counted %d failed polls in all, want 2", got)
 		}
 	})
+}
+
+// TestReloadIsNoLocationsFailure: a detail view that a reload cancels
+// leaves its location's last result, which the pair's next poller keeps.
+func TestReloadIsNoLocationsFailure(t *testing.T) {
+	svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	l := &versionedLookup{settings: keySettings("k-probe")}
+	h := NewProbeHandler(l.lookup, nil, nil)
+	query := "target=" + url.QueryEscape(srv.URL)
+	probe(t, h, query) // the detail view's usual time is known from now on
+	g := svc.Hold(sampleservice.EndpointLocationDetail)
+	t.Cleanup(g.Open)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		probe(t, h, query)
+	}()
+	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
+	// Held well past its usual time, the view would be slow on its own if
+	// its poll ended at a deadline.
+	time.Sleep(50 * time.Millisecond)
+	l.bump()
+	h.Prune()
+	<-done
+	h.mu.Lock()
+	kept := h.books[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	h.mu.Unlock()
+	if kept.book == nil {
+		t.Fatal("the reload kept no location checks")
+	}
+	if d := kept.book.view([]int64{1}); len(d) != 1 || d[0].Err != nil {
+		t.Errorf("the cancelled view changed its location's last check: %+v", d)
+	}
 }

@@ -387,14 +387,15 @@ func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult)
 }
 
 // cutShort tells whether a failed detail view was cut short by the end of
-// the poll rather than slow on its own: every scrape left, or the deadline
-// came before it had the time such a view usually takes (or half the
-// poll's budget, when that is less or the usual time is unknown).
+// the poll rather than slow on its own: every scrape left (or a reload
+// dropped the target), or the deadline came before it had the time such a
+// view usually takes (or half the poll's budget, when that is less or the
+// usual time is unknown).
 func (p *pollRun) cutShort(r client.DetailResult) bool {
 	switch cause := context.Cause(p.ctx); {
 	case cause == nil || client.ReasonOf(r.Err) != client.ReasonTimeout:
 		return false
-	case errors.Is(cause, errAbandoned):
+	case errors.Is(cause, errAbandoned), errors.Is(cause, errDropped):
 		return true
 	}
 	usual := p.book.usual()
