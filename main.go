@@ -329,6 +329,7 @@ func (c withoutMetric) Collect(ch chan<- prometheus.Metric) {
 func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (http.Handler, func() error, error) {
 	mux := http.NewServeMux()
 	metrics := collector.NewGathererHandler(reg, logger)
+	s.target.Client.HoldOffs = client.NewHoldOffs() // shared with /probe
 	single := ""
 	if s.base != nil {
 		single = client.RedactURL(s.base)
@@ -366,6 +367,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	mux.Handle(pattern, metrics)
 	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
 	probe.ExternalURL = s.externalURL
+	probe.HoldOffs = s.target.Client.HoldOffs
 	mux.Handle("/probe", newScrapeLimit(s.maxRequests).wrap(probe))
 	mux.Handle("GET /sd", serviceDiscovery(store, logger))
 	// After a reload, the targets of changed or removed modules go at once,

@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/config"
@@ -70,6 +69,10 @@ type Config struct {
 	DisableGzip bool
 	// Observer, when set, is told about every request.
 	Observer Observer
+	// HoldOffs, when set, keeps the hold-offs of the Client's origin, as
+	// it does for the other Clients given it; when nil, the Client keeps
+	// its own.
+	HoldOffs *HoldOffs
 }
 
 // Client reads the API of one service. It is safe for concurrent use.
@@ -86,10 +89,9 @@ type Client struct {
 	gzip      bool
 	observer  Observer
 	redact    *secrets
-
-	holdMu     sync.Mutex
-	holdUntil  time.Time
-	holdStatus int
+	// holdOffs keeps the hold-off of the origin, under holdKey.
+	holdOffs *HoldOffs
+	holdKey  string
 }
 
 // WithDefaults returns cfg with the limits it leaves at zero set to the
@@ -128,6 +130,11 @@ func New(cfg Config) (*Client, error) {
 		maxBytes:  cfg.MaxResponseBytes,
 		gzip:      !cfg.DisableGzip,
 		observer:  cfg.Observer,
+		holdOffs:  cfg.HoldOffs,
+		holdKey:   originOf(cfg.BaseURL).String(),
+	}
+	if c.holdOffs == nil {
+		c.holdOffs = NewHoldOffs()
 	}
 	c.http = &http.Client{
 		Transport:     &originGuard{allowed: c.origin, t: t, lease: c.lease},
@@ -202,26 +209,19 @@ func (c *Client) Close() { c.lease.release() }
 // HoldOff reports until when the client refuses to send requests because
 // the service answered 429 or 503 with Retry-After, and that status.
 func (c *Client) HoldOff() (until time.Time, status int) {
-	c.holdMu.Lock()
-	defer c.holdMu.Unlock()
-	return c.holdUntil, c.holdStatus
+	h := c.holdOffs.get(c.holdKey)
+	return h.until, h.status
 }
 
 func (c *Client) heldOff(now time.Time) (int, bool) {
-	c.holdMu.Lock()
-	defer c.holdMu.Unlock()
-	return c.holdStatus, now.Before(c.holdUntil)
+	until, status := c.HoldOff()
+	return status, now.Before(until)
 }
 
 // holdOff starts or extends the hold-off by d from now, and returns the
 // end of the hold-off in force.
 func (c *Client) holdOff(d time.Duration, status int) time.Time {
-	c.holdMu.Lock()
-	defer c.holdMu.Unlock()
-	if until := time.Now().Add(d); until.After(c.holdUntil) {
-		c.holdUntil, c.holdStatus = until, status
-	}
-	return c.holdUntil
+	return c.holdOffs.extend(c.holdKey, time.Now().Add(d), status)
 }
 
 // Result is what every call reports, whatever happened.

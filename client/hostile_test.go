@@ -117,7 +117,7 @@ func leaks(text, secret string) bool {
 // characters a host name may hold, so a service can echo it as one.
 const (
 	headerSecret  = "hdr-secret-0123456789abcdef"
-	fileSecret    = "file-secret-9876543210zyx"
+	headerFileSecret    = "file-secret-9876543210zyx"
 	proxyPassword = "proxy-pass-7777-abcdefgh"
 	connectSecret = "connect-secret-5555-qrstuv"
 )
@@ -128,9 +128,9 @@ const (
 // header, a redirect's host, a next link), no 12 characters of it reach
 // an error or the trace.
 func TestNoSecretIsShown(t *testing.T) {
-	secrets := []string{testKey, headerSecret, fileSecret, proxyPassword, connectSecret}
+	secrets := []string{testKey, headerSecret, headerFileSecret, proxyPassword, connectSecret}
 	file := filepath.Join(t.TempDir(), "header")
-	if err := os.WriteFile(file, []byte(fileSecret+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(headerFileSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	forms := map[string]func(string) string{
@@ -144,7 +144,7 @@ func TestNoSecretIsShown(t *testing.T) {
 	var echo func(w http.ResponseWriter, r *http.Request, s string)
 	var shown string
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Api-Key") != headerSecret || r.Header.Get("X-File") != fileSecret || r.Header.Get("Authorization") != "Token "+testKey {
+		if r.Header.Get("X-Api-Key") != headerSecret || r.Header.Get("X-File") != headerFileSecret || r.Header.Get("Authorization") != "Token "+testKey {
 			t.Errorf("the request lacks the module's headers")
 		}
 		if got, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(r.Header.Get("Proxy-Authorization"), "Basic ")); string(got) != "u:"+proxyPassword {
