@@ -116,10 +116,10 @@ func leaks(text, secret string) bool {
 // The secrets of the module of TestNoSecretIsShown, each made of
 // characters a host name may hold, so a service can echo it as one.
 const (
-	headerSecret  = "hdr-secret-0123456789abcdef"
-	headerFileSecret    = "file-secret-9876543210zyx"
-	proxyPassword = "proxy-pass-7777-abcdefgh"
-	connectSecret = "connect-secret-5555-qrstuv"
+	headerSecret     = "hdr-secret-0123456789abcdef"
+	headerFileSecret = "file-secret-9876543210zyx"
+	proxyPassword    = "proxy-pass-7777-abcdefgh"
+	connectSecret    = "connect-secret-5555-qrstuv"
 )
 
 // TestNoSecretIsShown: whatever a service echoes of a module's secrets
