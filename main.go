@@ -69,14 +69,8 @@ func run(args []string, hup <-chan os.Signal) int {
 	for _, w := range ineffectiveFlags(cmd.flags) {
 		logger.Warn("Setting without effect", "detail", w)
 	}
-	x, err := build(s, cmd.flags, logger)
-	if err != nil {
-		msg := "Invalid configuration"
-		var se *startError
-		if errors.As(err, &se) {
-			msg, err = se.msg, se.err
-		}
-		logger.Error(msg, "err", err)
+	x := build(s, cmd.flags, logger)
+	if x == nil {
 		return 1
 	}
 	defer x.close()
@@ -94,7 +88,7 @@ type command struct {
 func parseArgs(args []string) (*command, error) {
 	app := kingpin.New(exporterName, "Prometheus exporter for a deployment service's HTTP JSON API.")
 	cmd := &command{log: &promslog.Config{}}
-	locationsGiven := addFlags(app, &cmd.flags)
+	addFlags(app, &cmd.flags)
 	cmd.web = kingpinflag.AddFlags(app, defaultListenAddress)
 	var listenGiven bool
 	app.GetFlag("web.listen-address").IsSetByUser(&listenGiven)
@@ -113,13 +107,11 @@ func parseArgs(args []string) (*command, error) {
 	if cmd.flags.demo && !listenGiven {
 		*cmd.web.WebListenAddresses = []string{demoListenAddress}
 	}
-	cmd.flags.locationsGiven = locationsGiven[0] || locationsGiven[1] || locationsGiven[2]
 	return cmd, nil
 }
 
-// addFlags defines the exporter's flags; it returns which --locations.* are given.
-func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
-	var given [3]bool
+// addFlags defines the exporter's own flags on app, parsed into f.
+func addFlags(app *kingpin.Application, f *flagValues) {
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
 	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)
 	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default(defaultTimeout.String()).SetValue((*durationValue)(&f.timeout))
@@ -129,9 +121,9 @@ func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
 	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").SetValue((*float64Value)(&f.rateLimit))
 	app.Flag("api.gzip", "Ask the service for gzip-compressed answers (--no-api.gzip: do not); --api.max-response-bytes bounds the decompressed body.").Default("true").BoolVar(&f.gzip)
 	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").SetValue((*durationValue)(&f.minInterval))
-	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&given[0]).SetValue((*int64ListValue)(&f.detailIDs))
-	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&given[1]).Default("0").SetValue((*intValue)(&f.detailLimit))
-	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&given[2]).StringsVar(&f.infoFields)
+	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&f.locationsGiven).SetValue((*int64ListValue)(&f.detailIDs))
+	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&f.locationsGiven).Default("0").SetValue((*intValue)(&f.detailLimit))
+	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&f.locationsGiven).StringsVar(&f.infoFields)
 	app.Flag("api.http-config.file", "YAML file of prometheus/common HTTP client settings (tls_config, proxy_url, http_headers, ...) for the service behind /metrics; an authorization of type Token in it replaces the key flags.").StringVar(&f.httpConfigFile)
 	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
 	app.Flag("config.check", "Check --config.file, --api.http-config.file and the other flags as a start would (building every module's HTTP client), print what is wrong or OK, and exit 1 or 0 without serving.").BoolVar(&f.configCheck)
@@ -141,7 +133,6 @@ func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
 	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").StringVar(&f.externalURL)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
 	app.Flag("web.max-requests", "Most scrape requests served at once on the metrics path, and as many on /probe; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intValue)(&f.maxRequests))
-	return &given
 }
 
 // endpoints is what build puts together for serve.
@@ -151,22 +142,14 @@ type endpoints struct {
 	close   func() // stops the sample service of --demo
 }
 
-// startError is a failure of build with the message it is logged under.
-type startError struct {
-	msg string
-	err error
-}
-
-func (e *startError) Error() string { return e.msg + ": " + e.err.Error() }
-
-func (e *startError) Unwrap() error { return e.err }
-
-// build turns the settings into handlers, starting the sample service with --demo.
-func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
+// build turns the settings into handlers, starting the sample service with
+// --demo. On failure it logs why and returns nil.
+func build(s *settings, f flagValues, logger *slog.Logger) *endpoints {
 	reg := newRegistry(s.exporterMetrics)
 	store := moduleconfig.NewStore(f.configFile, reg, logger)
 	if err := store.Reload(); err != nil {
-		return nil, &startError{"Invalid configuration", err}
+		logger.Error("Invalid configuration", "err", err)
+		return nil
 	}
 	logger.Info("Starting "+exporterName, "version", version.Info())
 	logger.Info("Build context", "build_context", version.BuildContext())
@@ -175,7 +158,8 @@ func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
 	if f.demo {
 		demo, err := sampleservice.Start(sampleservice.DefaultOptions())
 		if err != nil {
-			return nil, &startError{"Cannot start the sample service", err}
+			logger.Error("Cannot start the sample service", "err", err)
+			return nil
 		}
 		x.close = func() { _ = demo.Close() }
 		s.base, _ = parseBaseURL(demo.URL())
@@ -200,10 +184,11 @@ func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
 	mux, reload, err := routes(s, f.metricsPath, reg, store, recent, logger)
 	if err != nil {
 		x.close()
-		return nil, &startError{"Invalid configuration", err}
+		logger.Error("Invalid configuration", "err", err)
+		return nil
 	}
 	x.handler, x.reload = mux, reload
-	return x, nil
+	return x
 }
 
 // serve answers HTTP with x until the server stops, and returns the exit code.
