@@ -205,7 +205,6 @@ func (m *Module) validate() error {
 // validateAuth holds an HTTP client block to the service's only scheme,
 // "Authorization: Token <key>". block names it in errors ("" at top level).
 func validateAuth(c *commoncfg.HTTPClientConfig, block string) error {
-	key := blockKey(block)
 	switch {
 	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
 		msg := "the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token"
@@ -216,23 +215,21 @@ func validateAuth(c *commoncfg.HTTPClientConfig, block string) error {
 	case c.Authorization == nil:
 		return nil
 	case c.Authorization.Type == "Bearer":
-		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", key("authorization.type"))
+		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", inBlock(block, "authorization.type"))
 	case c.Authorization.Type != "Token":
-		return fmt.Errorf("%s must be Token (spelled so), the service's scheme, not %s", key("authorization.type"), c.Authorization.Type)
+		return fmt.Errorf("%s must be Token (spelled so), the service's scheme, not %s", inBlock(block, "authorization.type"), c.Authorization.Type)
 	case c.Authorization.Credentials == "" && c.Authorization.CredentialsFile == "":
-		return fmt.Errorf("%s has no key: add credentials_file (or credentials)", key("authorization"))
+		return fmt.Errorf("%s has no key: add credentials_file (or credentials)", inBlock(block, "authorization"))
 	}
 	return nil
 }
 
-// blockKey returns a function naming a key inside block for errors.
-func blockKey(block string) func(string) string {
-	return func(k string) string {
-		if block == "" {
-			return k
-		}
-		return block + "." + k
+// inBlock names key inside block for errors.
+func inBlock(block, key string) string {
+	if block == "" {
+		return key
 	}
+	return block + "." + key
 }
 
 // checkCredentialsFile refuses a bad key at load rather than on every poll.
@@ -240,15 +237,14 @@ func checkCredentialsFile(a *commoncfg.Authorization, block string) error {
 	if a == nil {
 		return nil
 	}
-	key := blockKey(block)
 	if a.Credentials != "" && !client.ValidKey(string(a.Credentials)) {
-		return fmt.Errorf("%s has control characters such as a line break inside it", key("authorization.credentials"))
+		return fmt.Errorf("%s has control characters such as a line break inside it", inBlock(block, "authorization.credentials"))
 	}
 	if a.CredentialsFile == "" {
 		return nil
 	}
 	if _, err := client.ReadKeyFile(a.CredentialsFile); err != nil {
-		return fmt.Errorf("%s: %w", key("authorization.credentials_file"), err)
+		return fmt.Errorf("%s: %w", inBlock(block, "authorization.credentials_file"), err)
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ func validateHeaders(c *commoncfg.HTTPClientConfig, block string) error {
 	}
 	for name := range c.HTTPHeaders.Headers {
 		if http.CanonicalHeaderKey(name) == "Accept" {
-			return fmt.Errorf("%s: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", blockKey(block)("http_headers"))
+			return fmt.Errorf("%s: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", inBlock(block, "http_headers"))
 		}
 	}
 	return nil
