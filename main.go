@@ -156,28 +156,12 @@ func build(s *settings, f flagValues, logger *slog.Logger) *endpoints {
 
 	x := &endpoints{close: func() {}}
 	if f.demo {
-		demo, err := sampleservice.Start(sampleservice.DefaultOptions())
+		demo, err := startDemo(s, logger)
 		if err != nil {
 			logger.Error("Cannot start the sample service", "err", err)
 			return nil
 		}
 		x.close = func() { _ = demo.Close() }
-		s.base, _ = parseBaseURL(demo.URL())
-		s.demoURL = demo.URL()
-		s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
-			Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
-		}
-		logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
-		for v, fault := range s.demoFaults.faults {
-			if v.id > 0 {
-				demo.Service.SetDetailFault(v.id, fault)
-			} else {
-				demo.Service.SetFault(v.endpoint, fault)
-			}
-		}
-		if len(s.demoFaults.specs) > 0 {
-			logger.Warn("Demo mode: the sample service fails on purpose", "faults", s.demoFaults.String())
-		}
 	}
 
 	recent := collector.NewPollLog(collector.DefaultRecentPolls)
@@ -189,6 +173,32 @@ func build(s *settings, f flagValues, logger *slog.Logger) *endpoints {
 	}
 	x.handler, x.reload = mux, reload
 	return x
+}
+
+// startDemo starts the sample service of --demo with its faults, and points
+// the settings of the metrics path at it.
+func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) {
+	demo, err := sampleservice.Start(sampleservice.DefaultOptions())
+	if err != nil {
+		return nil, err
+	}
+	s.base, _ = parseBaseURL(demo.URL())
+	s.demoURL = demo.URL()
+	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
+		Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
+	}
+	logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
+	for v, fault := range s.demoFaults.faults {
+		if v.id > 0 {
+			demo.Service.SetDetailFault(v.id, fault)
+		} else {
+			demo.Service.SetFault(v.endpoint, fault)
+		}
+	}
+	if len(s.demoFaults.specs) > 0 {
+		logger.Warn("Demo mode: the sample service fails on purpose", "faults", s.demoFaults.String())
+	}
+	return demo, nil
 }
 
 // serve answers HTTP with x until the server stops, and returns the exit code.
