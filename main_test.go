@@ -1391,3 +1391,22 @@ func TestDisableExporterMetricsEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestLocationsFlagsGiven: any --locations.* flag on the command line, even
+// at its default, counts as given, so that --demo takes what they say.
+func TestLocationsFlagsGiven(t *testing.T) {
+	for args, want := range map[string]bool{
+		"--demo":                             false,
+		"--demo --locations.detail-limit=0":  true,
+		"--demo --locations.detail-id=3":     true,
+		"--demo --locations.info-field=name": true,
+	} {
+		cmd, err := parseArgs(strings.Fields(args))
+		if err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		if cmd.flags.locationsGiven != want {
+			t.Errorf("%s: locations given %v, want %v", args, cmd.flags.locationsGiven, want)
+		}
+	}
+}

@@ -16,31 +16,21 @@ import (
 // anyPort is the port of a pattern that matches every port.
 const anyPort = "*"
 
-// TargetPattern is one entry of a module's targets: a base URL, as /probe
-// takes it, where "*" may stand for one whole host label or for the port.
-// It is kept in the spelling /probe normalises targets to, so that a
-// trailing slash, a default port or upper case never decide a match.
-type TargetPattern struct {
+// targetPattern is one entry of a module's targets: a base URL where "*"
+// stands for one whole host label or the port, kept in /probe's spelling.
+type targetPattern struct {
 	scheme string
-	// labels are the host's dot-separated labels, "*" for any one label;
-	// an IP literal is a single label.
 	labels []string
 	// port is "" for the scheme's default, anyPort, or a number.
-	port string
-	// path is the escaped path without a trailing slash.
-	path string
-	// kind tells a name from an address. An IPv4 pattern, "*" standing
-	// for octets, matches IPv4 literals only, never a name such as
-	// 10.0.attacker.example; an IPv6 one, which has no "*", only itself.
-	kind hostKind
-	// concrete is the target itself when the pattern has no "*".
-	concrete *url.URL
+	port     string
+	path     string
+	kind     hostKind
+	concrete *url.URL // the target itself when the pattern has no "*"
 }
 
-// ParseTargetPattern reads one entry of targets. Its errors say what is
-// wrong without repeating the entry.
-func ParseTargetPattern(raw string) (TargetPattern, error) {
-	var p TargetPattern
+// parseTargetPattern reads one entry of targets. Its errors do not repeat it.
+func parseTargetPattern(raw string) (targetPattern, error) {
+	var p targetPattern
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
 		return p, errors.New("not an absolute http or https URL such as https://deploy.example.com")
@@ -49,8 +39,7 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 	if strings.Contains(authority, "@") {
 		return p, client.ErrURLCredentials
 	}
-	// net/url takes "*" in a host but not as a port, so the port
-	// wildcard is taken off before parsing and put back after.
+	// net/url refuses "*" as a port, so it is taken off before parsing.
 	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok {
 		authority, p.port = a, anyPort
 	}
@@ -93,19 +82,16 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 	return p, nil
 }
 
-// Matches tells whether target, as /probe normalised it, is one that the
-// pattern names. A "*" label matches exactly one non-empty label, so it
-// never reaches across a dot.
-func (p TargetPattern) Matches(target *url.URL) bool {
+// matches tells whether target, in /probe's spelling, is one the pattern names.
+func (p targetPattern) matches(target *url.URL) bool {
 	if target.Scheme != p.scheme || target.EscapedPath() != p.path {
 		return false
 	}
 	if p.port != anyPort && target.Port() != p.port {
 		return false
 	}
-	// An address matches an address pattern, a name a name pattern:
-	// "*" never turns one into the other. Nor does it match a name that
-	// some resolver reads as an address (2130706433, 0x7f.1, 127.1).
+	// "*" never matches an address for a name, nor a name that some
+	// resolver reads as an address (2130706433, 0x7f.1, 127.1).
 	kind, labels := hostOf(target)
 	if kind != p.kind || len(labels) != len(p.labels) || !client.HostWithinBounds(target.Hostname()) ||
 		kind == kindName && endsInNumber(labels) && slices.Contains(p.labels, "*") {
@@ -128,8 +114,7 @@ const (
 	kindIPv6
 )
 
-// hostOf returns the kind of u's host and its labels: a host in brackets
-// is an IPv6 address, a single label, whatever it holds.
+// hostOf returns the kind of u's host and its labels.
 func hostOf(u *url.URL) (hostKind, []string) {
 	host := u.Hostname()
 	switch {
@@ -141,9 +126,8 @@ func hostOf(u *url.URL) (hostKind, []string) {
 	return kindName, strings.Split(host, ".")
 }
 
-// endsInNumber tells whether a name's last label is a number, decimal or
-// 0x-hexadecimal, which resolvers after inet_aton (and browsers, after
-// the WHATWG URL standard) read as part of an IPv4 address.
+// endsInNumber tells whether a name's last label is a decimal or hex
+// number, which inet_aton and browsers read as part of an IPv4 address.
 func endsInNumber(labels []string) bool {
 	l := strings.ToLower(labels[len(labels)-1])
 	if hex, ok := strings.CutPrefix(l, "0x"); ok {
@@ -152,8 +136,7 @@ func endsInNumber(labels []string) bool {
 	return l != "" && strings.Trim(l, "0123456789") == ""
 }
 
-// isIPv4Pattern tells whether labels are an IPv4 address, some octets
-// possibly "*".
+// isIPv4Pattern tells whether labels are an IPv4 address, some octets "*".
 func isIPv4Pattern(labels []string) bool {
 	if len(labels) != 4 {
 		return false
@@ -169,19 +152,13 @@ func isIPv4Pattern(labels []string) bool {
 	return true
 }
 
-// Concrete returns the target the pattern names when it has no "*", in
-// /probe's spelling, and nil otherwise.
-func (p TargetPattern) Concrete() *url.URL { return p.concrete }
-
-// parseTargets reads the module's targets and refuses a module whose
-// credentials could go to any service /probe is told of without its
-// author saying so.
+// parseTargets reads the module's targets; credentials need some or allow_any_target.
 func (m *Module) parseTargets() error {
-	m.patterns = make([]TargetPattern, 0, len(m.Targets))
+	m.patterns = make([]targetPattern, 0, len(m.Targets))
 	for i, raw := range m.Targets {
-		p, err := ParseTargetPattern(raw)
+		p, err := parseTargetPattern(raw)
 		if err != nil {
-			// An entry with credentials or a query in it is not repeated.
+			// An entry with credentials or a query in it could hold a secret.
 			if strings.ContainsAny(raw, "@?") {
 				return fmt.Errorf("targets[%d]: %w", i, err)
 			}
@@ -197,10 +174,8 @@ func (m *Module) parseTargets() error {
 	return nil
 }
 
-// credentials names the settings of the module that lend its holder's
-// authority to the service it is used with, or returns "" when it has
-// none: the key, secret header values, a TLS client certificate, and a
-// proxy's password or connect headers (the proxy forwards to any target).
+// credentials names the module's settings that lend authority to the
+// service it is used with (a proxy's too, which forwards anywhere), or "".
 func (m *Module) credentials() string {
 	c := &m.HTTPClientConfig
 	var what []string
@@ -228,28 +203,25 @@ func (m *Module) credentials() string {
 	return strings.Join(what, ", ")
 }
 
-// CheckTarget tells whether /probe may use the module with target, in
-// /probe's spelling: nil when it may, else why not, in one line.
+// CheckTarget tells why /probe may not use the module with target, nil if it may.
 func (m *Module) CheckTarget(target *url.URL) error {
 	if m.AllowAnyTarget || len(m.patterns) == 0 && m.credentials() == "" {
 		return nil
 	}
 	for _, p := range m.patterns {
-		if p.Matches(target) {
+		if p.matches(target) {
 			return nil
 		}
 	}
 	return errors.New("its targets do not list this target, and its credentials go only to those: probe one of them, or add the target to the module's targets")
 }
 
-// ConcreteTargets returns the targets the module lists without a "*", in
-// /probe's spelling and the file's order, each once: what service
-// discovery hands Prometheus to probe.
+// ConcreteTargets returns the targets the module lists without a "*", each once.
 func (m *Module) ConcreteTargets() []*url.URL {
 	var out []*url.URL
 	seen := make(map[string]bool)
 	for _, p := range m.patterns {
-		if u := p.Concrete(); u != nil && !seen[u.String()] {
+		if u := p.concrete; u != nil && !seen[u.String()] {
 			seen[u.String()] = true
 			out = append(out, u)
 		}

@@ -33,12 +33,12 @@ func FuzzTargetPattern(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, pattern, target string) {
-		p, err := ParseTargetPattern(pattern)
+		p, err := parseTargetPattern(pattern)
 		if err != nil {
 			return
 		}
 		u, err := client.ParseTarget(target)
-		if err != nil || !p.Matches(u) {
+		if err != nil || !p.matches(u) {
 			return
 		}
 		host := u.Hostname()

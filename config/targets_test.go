@@ -102,17 +102,17 @@ func TestTargetPatternMatches(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		p, err := ParseTargetPattern(tt.pattern)
+		p, err := parseTargetPattern(tt.pattern)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.pattern, err)
 		}
 		for _, raw := range tt.match {
-			if !p.Matches(probeSpelling(t, raw)) {
+			if !p.matches(probeSpelling(t, raw)) {
 				t.Errorf("%s does not match %s", tt.pattern, raw)
 			}
 		}
 		for _, raw := range tt.refuse {
-			if p.Matches(probeSpelling(t, raw)) {
+			if p.matches(probeSpelling(t, raw)) {
 				t.Errorf("%s matches %s", tt.pattern, raw)
 			}
 		}
@@ -147,7 +147,7 @@ func TestTargetPatternInvalid(t *testing.T) {
 		"https://*." + strings.Repeat("a", 64) + ".example.com": "label longer than 63",
 		"https://*." + strings.Repeat("a.", 125) + "com":        "longer than 253",
 	} {
-		_, err := ParseTargetPattern(raw)
+		_, err := parseTargetPattern(raw)
 		if err == nil {
 			t.Errorf("%s: accepted", raw)
 			continue
@@ -248,18 +248,18 @@ func TestTargetsBindCredentials(t *testing.T) {
 }
 
 // TestMatchesBoundsLabels: a pattern refuses a host over the bounds even
-// when it reaches Matches without /probe's checks.
+// when it reaches matches without /probe's checks.
 func TestMatchesBoundsLabels(t *testing.T) {
-	p, err := ParseTargetPattern("https://*.deploy.example.com")
+	p, err := parseTargetPattern("https://*.deploy.example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, host := range []string{strings.Repeat("a", 64) + ".deploy.example.com", strings.Repeat("a", 500_000) + ".deploy.example.com"} {
-		if p.Matches(&url.URL{Scheme: "https", Host: host}) {
+		if p.matches(&url.URL{Scheme: "https", Host: host}) {
 			t.Errorf("a %d-byte label matched", len(host)-len(".deploy.example.com"))
 		}
 	}
-	if !p.Matches(&url.URL{Scheme: "https", Host: strings.Repeat("a", 63) + ".deploy.example.com"}) {
+	if !p.matches(&url.URL{Scheme: "https", Host: strings.Repeat("a", 63) + ".deploy.example.com"}) {
 		t.Error("a 63-byte label did not match")
 	}
 }
