@@ -505,14 +505,17 @@ func (c *clipReader) Read(p []byte) (int, error) {
 		w := n
 		if c.cut {
 			w = 0
-			for _, b := range p[:n] {
-				keep, bad := c.step(b)
+			for i := 0; i < n; i++ {
+				if i += c.drop(p[i:n]); i == n {
+					break
+				}
+				keep, bad := c.step(p[i])
 				if bad != nil {
 					err = bad
 					break
 				}
 				if keep {
-					p[w] = b
+					p[w] = p[i]
 					w++
 				}
 			}
@@ -522,6 +525,28 @@ func (c *clipReader) Read(p []byte) (int, error) {
 		}
 	}
 	return 0, c.err
+}
+
+// drop returns how many bytes at the start of p only lengthen a run
+// already past maxRun, to be dropped.
+func (c *clipReader) drop(p []byte) int {
+	i := 0
+	switch {
+	case c.run <= maxRun || c.esc != 0:
+	case c.inStr:
+		for i < len(p) && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\' {
+			i++
+		}
+	case c.class == ' ':
+		for i < len(p) && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r') {
+			i++
+		}
+	case c.class == '0':
+		for i < len(p) && p[i] >= '0' && p[i] <= '9' {
+			i++
+		}
+	}
+	return i
 }
 
 // step moves the state over the next byte b and tells whether to keep it.
