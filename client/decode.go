@@ -440,7 +440,6 @@ func (d *decoder) entryID(page *listPage) error {
 			return d.skip()
 		}
 		if ids++; d.dec.PeekKind() != '0' {
-			ok = false
 			return d.skip()
 		}
 		v, err := d.value()
