@@ -50,8 +50,10 @@ func TestDecodeListPage(t *testing.T) {
 		{"plain list keeps wantIDs ids", `[{"id":1},{"id":2},{"id":3}]`, 2, listPage{Entries: 3, IDs: []int64{1, 2}}},
 		{"no ids wanted", `[{"id":1},{"id":2}]`, 0, listPage{Entries: 2}},
 		{"negative wantIDs", `[{"id":1}]`, -1, listPage{Entries: 1}},
-		{"int64 extremes", `[{"id":9223372036854775807},{"id":-9223372036854775808},{"id":0},{"id":-0}]`, 4,
-			listPage{Entries: 4, IDs: []int64{9223372036854775807, 0, 0}, NoID: 1, FirstNoID: 1}},
+		{"int64 extremes", `[{"id":9223372036854775807},{"id":0},{"id":-0}]`, 3,
+			listPage{Entries: 3, IDs: []int64{9223372036854775807, 0, 0}}},
+		{"negative ids are no ids", `[{"id":-1},{"id":2},{"id":-9223372036854775808}]`, 3,
+			listPage{Entries: 3, IDs: []int64{2}, NoID: 2}},
 		{"envelope", `{"count":12,"next":"https://h/api/projects/projects/?page=2","previous":null,"results":[{"id":4},{"id":5}]}`, 1,
 			listPage{Entries: 2, Count: 12, HasCount: true, Next: "https://h/api/projects/projects/?page=2", HasNext: true, Envelope: true, IDs: []int64{4}}},
 		{"envelope with count and next after results", `{"results":[{"id":4}],"next":"n","count":1}`, 1,
@@ -61,6 +63,8 @@ func TestDecodeListPage(t *testing.T) {
 		{"envelope with zero count", `{"count":0,"results":[]}`, 1, listPage{Envelope: true, HasCount: true}},
 		{"envelope with escaped next", `{"next":"https:\/\/h\/?a=1\u0026b=\"2\"","results":[]}`, 1,
 			listPage{Envelope: true, Next: `https://h/?a=1&b="2"`, HasNext: true}},
+		{"next of escapes at the limit", `{"next":"` + strings.Repeat(`\u0041`, maxStringValue) + `","results":[]}`, 1,
+			listPage{Envelope: true, Next: strings.Repeat("A", maxStringValue), HasNext: true}},
 		{"envelope skips unknown members", `{"previous":"p","extra":{"a":[1,{"b":null}]},"results":[{"id":1}],"more":[true,false]}`, 1,
 			listPage{Envelope: true, Entries: 1, IDs: []int64{1}}},
 		{"escaped keys", `{"r\u0065sults":[{"\u0069\u0064":7,"\u0069":1}],"\u0063ount":3,"n\u0065xt":null}`, 1,
@@ -127,9 +131,9 @@ func TestDecodeListPageInvalid(t *testing.T) {
 		{"entry is not an object", `[{"id":1},[]]`, "list entry 1: expected an object, got array", false},
 		{"entry is a number", `[1]`, "list entry 0: expected an object, got number", false},
 		{"entry beyond the wanted ids is not an object", `[{"id":1},{"id":2},{"id":3},{"id":4},"x"]`, "list entry 4: expected an object, got string", false},
-		{"syntax error in an entry beyond the wanted ids", `[{"id":1},{"id":2},{"id":3},{"id":4},{"a":}]`, "invalid character '}'", false},
+		{"syntax error in an entry beyond the wanted ids", `[{"id":1},{"id":2},{"id":3},{"id":4},{"a":}]`, "list entry 4: missing value after object name at offset 42", false},
 		{"syntax error in an id", `[{"id":1.}]`, "invalid character '}'", false},
-		{"syntax error in a skipped id", `[{"id":[1,]}]`, "invalid character ']'", false},
+		{"syntax error in a skipped id", `[{"id":[1,]}]`, "list entry 0: invalid character ',' at start of value at offset 9", false},
 		{"envelope without results", `{"count":1,"next":null}`, `envelope has no "results"`, false},
 		{"empty envelope", `{}`, `envelope has no "results"`, false},
 		{"results is an object", `{"results":{}}`, `"results" is not an array, got object`, false},
@@ -144,41 +148,43 @@ func TestDecodeListPageInvalid(t *testing.T) {
 		{"next is an object", `{"next":{},"results":[]}`, `"next" is not a string or null, got object`, false},
 		{"duplicate next", `{"next":null,"next":null,"results":[]}`, `envelope has "next" twice`, false},
 		{"next too long", `{"next":"` + strings.Repeat("a", maxStringValue+1) + `","results":[]}`, `"next": longer than`, false},
+		{"next of escapes too long", `{"next":"` + strings.Repeat(`\u0041`, maxStringValue+1) + `","results":[]}`, `"next": longer than`, false},
+		{"next far too long", `{"next":"` + strings.Repeat(`\n`, 10*maxStringValue) + `","results":[]}`, `"next": longer than`, false},
 		{"entry error inside envelope", `{"results":[{"id":1},true]}`, `list entry 1: expected an object, got boolean`, false},
 		// Syntax errors.
 		{"empty body", ``, "unexpected end of body at offset 0", true},
 		{"only whitespace", " \n\t", "unexpected end of body", true},
 		{"byte order mark", "\ufeff[]", "invalid character", false},
 		{"bare word", `nope`, "invalid character 'o' in literal", false},
-		{"garbage", `x`, "invalid character 'x' looking for beginning of value at offset 0", false},
-		{"trailing garbage", `[{"id":1}] x`, "invalid character 'x' after top-level value at offset 11", false},
-		{"second value", `[][]`, "invalid character '[' after top-level value", false},
-		{"trailing comma in list", `[{"id":1},]`, "invalid character ']'", false},
-		{"trailing comma in object", `[{"id":1,}]`, "invalid character '}' looking for beginning of object key string", false},
-		{"missing comma", `[{"id":1} {"id":2}]`, "invalid character '{' after list entry", false},
-		{"missing colon", `[{"id" 1}]`, "invalid character '1' after object key", false},
-		{"unquoted key", `[{id:1}]`, "invalid character 'i' looking for beginning of object key string", false},
+		{"garbage", `x`, "invalid character 'x' at start of value at offset 0", false},
+		{"trailing garbage", `[{"id":1}] x`, "invalid character 'x' at start of value at offset 11", false},
+		{"second value", `[][]`, "another value after the top-level value", false},
+		{"trailing comma in list", `[{"id":1},]`, "list entry 1: invalid character ',' at start of value at offset 9", false},
+		{"trailing comma in object", `[{"id":1,}]`, "invalid character ',' at start of value at offset 8", false},
+		{"missing comma", `[{"id":1} {"id":2}]`, "invalid character '{' after array element (expecting ',' or ']')", false},
+		{"missing colon", `[{"id" 1}]`, "invalid character '1' after object name (expecting ':')", false},
+		{"unquoted key", `[{id:1}]`, "invalid character 'i' at start of value", false},
 		{"single quotes", `[{'id':1}]`, "invalid character '\\''", false},
-		{"leading zero", `[{"id":01}]`, "invalid character '1' after object key:value pair", false},
-		{"leading plus", `[{"id":+1}]`, "invalid character '+' looking for beginning of value", false},
-		{"bare minus", `[{"x":-,"id":1}]`, "invalid character ',' in numeric literal", false},
+		{"leading zero", `[{"id":01}]`, "invalid character '1' after object value (expecting ',' or '}')", false},
+		{"leading plus", `[{"id":+1}]`, "invalid character '+' at start of value", false},
+		{"bare minus", `[{"x":-,"id":1}]`, "invalid character ',' in number (expecting digit)", false},
 		{"fraction without digits", `[{"x":1.,"id":1}]`, "invalid character ','", false},
 		{"exponent without digits", `[{"x":1e+,"id":1}]`, "invalid character ','", false},
 		{"hex number", `[{"x":0x1,"id":1}]`, "invalid character 'x'", false},
 		{"NaN", `[{"x":NaN,"id":1}]`, "invalid character 'N'", false},
 		{"bad literal", `[{"x":tru,"id":1}]`, "invalid character ',' in literal", false},
 		{"capitalised literal", `[{"x":True,"id":1}]`, "invalid character 'T'", false},
-		{"control character in string", "[{\"x\":\"a\nb\",\"id\":1}]", `invalid character '\n' in string literal`, false},
-		{"control character in key", "[{\"i\td\":1}]", `invalid character '\t' in string literal`, false},
-		{"bad escape", `[{"x":"\x","id":1}]`, "invalid character 'x' in string escape code", false},
-		{"short unicode escape", `[{"x":"\u12","id":1}]`, `invalid character '"' in \u hexadecimal character escape`, false},
-		{"bad escape in key", `[{"i\d":1}]`, "invalid character 'd' in string escape code", false},
+		{"control character in string", "[{\"x\":\"a\nb\",\"id\":1}]", `invalid character '\n' in string (expecting non-control character)`, false},
+		{"control character in key", "[{\"i\td\":1}]", `invalid character '\t' in string (expecting non-control character)`, false},
+		{"bad escape", `[{"x":"\x","id":1}]`, "invalid escape sequence `\\x` in string", false},
+		{"short unicode escape", `[{"x":"\u12","id":1}]`, "invalid escape sequence `\\u12\"", false},
+		{"bad escape in key", `[{"i\d":1}]`, "invalid escape sequence `\\d` in string", false},
 		{"mismatched brackets", `[{"x":[1}],"id":1}]`, "invalid character '}' after array element", false},
-		{"mismatched braces", `[{"x":{"a":1],"id":1}]`, "invalid character ']' after object key:value pair", false},
+		{"mismatched braces", `[{"x":{"a":1],"id":1}]`, "invalid character ']' after object value (expecting ',' or '}')", false},
 		{"syntax error in skipped envelope member", `{"previous":[1,,2],"results":[]}`, "invalid character ','", false},
-		{"syntax error inside a wrong-kind value", `{"results":{"a":}}`, "invalid character '}'", false},
-		{"invalid top-level byte", "\x00", `invalid character '\x00' looking for beginning of value`, false},
-		{"invalid high byte", "[\xff]", "invalid character byte 0xff", false},
+		{"syntax error inside a wrong-kind value", `{"results":{"a":}}`, "missing value after object name", false},
+		{"invalid top-level byte", "\x00", `invalid character '\x00' at start of value`, false},
+		{"invalid high byte", "[\xff]", `invalid character '\xff' at start of value`, false},
 		// Truncated bodies.
 		{"truncated list", `[{"id":1}`, "unexpected end of body at offset 9", true},
 		{"truncated in string", `[{"id":1,"name":"abc`, "unexpected end of body", true},
@@ -219,6 +225,10 @@ func checkInvalid(t *testing.T, err error, want string, eof bool) {
 	}
 }
 
+// maxDepth is the nesting that the tokenizer and encoding/json allow, counting
+// the top-level value as 1.
+const maxDepth = 10000
+
 func TestDecodeListPageDepth(t *testing.T) {
 	// The list is depth 1, an entry depth 2, so a value nested k deep
 	// inside an entry reaches depth 2+k.
@@ -242,7 +252,7 @@ func TestDecodeListPageDepth(t *testing.T) {
 			case tc.ok && err != nil:
 				t.Fatalf("unexpected error: %v", err)
 			case !tc.ok:
-				checkInvalid(t, err, "nested deeper than 512 levels", false)
+				checkInvalid(t, err, "exceeded max depth", false)
 			}
 		})
 	}
@@ -469,51 +479,106 @@ func TestDecodeObjectCleansBeforeTheCut(t *testing.T) {
 	}
 }
 
-// fieldStream serves {"name":"xxx…"} with a string of n bytes without
-// holding it in memory.
-type fieldStream struct {
-	head, tail string
-	n          int64
+// runStream serves head, then unit n times, then tail, without holding
+// the run in memory.
+type runStream struct {
+	head, unit, tail string
+	n                int
+	pending, chunk   string
 }
 
-func (f *fieldStream) Read(p []byte) (int, error) {
-	switch {
-	case f.head != "":
-		n := copy(p, f.head)
-		f.head = f.head[n:]
-		return n, nil
-	case f.n > 0:
-		n := min(int64(len(p)), f.n)
-		for i := range n {
-			p[i] = 'x'
+func (r *runStream) Read(p []byte) (int, error) {
+	for r.pending == "" {
+		switch {
+		case r.head != "":
+			r.pending, r.head = r.head, ""
+		case r.n > 0:
+			if r.chunk == "" {
+				r.chunk = strings.Repeat(r.unit, 1+4096/len(r.unit))
+			}
+			k := min(r.n, len(r.chunk)/len(r.unit))
+			r.pending, r.n = r.chunk[:k*len(r.unit)], r.n-k
+		case r.tail != "":
+			r.pending, r.tail = r.tail, ""
+		default:
+			return 0, io.EOF
 		}
-		f.n -= n
-		return int(n), nil
-	case f.tail != "":
-		n := copy(p, f.tail)
-		f.tail = f.tail[n:]
-		return n, nil
 	}
-	return 0, io.EOF
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	return n, nil
 }
 
-func TestDecodeObjectLongFieldMemory(t *testing.T) {
-	const size = 10 << 20
+// allocated returns the bytes allocated by f.
+func allocated(f func()) uint64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	got, err := decodeObject(&fieldStream{head: `{"name":"`, n: size, tail: `","id":1}`}, []string{"name", "id"}, nil)
+	f()
 	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+func TestDecodeObjectLongFieldMemory(t *testing.T) {
+	var got map[string]string
+	var err error
+	alloc := allocated(func() {
+		got, err = decodeObject(&runStream{head: `{"name":"`, unit: "x", n: 10 << 20, tail: `","id":1}`}, []string{"name", "id"}, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got["name"] != strings.Repeat("x", maxFieldValue)+"…" || got["id"] != "1" {
 		t.Fatalf("got %d bytes of name, id %q", len(got["name"]), got["id"])
 	}
-	// The scanner keeps a prefix of maxStringValue bytes at most, and its
-	// pooled buffer: nothing near the size of the field.
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<10 {
+	// The tokenizer is handed maxRun bytes of the string at most: nothing
+	// near the size of the field.
+	if alloc > 256<<10 {
 		t.Errorf("decoding a 10 MiB field allocated %d bytes", alloc)
+	}
+}
+
+// TestDecodeLongRunsMemory: a run of string characters, digits or
+// whitespace far longer than maxRun costs a small buffer, whatever the
+// characters, and the answer is the same as for a short run.
+func TestDecodeLongRunsMemory(t *testing.T) {
+	const n = 4 << 20
+	for _, tc := range []struct {
+		name, head, unit, tail string
+		want                   string // the field "x", when there is one
+	}{
+		{"whitespace between entries", `[`, " ", `{"id":1}]`, ""},
+		{"whitespace before a value", `[{"id":`, "\r\n\t ", `1}]`, ""},
+		{"digits", `[{"x":1`, "0", `,"id":1}]`, "1" + strings.Repeat("0", maxFieldValue-1) + "…"},
+		{"fraction digits", `[{"x":1.`, "5", `e3,"id":1}]`, "1." + strings.Repeat("5", maxFieldValue-2) + "…"},
+		{"string", `[{"x":"`, "é", `","id":1}]`, strings.Repeat("é", maxFieldValue/2) + "…"},
+		{"escapes", `[{"x":"`, `\n`, `","id":1}]`, strings.Repeat("\n", maxFieldValue) + "…"},
+		{"unicode escapes", `[{"x":"`, `\ud83d\ude00`, `","id":1}]`, strings.Repeat("\U0001F600", maxFieldValue/4) + "…"},
+		{"name", `[{"`, "k", `":1,"id":1}]`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var page listPage
+			var err error
+			alloc := allocated(func() {
+				page, err = decodeListPage(&runStream{head: tc.head, unit: tc.unit, n: n / len(tc.unit), tail: tc.tail}, 1)
+			})
+			if err != nil || page.Entries != 1 || len(page.IDs) != 1 || page.IDs[0] != 1 {
+				t.Fatalf("got %+v, %v", page, err)
+			}
+			// Six bytes of escapes make one character: the tokenizer's
+			// buffer grows to hold 6 × maxRun bytes at most.
+			if alloc > 1<<20 {
+				t.Errorf("decoding a run of %d bytes allocated %d bytes", n, alloc)
+			}
+			if tc.want == "" {
+				return
+			}
+			body := `{"x":` + strings.TrimPrefix(tc.head, `[{"x":`) + strings.Repeat(tc.unit, n/len(tc.unit)) + strings.TrimSuffix(tc.tail, `,"id":1}]`) + "}"
+			got, err := decodeObject(strings.NewReader(body), []string{"x"}, nil)
+			if err != nil || got["x"] != tc.want {
+				t.Errorf("field x: got %d bytes %.40q…, %v; want %.40q…", len(got["x"]), got["x"], err, tc.want)
+			}
+		})
 	}
 }
 
@@ -527,14 +592,16 @@ func TestDecodeObjectInvalid(t *testing.T) {
 		{"string", `"x"`, "expected a JSON object, got string", false},
 		{"empty", ``, "unexpected end of body", true},
 		{"truncated", `{"name":"x"`, "unexpected end of body", true},
-		{"trailing garbage", `{} {}`, "after top-level value", false},
+		{"trailing garbage", `{} {}`, "another value after the top-level value", false},
 		{"duplicate field", `{"name":"a","name":"b"}`, `field "name" appears twice`, false},
 		{"duplicate field via escape", `{"id":null,"\u0069d":1}`, `field "id" appears twice`, false},
 		{"syntax error in a field", `{"id":1.}`, `field "id": invalid character '}'`, false},
 		{"syntax error elsewhere", `{"x":[1 2]}`, "invalid character '2' after array element", false},
-		{"syntax error in a long field", `{"name":"` + strings.Repeat("a", maxStringValue+1) + `\x"}`, `invalid character 'x' in string escape code`, false},
+		{"syntax error in a long field", `{"name":"` + strings.Repeat("a", maxStringValue+1) + `\x"}`, "invalid escape sequence", false},
+		{"control character in a long field", `{"name":"` + strings.Repeat("a", 2*maxRun) + "\x01\"}", `field "name": invalid character '\x01' in string`, false},
+		{"short unicode escape in a long field", `{"name":"` + strings.Repeat("a", 2*maxRun) + `\u12"}`, "invalid escape sequence", false},
 		{"truncated long field", `{"name":"` + strings.Repeat("a", maxStringValue+1), "unexpected end of body", true},
-		{"too deep", `{"x":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`, "nested deeper than", false},
+		{"too deep", `{"x":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`, "exceeded max depth", false},
 	} {
 		for how, r := range readers(tc.body) {
 			t.Run(tc.name+"/"+how, func(t *testing.T) {
