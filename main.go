@@ -326,11 +326,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		}
 		// Kept across scrapes like the request metrics: the service's name
 		// for alerts, as every /probe answer carries its target's.
-		page := ""
-		if s.externalURL != nil {
-			page = collector.PageURL(s.externalURL, "")
-		}
-		reg.MustRegister(collector.NewTargetInfo(single, page))
+		reg.MustRegister(collector.NewTargetInfo(single, collector.TargetPage(s.externalURL, single, "")))
 		metrics = collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger)
 	}
 	// A limit for each path, so that slow probes cannot starve /metrics.
@@ -383,6 +379,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	})
 	ui := &pages{metricsPath: metricsPath, singleTarget: single, demo: s.demoURL, modules: store.ModuleNames, recent: recent, logger: logger}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
+	mux.HandleFunc("GET /target", ui.target)
 	if metricsPath != "/" {
 		mux.HandleFunc("GET /{$}", ui.landing)
 	}
