@@ -262,7 +262,7 @@ func TestPageShowsRequestsNotSent(t *testing.T) {
 	r.svc.SetDetailFault(1, sampleservice.Fault{Status: 429, RetryAfter: "120"})
 	r.poll(t)
 	until, _ := r.client.HoldOff()
-	want := "Status=not sent | Answer=not sent: the service had asked to hold off (status 429) until " + until.UTC().Format("2006-01-02 15:04:05") + " UTC"
+	want := "Status=not sent | Answer=the service had asked to hold off (status 429) until " + until.UTC().Format("2006-01-02 15:04:05") + " UTC"
 	details := rows(render(t, r.pages, "/polls/1"))["location_detail"]
 	if len(details) != 3 || !strings.Contains(details[0], "Status=429") {
 		t.Fatalf("detail rows:\n%s", strings.Join(details, "\n"))

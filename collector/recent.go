@@ -291,9 +291,9 @@ func (rec *PollRecord) KeyRefused() string {
 // end, or what stopped it.
 func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
 	if r.Status == 0 {
-		return "not sent: " + r.Error
+		return r.Error
 	}
-	return fmt.Sprintf("not sent: the service had asked to hold off (status %d) until %s", r.Status, untilText(rec.HeldOffUntil))
+	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, untilText(rec.HeldOffUntil))
 }
 
 func untilText(t time.Time) string {
@@ -318,7 +318,7 @@ Started {{rfc3339nano .Start}}, took {{duration .Duration}}, up {{.Up}}: {{.Summ
 {{end}}{{with .KeyRefused}}{{.}}
 {{end}}
 {{range .Requests}}{{if .Note}}    {{.Endpoint}} page {{.Page}}: {{if .NoteFailed}}FAILED, pagination: {{end}}{{.Note}}
-{{else if notSent .}}{{.Endpoint}} {{.Method}} {{.URL}} -> {{$.NotSentText .}}
+{{else if notSent .}}{{.Endpoint}} {{.Method}} {{.URL}} -> not sent: {{$.NotSentText .}}
 {{else}}{{.Endpoint}} {{.Method}} {{.URL}} -> {{if .Status}}status {{end}}{{status .}}, {{.Bytes}} bytes, {{duration .Duration}}{{if slow .}}, slow{{end}}{{if .Error}}, {{.Reason}}: {{.Error}}{{end}}
 {{with phases .Phases}}    Phases: {{.}}
 {{end}}{{template "answer" .}}{{end}}{{end}}{{with .Dropped}}({{.}} more requests not kept)
