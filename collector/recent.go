@@ -26,8 +26,7 @@ type PollRecord struct {
 	Target, Module string
 	// Up is deployment_service_up: root and both lists answered well.
 	Up bool
-	// State is how the poll went as a whole, and Summary says in one line
-	// what failed or was slow, or "ok".
+	// Summary says in one line what failed or was slow, or "ok".
 	State   PollState
 	Summary string
 	// Projects and Locations are the list counts, when the lists were read.
@@ -37,18 +36,15 @@ type PollRecord struct {
 	HeldOff       bool
 	HoldOffStatus int
 	HeldOffUntil  time.Time
-	// HoldOffPollID is, in a copy from the log, the kept poll that met the
-	// answer which started the hold-off in force during this one.
+	// HoldOffPollID, in a copy from the log, names the poll that met it.
 	HoldOffPollID uint64
-	// Requests are the requests and pagination steps of the poll, in
-	// endpoint order; Dropped counts those left out past the trace's bound.
+	// Requests are in endpoint order; Dropped counts those not kept.
 	Requests []client.TraceRequest
 	Dropped  int
 
-	// metUntil is the end of the hold-off an answer in this poll started.
+	// metUntil is the end of a hold-off an answer in this poll started.
 	metUntil time.Time
-	// size is about how many bytes the record keeps.
-	size int
+	size     int
 }
 
 // PollState is how a poll went as a whole.
@@ -56,19 +52,13 @@ type PollState int
 
 // The states of a poll, from best to worst.
 const (
-	// PollOK means every request answered well and soon.
-	PollOK PollState = iota
-	// PollSlow means every request answered well, some of them slowly.
-	PollSlow
-	// PollPartial means root and both lists answered well, so
-	// deployment_service_up is 1, but some detail views did not.
-	PollPartial
-	// PollFailed means root or a list did not answer well.
-	PollFailed
+	PollOK      PollState = iota // every request answered well and soon
+	PollSlow                     // every request answered well, some slowly
+	PollPartial                  // deployment_service_up is 1, but some details failed
+	PollFailed                   // root or a list did not answer well
 )
 
-// String returns "ok", "slow", "partial" or "failed"; the pages use it as
-// a CSS class too.
+// String names s; the pages use it as a CSS class too.
 func (s PollState) String() string {
 	return [...]string{"ok", "slow", "partial", "failed"}[s]
 }
@@ -77,8 +67,7 @@ func (s PollState) String() string {
 // call it slow: the latency at which DeploymentServiceAPISlow warns.
 const slowAnswer = 2 * time.Second
 
-// Slow tells whether the service took longer than slowAnswer to start
-// answering r.
+// Slow tells whether r's first byte came after slowAnswer.
 func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > slowAnswer }
 
 // NotSent tells whether r was never sent: the client gives a reason for
@@ -120,8 +109,6 @@ func (rec *PollRecord) sum(s *Snapshot) {
 			rec.HeldOff, rec.HoldOffStatus = true, st.Status
 		}
 	}
-	// A poll that sent nothing knows the end from the snapshot; one that
-	// met the 429 from its requests too.
 	rec.HeldOffUntil = maxTime(holdOffEnd(rec.Requests), s.HoldOffUntil)
 	rec.State, rec.Summary = summarize(s)
 	switch slow := slowText(rec.Requests); {
@@ -139,8 +126,7 @@ func detailID(u string) int64 {
 	return id
 }
 
-// slowText names each endpoint with a slow answer and its slowest first
-// byte, "" when none was slow.
+// slowText names each endpoint with a slow answer, and its slowest.
 func slowText(reqs []client.TraceRequest) string {
 	var parts []string
 	for _, ep := range client.Endpoints {
@@ -262,9 +248,7 @@ func failureKind(err error) string {
 	return string(client.ReasonOf(err))
 }
 
-// ModuleName is how the pages and the text view name a poll's module:
-// the poll of the single target behind /metrics has none, and is set by
-// the flags.
+// ModuleName names a poll's module: the one behind /metrics has none.
 func ModuleName(module string) string {
 	if module == "" {
 		return "(flags)"
@@ -272,14 +256,12 @@ func ModuleName(module string) string {
 	return module
 }
 
-// SentNothing tells whether the poll sent no request because the service
-// had asked to hold off.
+// SentNothing tells whether a hold-off kept the poll from sending anything.
 func (rec *PollRecord) SentNothing() bool {
 	return rec.HeldOff && len(rec.Requests) == 0
 }
 
-// KeyRefused says plainly what a 401 answer in the poll means; "" when
-// there was none.
+// KeyRefused says plainly what a 401 in the poll means, "" without one.
 func (rec *PollRecord) KeyRefused() string {
 	if slices.ContainsFunc(rec.Requests, func(r client.TraceRequest) bool { return r.Status == 401 && !NotSent(r) }) {
 		return "The service refused the exporter's key (401 Unauthorized): it is wrong, revoked, or sent with another scheme than the one WWW-Authenticate names."
@@ -333,8 +315,7 @@ Started {{rfc3339nano .Start}}, took {{duration .Duration}}, up {{.Up}}: {{.Summ
 // WriteText writes the debug view of rec as plain text.
 func (rec *PollRecord) WriteText(w io.Writer) error { return textView.Execute(w, rec) }
 
-// writeAnswerText writes what the service sent back to r, as far as the
-// trace kept it, on indented lines.
+// writeAnswerText writes what the service sent back to r, indented.
 func writeAnswerText(w io.Writer, r client.TraceRequest) {
 	_ = textView.ExecuteTemplate(w, "answer", r)
 }

@@ -11,13 +11,10 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// maxTargets bounds the targets the log keeps: as many as the /probe cache
-// holds, plus the service behind /metrics.
+// maxTargets bounds the targets kept: the /probe cache's, plus /metrics.
 const maxTargets = maxProbeTargets + 1
 
-// maxKeptBytes bounds the polls the log keeps, all targets together, as
-// PollRecord.bytes counts them. Past either bound the least recently
-// polled targets go.
+// maxKeptBytes bounds the polls kept of all targets, as bytes counts them.
 const maxKeptBytes = 32 << 20
 
 // DefaultRecentPolls is how many targets' latest polls the landing page lists.
@@ -30,14 +27,12 @@ type PollLog struct {
 	targets    map[targetKey]*TargetState
 	bytes      int
 	maxTargets int
-	// recent is how many polls Recent lists.
-	recent int
+	recent     int
 }
 
-// TargetState is what the log keeps of one target (the service behind
-// /metrics, Module empty, or a /probe target × module): its latest poll
-// and, until a poll is ok again, the first of its failing polls and the
-// poll that met the answer starting its hold-off.
+// TargetState is what is kept of one target: its latest poll and, until a
+// poll is ok again, its first failing poll and the one that met the
+// answer starting its hold-off.
 type TargetState struct {
 	Latest, Failing, HoldOff *PollRecord
 }
@@ -49,7 +44,8 @@ func NewPollLog(recent int) *PollLog {
 	return &PollLog{targets: make(map[targetKey]*TargetState), maxTargets: maxTargets, recent: recent}
 }
 
-// Add keeps rec, giving it the next id, as the latest poll of its target.
+// Add keeps rec, with the next id, as the latest poll of its target; the
+// least recently polled targets go past maxTargets or maxKeptBytes.
 func (l *PollLog) Add(rec *PollRecord) {
 	rec.metUntil, rec.size = holdOffEnd(rec.Requests), rec.bytes()
 	l.mu.Lock()
@@ -98,8 +94,7 @@ func (st *TargetState) records() []*PollRecord {
 	return []*PollRecord{st.Latest, st.Failing, st.HoldOff}
 }
 
-// bytes is about how much memory rec keeps, counted generously: an excerpt
-// that requests share counts once per request.
+// bytes is about how much memory rec keeps, shared excerpts counted each time.
 func (rec *PollRecord) bytes() int {
 	n := int(unsafe.Sizeof(*rec)) + len(rec.Target) + len(rec.Module) + len(rec.Summary) + len(rec.Requests)*int(unsafe.Sizeof(client.TraceRequest{}))
 	for _, q := range rec.Requests {
@@ -122,8 +117,7 @@ func (l *PollLog) evictOldest(keep targetKey) {
 }
 
 // metAnswer finds the kept poll whose answer started the hold-off in force
-// during rec: rec itself, or the hold-off poll of a target of its origin
-// whose answer set the same end; nil when there is none. l.mu is held.
+// during rec, of any target of its origin; l.mu is held.
 func (l *PollLog) metAnswer(rec *PollRecord) *PollRecord {
 	if rec.HeldOffUntil.IsZero() {
 		return nil
@@ -139,16 +133,14 @@ func (l *PollLog) metAnswer(rec *PollRecord) *PollRecord {
 	return nil
 }
 
-// HoldOffPoll finds, for a poll held off, the id of the kept poll whose
-// answer started the hold-off; 0 when there is none.
+// HoldOffPoll is the id of the poll that met rec's hold-off, 0 if unknown.
 func (l *PollLog) HoldOffPoll(rec *PollRecord) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.view(rec).HoldOffPollID
 }
 
-// view returns a copy of rec that names the poll which met its hold-off's
-// answer; l.mu is held.
+// view is a copy of rec with its HoldOffPollID; l.mu is held.
 func (l *PollLog) view(rec *PollRecord) *PollRecord {
 	if rec == nil {
 		return nil
@@ -168,8 +160,7 @@ func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 	return l.view(r), r != nil
 }
 
-// find returns the kept poll with the given id, nil when none is; l.mu is
-// held.
+// find returns the kept poll with the given id, or nil; l.mu is held.
 func (l *PollLog) find(id uint64) *PollRecord {
 	for _, st := range l.targets {
 		for _, r := range st.records() {
@@ -181,8 +172,7 @@ func (l *PollLog) find(id uint64) *PollRecord {
 	return nil
 }
 
-// Target returns what is kept of the target with the given redacted URL
-// and module.
+// Target returns what is kept of a target, by redacted URL and module.
 func (l *PollLog) Target(target, module string) (TargetState, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -235,8 +225,7 @@ func TargetPage(external *url.URL, target, module string) string {
 	return u.String()
 }
 
-// TargetQuery is the query of a target's page: no module for the service
-// behind /metrics.
+// TargetQuery is the query of a target's page, without module for /metrics.
 func TargetQuery(target, module string) string {
 	q := url.Values{"target": {target}}
 	if module != "" {
