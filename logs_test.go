@@ -35,8 +35,8 @@ func TestMetricsTargetLogLinesNameIt(t *testing.T) {
 }
 
 // TestExternalURLLinksEachTarget: with --web.external-url, every answer's
-// deployment_service_target_info links to the exporter's page about its
-// target: the landing page for /metrics, the debug view for /probe.
+// deployment_service_target_info links to its target's page, which
+// answers without polling.
 func TestExternalURLLinksEachTarget(t *testing.T) {
 	svc, err := sampleservice.Start(sampleservice.Options{Key: "key-ext-1", Locations: 3})
 	if err != nil {
@@ -48,12 +48,18 @@ func TestExternalURLLinksEachTarget(t *testing.T) {
 	e := startExporter(t, []string{"DEPLOYMENT_SERVICE_API_KEY=key-ext-1"}, "--api.url="+svc.URL(),
 		"--config.file="+cfg, "--web.external-url=https://exporter.example.com/ops/")
 	_, metrics := e.get(t, "/metrics")
-	if want := `deployment_service_target_info{page="https://exporter.example.com/ops/",url="` + svc.URL() + `"} 1`; !strings.Contains(metrics, want) {
-		t.Errorf("/metrics lacks %s", want)
-	}
 	_, probe := e.get(t, "/probe?target="+url.QueryEscape(svc.URL()))
-	page := "https://exporter.example.com/ops/probe?" + url.Values{"debug": {"true"}, "module": {"default"}, "target": {svc.URL()}}.Encode()
-	if want := `deployment_service_target_info{page="` + page + `",url="` + svc.URL() + `"} 1`; !strings.Contains(probe, want) {
-		t.Errorf("/probe lacks %s:\n%s", want, probe)
+	for _, tc := range []struct{ answer, query string }{
+		{metrics, url.Values{"target": {svc.URL()}}.Encode()},
+		{probe, url.Values{"module": {"default"}, "target": {svc.URL()}}.Encode()},
+	} {
+		want := `deployment_service_target_info{page="https://exporter.example.com/ops/target?` + tc.query + `",url="` + svc.URL() + `"} 1`
+		if !strings.Contains(tc.answer, want) {
+			t.Errorf("answer lacks %s:\n%s", want, tc.answer)
+		}
+		sent := svc.Service.TotalRequests()
+		if code, page := e.get(t, "/target?"+tc.query); code != 200 || !strings.Contains(page, "Latest poll") || svc.Service.TotalRequests() != sent {
+			t.Errorf("/target?%s answered %d and sent %d requests:\n%s", tc.query, code, svc.Service.TotalRequests()-sent, page)
+		}
 	}
 }

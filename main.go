@@ -309,6 +309,7 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 	lifecycleRoutes(mux, store.Ready, reload, logger)
 	ui := &pages{metricsPath: metricsPath, singleTarget: single, demo: s.demoURL, modules: store.ModuleNames, recent: recent, logger: logger}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
+	mux.HandleFunc("GET /target", ui.target)
 	if metricsPath != "/" {
 		mux.HandleFunc("GET /{$}", ui.landing)
 	}
@@ -331,11 +332,7 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 	if err != nil {
 		return nil, "", err
 	}
-	page := ""
-	if s.externalURL != nil {
-		page = collector.PageURL(s.externalURL, "")
-	}
-	reg.MustRegister(collector.NewTargetInfo(single, page))
+	reg.MustRegister(collector.NewTargetInfo(single, collector.TargetPage(s.externalURL, single, "")))
 	return collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger), single, nil
 }
 

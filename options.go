@@ -311,7 +311,7 @@ func ineffectiveFlags(f flagValues) []string {
 }
 
 // reservedPaths are served by the exporter itself.
-var reservedPaths = []string{"/probe", "/sd", "/-/healthy", "/-/ready", "/-/reload"}
+var reservedPaths = []string{"/probe", "/target", "/sd", "/-/healthy", "/-/ready", "/-/reload"}
 
 // validateMetricsPath refuses a --web.telemetry-path that the HTTP mux
 // would reject or that would shadow another endpoint.

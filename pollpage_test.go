@@ -26,10 +26,13 @@ type pollRig struct {
 	client *client.Client
 	poller *collector.Poller
 	pages  *pages
+	// name is the service's name on the pages.
+	name string
 }
 
-// newPollRig watches a sample service with the given options, sending key.
-func newPollRig(t *testing.T, opts sampleservice.Options, key string) *pollRig {
+// newPollRig watches a sample service with the given options, sending key
+// and checking the given detail views, one request at a time.
+func newPollRig(t *testing.T, opts sampleservice.Options, key string, detailIDs ...int64) *pollRig {
 	t.Helper()
 	r := &pollRig{svc: sampleservice.New(opts)}
 	r.srv = httptest.NewServer(r.svc)
@@ -41,15 +44,17 @@ func newPollRig(t *testing.T, opts sampleservice.Options, key string) *pollRig {
 	r.client, err = client.New(client.Config{
 		BaseURL:          u,
 		HTTPClientConfig: config.HTTPClientConfig{Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(key)}},
+		Concurrency:      1,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.client.Close)
 	log := collector.NewPollLog(10)
-	r.poller = collector.NewPoller(&collector.Target{Client: r.client}, collector.PollerOptions{
+	r.poller = collector.NewPoller(&collector.Target{Client: r.client, DetailIDs: detailIDs}, collector.PollerOptions{
 		Timeout: 5 * time.Second, Recent: log, Name: client.RedactURL(u),
 	})
+	r.name = client.RedactURL(u)
 	r.pages = &pages{modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
 	return r
 }
@@ -112,6 +117,9 @@ func TestRefusedKeyShowsWhatCameBack(t *testing.T) {
 				t.Errorf("%s: row lacks %q:\n%s", ep, want, row)
 			}
 		}
+	}
+	if p := render(t, r.pages, "/polls/1").all(func(n *node) bool { return n.name == "p" && n.hasClass("bad") }); len(p) != 1 || !strings.HasPrefix(p[0].Text(), "The service refused the exporter's key") {
+		t.Errorf("the poll page does not say plainly that the key was refused: %v", p)
 	}
 	text := r.text(t, 1)
 	for _, ep := range []string{"root", "projects", "locations"} {
@@ -185,7 +193,7 @@ func TestHeldOffPollLinksToThePollThatMetThe429(t *testing.T) {
 		t.Errorf("the poll that met the 429 does not show it:\n%s", row)
 	}
 	second := render(t, r.pages, "/polls/2")
-	notes := second.all(func(n *node) bool { return n.attrs["id"] == "holdoff" })
+	notes := second.all(func(n *node) bool { return n.hasClass("holdoff") })
 	if len(notes) != 1 {
 		t.Fatalf("the held-off poll's page has %d hold-off notes, want 1:\n%s", len(notes), second.Text())
 	}
@@ -202,5 +210,79 @@ func TestHeldOffPollLinksToThePollThatMetThe429(t *testing.T) {
 	text := r.text(t, 2)
 	if want := "Sent nothing: the service asked to hold off (status 429) until " + until.UTC().Format(time.RFC3339) + "; poll 1 met that answer.\n"; !strings.Contains(text, want) {
 		t.Errorf("text view lacks %q:\n%s", want, text)
+	}
+}
+
+// TestTargetPageKeepsTheEvidence: a target's page shows its latest poll,
+// its first failing poll and the poll that met the 429 starting its
+// hold-off, however many polls of other targets came since, and opening
+// it sends nothing to the service.
+func TestTargetPageKeepsTheEvidence(t *testing.T) {
+	r := newPollRig(t, sampleservice.Options{Key: "k-1234567890", Locations: 5}, "k-1234567890")
+	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 500})
+	r.poll(t) // 1: the first failing poll
+	r.svc.ClearFaults()
+	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Status: 429, RetryAfter: "120"})
+	r.poll(t) // 2: meets the 429
+	r.poll(t) // 3: sends nothing
+	for i := range 500 {
+		r.pages.recent.Add(&collector.PollRecord{Target: fmt.Sprintf("https://other%d.example.com", i%5), Module: "default", Summary: "ok"})
+	}
+	sent := r.svc.TotalRequests()
+	doc := render(t, r.pages, "/target?target="+url.QueryEscape(r.name))
+	if n := r.svc.TotalRequests(); n != sent {
+		t.Errorf("opening the target's page sent %d requests to the service", n-sent)
+	}
+	var titles []string
+	for _, h := range doc.all(func(n *node) bool { return n.name == "h2" }) {
+		titles = append(titles, h.Text())
+	}
+	if want := "Latest poll: poll 3|First failing poll: poll 1|The poll that started the hold-off: poll 2"; strings.Join(titles, "|") != want {
+		t.Errorf("the target's page shows\n%s\nwant\n%s", strings.Join(titles, "|"), want)
+	}
+	got := rows(doc)
+	for ep, want := range map[string]string{"root": "Status=500", "locations": "Status=429"} {
+		if row := strings.Join(got[ep], "\n"); !strings.Contains(row, want) {
+			t.Errorf("%s: the target's page lacks %q:\n%s", ep, want, row)
+		}
+	}
+	if doc.all(func(n *node) bool { return n.name == "meta" && n.attrs["name"] == "viewport" }) == nil {
+		t.Error("the target's page has no viewport for phones")
+	}
+	if held := doc.all(func(n *node) bool { return n.attrs["id"] == "heldoff" }); len(held) != 1 {
+		t.Errorf("the target's page does not say until when it holds off:\n%s", doc.Text())
+	}
+}
+
+// TestPageShowsRequestsNotSent: detail views that a hold-off kept from
+// being sent read "not sent", with the hold-off's status and end, and no
+// bytes, duration or empty reason.
+func TestPageShowsRequestsNotSent(t *testing.T) {
+	r := newPollRig(t, sampleservice.Options{Key: "k-1234567890", Locations: 5}, "k-1234567890", 1, 2, 3)
+	r.svc.SetDetailFault(1, sampleservice.Fault{Status: 429, RetryAfter: "120"})
+	r.poll(t)
+	until, _ := r.client.HoldOff()
+	want := "Status=not sent | Answer=the service had asked to hold off (status 429) until " + until.UTC().Format("2006-01-02 15:04:05") + " UTC"
+	details := rows(render(t, r.pages, "/polls/1"))["location_detail"]
+	if len(details) != 3 || !strings.Contains(details[0], "Status=429") {
+		t.Fatalf("detail rows:\n%s", strings.Join(details, "\n"))
+	}
+	for _, row := range details[1:] {
+		if !strings.HasSuffix(row, want) || strings.Contains(row, "Bytes=") {
+			t.Errorf("a detail view not sent reads\n%s\nwant it to end with\n%s", row, want)
+		}
+	}
+}
+
+// TestPageSaysNoResponse: a request that got no answer reads "no
+// response", not status 0.
+func TestPageSaysNoResponse(t *testing.T) {
+	r := newPollRig(t, sampleservice.Options{Key: "k-1234567890", Locations: 5}, "k-1234567890")
+	r.srv.Close()
+	r.poll(t)
+	for ep, cells := range rows(render(t, r.pages, "/polls/1")) {
+		if row := strings.Join(cells, "\n"); !strings.Contains(row, "Status=no response") || strings.Contains(row, "Status=0") {
+			t.Errorf("%s: %s", ep, row)
+		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/common/version"
 
-	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
@@ -26,9 +25,9 @@ table{border-collapse:collapse;width:100%;font-size:.9rem}
 th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd;vertical-align:top}
 .wrap{overflow-wrap:anywhere}.url{overflow-wrap:normal;word-break:normal}.num{text-align:right}
 .demo{background:#ddf4ff;border:1px solid #54aeff;padding:.4rem .6rem}
-.ok{color:#1a7f37}.partial{color:#9a6700}.failed,.bad{color:#cf222e}
-td.ok,td.partial,td.failed{font-weight:600}
-tr.partial{background:#fff8c5;color:inherit}tr.failed{background:#ffebe9;color:inherit}
+.ok{color:#1a7f37}.partial,.slow{color:#9a6700}.failed,.bad{color:#cf222e}
+td.ok,td.slow,td.partial,td.failed,span.slow{font-weight:600}
+tr.slow,tr.partial{background:#fff8c5;color:inherit}tr.failed{background:#ffebe9;color:inherit}tr.notsent{color:#555}
 pre.excerpt{white-space:pre-wrap;overflow-wrap:anywhere;background:#f4f4f4;margin:.2rem 0;padding:.2rem .4rem;font-size:.85rem}
 code{background:#f4f4f4;padding:0 .2rem}
 form label{display:inline-block;margin:.2rem 1rem .2rem 0;max-width:100%}
@@ -68,18 +67,31 @@ func withSecurityHeaders(h http.Handler) http.Handler {
 }
 
 var pageFuncs = template.FuncMap{
-	"duration":   roundDuration,
+	"duration":   func(d time.Duration) string { return d.Round(time.Microsecond).String() },
 	"breakable":  breakableURL,
-	"phases":     phasesText,
+	"phases":     collector.PhasesText,
 	"utc":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 	"moduleName": collector.ModuleName,
+	"status":     collector.StatusText,
+	"notSent":    collector.NotSent,
+	"slow":       collector.Slow,
+	"view":       func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
 }
 
-var pageTemplates = template.Must(template.New("landing").Funcs(pageFuncs).Parse(`<!DOCTYPE html>
+// pollView is a poll as a page shows it; Polls is the way from that page
+// to the poll pages.
+type pollView struct {
+	*collector.PollRecord
+	Polls string
+}
+
+var pageTemplates = template.Must(template.New("").Funcs(pageFuncs).Parse(`{{define "head"}}<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>
-<title>Deployment Service Exporter</title><style>{{.CSS}}</style></head>
+<title>{{.}}</title><style>` + pageCSS + `</style></head>
 <body>
-<h1>Deployment Service Exporter</h1>
+{{end}}
+
+{{define "landing"}}{{template "head" "Deployment Service Exporter"}}<h1>Deployment Service Exporter</h1>
 {{if .Demo}}<p class="demo" id="demo">Demo mode: these pages show the embedded sample service (<span class="url">{{breakable .Demo}}</span>), with generated data and a generated key, not a service of yours.</p>{{end}}
 <p>Prometheus exporter for a deployment service's HTTP JSON API. Version {{.Version}}.</p>
 <ul>
@@ -90,11 +102,11 @@ var pageTemplates = template.Must(template.New("landing").Funcs(pageFuncs).Parse
 <h2>Targets</h2>
 {{if .Targets}}<table class="stack" id="targets">
 <thead><tr><th>Target</th><th>Module</th><th>State</th><th class="num">Projects</th><th class="num">Locations</th><th>Last poll</th><th>Failing since</th><th>Held off until</th></tr></thead>
-<tbody>{{range .Targets}}<tr class="{{.State}}"><td data-label="Target" class="url">{{breakable .Target}}</td><td data-label="Module">{{moduleName .Module}}</td>
-<td data-label="State" class="{{.State}}">{{.StateText}}</td>
+<tbody>{{range $t := .Targets}}<tr class="{{.Latest.State}}"><td data-label="Target" class="url"><a href="{{.Page}}">{{breakable .Latest.Target}}</a></td><td data-label="Module">{{moduleName .Latest.Module}}</td>
+<td data-label="State" class="{{.Latest.State}}">{{.StateText}}</td>
 <td data-label="Projects" class="num">{{.ProjectsText}}</td><td data-label="Locations" class="num">{{.LocationsText}}</td>
-<td data-label="Last poll">{{if .LastKept}}<a href="polls/{{.LastID}}">{{.Age}} ago</a>{{else}}{{.Age}} ago{{end}}</td>
-<td data-label="Failing since" class="wrap">{{if .FailingID}}{{utc .FailingSince}} UTC ({{.FailingFor}} ago){{if .FailingKept}}, <a href="polls/{{.FailingID}}">poll {{.FailingID}}</a>{{end}}: {{.FailingSummary}}{{else}}—{{end}}</td>
+<td data-label="Last poll"><a href="polls/{{.Latest.ID}}">{{.Age}} ago</a></td>
+<td data-label="Failing since" class="wrap">{{with .Failing}}{{utc .Start}} UTC ({{$t.Ago .Start}} ago), <a href="polls/{{.ID}}">poll {{.ID}}</a>: {{.Summary}}{{else}}—{{end}}</td>
 <td data-label="Held off until">{{.HeldOffText}}</td></tr>
 {{end}}</tbody></table>{{else}}<p>No target polled yet.</p>{{end}}
 {{if .Modules}}<h2>Probe a service</h2>
@@ -111,24 +123,37 @@ var pageTemplates = template.Must(template.New("landing").Funcs(pageFuncs).Parse
 <td data-label="Result" class="{{.State}} wrap">{{.Summary}}</td><td data-label="Duration">{{duration .Duration}}</td><td data-label="Poll"><a href="polls/{{.ID}}">details</a></td></tr>
 {{end}}</tbody></table>{{else}}<p>No polls yet: scrape <a href="{{.MetricsPath}}">{{.MetricsPath}}</a> or probe a target.</p>{{end}}
 </body></html>
-`))
+{{end}}
 
-var pollTemplate = template.Must(template.New("poll").Funcs(pageFuncs).Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/>
-<title>Poll {{.Poll.ID}}</title><style>{{.CSS}}</style></head>
-<body>
-<p><a href="../">Back</a></p>
+{{define "target"}}{{template "head" "Target"}}<p><a href="./">Back</a></p>
+{{with .Target}}<h1>Target <span class="url">{{breakable .Latest.Target}}</span>, module {{moduleName .Latest.Module}}</h1>
+{{if $.Demo}}<p class="demo" id="demo">Demo mode: this is the embedded sample service, with generated data and a generated key.</p>{{end}}
+<p>State: <span class="{{.Latest.State}}" id="state">{{.StateText}}</span>. Projects {{.ProjectsText}}, locations {{.LocationsText}}; last poll {{.Age}} ago.</p>
+{{with .Failing}}<p id="failing">Failing since {{utc .Start}} UTC ({{$.Target.Ago .Start}} ago): {{.Summary}}</p>{{end}}
+{{if ne .HeldOffText "—"}}<p id="heldoff">Held off until {{.HeldOffText}}.</p>{{end}}
+{{range .Sections}}<h2>{{.Title}}: <a href="polls/{{.Poll.ID}}">poll {{.Poll.ID}}</a></h2>
+{{template "poll" view "polls/" .Poll}}{{end}}{{end}}
+</body></html>
+{{end}}
+
+{{define "pollpage"}}{{template "head" (printf "Poll %d" .Poll.ID)}}<p><a href="../">Back</a> · <a href="../{{.Page}}">Target</a></p>
 <h1>Poll {{.Poll.ID}}</h1>
 {{if .Demo}}<p class="demo" id="demo">Demo mode: this poll read the embedded sample service, with generated data and a generated key.</p>{{end}}
-<p><span class="url">{{breakable .Poll.Target}}</span>, module {{moduleName .Poll.Module}}; started {{.Poll.Start.UTC.Format "2006-01-02 15:04:05.000"}} UTC, took {{duration .Poll.Duration}}.
-Result: <span class="{{.Poll.State}}" id="result">{{.Poll.Summary}}</span></p>
-{{if .Poll.SentNothing}}<p id="holdoff">This poll sent nothing: the service had asked to hold off (status {{.Poll.HoldOffStatus}}) until {{if .Poll.HeldOffUntil.IsZero}}an unknown time{{else}}{{utc .Poll.HeldOffUntil}} UTC{{end}}.
-{{- if .Poll.HoldOffPollID}} <a href="{{.Poll.HoldOffPollID}}">Poll {{.Poll.HoldOffPollID}}</a> met that answer.{{end}}</p>
-{{else if not .Poll.HeldOffUntil.IsZero}}<p id="holdoff">The service asked to hold off: no requests until {{utc .Poll.HeldOffUntil}} UTC.</p>{{end}}
-{{if .Poll.Requests}}<table class="stack" id="requests">
+{{template "poll" view "" .Poll}}
+</body></html>
+{{end}}
+
+{{define "poll"}}<section id="poll-{{.ID}}"><p><span class="url">{{breakable .Target}}</span>, module {{moduleName .Module}}; started {{.Start.UTC.Format "2006-01-02 15:04:05.000"}} UTC, took {{duration .Duration}}.
+Result: <span class="{{.State}} result">{{.Summary}}</span></p>
+{{with .KeyRefused}}<p class="bad">{{.}}</p>{{end}}
+{{if .SentNothing}}<p class="holdoff">This poll sent nothing: the service had asked to hold off (status {{.HoldOffStatus}}) until {{if .HeldOffUntil.IsZero}}an unknown time{{else}}{{utc .HeldOffUntil}} UTC{{end}}.
+{{- if .HoldOffPollID}} <a href="{{.Polls}}{{.HoldOffPollID}}">Poll {{.HoldOffPollID}}</a> met that answer.{{end}}</p>
+{{else if not .HeldOffUntil.IsZero}}<p class="holdoff">The service asked to hold off: no requests until {{utc .HeldOffUntil}} UTC.</p>{{end}}
+{{if .Requests}}<table class="stack requests">
 <thead><tr><th>Endpoint</th><th>Page</th><th>Method</th><th>URL</th><th>Status</th><th class="num">Bytes</th><th>Duration</th><th>Answer</th></tr></thead>
-<tbody>{{range .Poll.Requests}}{{if .Note}}<tr{{if .NoteFailed}} class="failed"{{end}}><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{.Page}}</td><td colspan="6" data-label="Pagination" class="wrap">{{if .NoteFailed}}<span class="bad">pagination</span>: {{.Note}}{{else}}<em>{{.Note}}</em>{{end}}</td></tr>
-{{else}}<tr{{if .Error}} class="failed"{{end}}><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{if .Page}}{{.Page}}{{end}}</td><td data-label="Method">{{.Method}}</td><td data-label="URL" class="url">{{breakable .URL}}</td><td data-label="Status">{{.Status}}</td><td data-label="Bytes" class="num">{{.Bytes}}</td><td data-label="Duration">{{duration .Duration}}{{with phases .Phases}}<div class="phases">{{.}}</div>{{end}}</td>
+<tbody>{{range .Requests}}{{if .Note}}<tr{{if .NoteFailed}} class="failed"{{end}}><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{.Page}}</td><td colspan="6" data-label="Pagination" class="wrap">{{if .NoteFailed}}<span class="bad">pagination</span>: {{.Note}}{{else}}<em>{{.Note}}</em>{{end}}</td></tr>
+{{else if notSent .}}<tr class="notsent"><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{if .Page}}{{.Page}}{{end}}</td><td data-label="Method">{{.Method}}</td><td data-label="URL" class="url">{{breakable .URL}}</td><td data-label="Status">not sent</td><td colspan="3" data-label="Answer" class="wrap">{{$.NotSentText .}}</td></tr>
+{{else}}<tr{{if .Error}} class="failed"{{else if slow .}} class="slow"{{end}}><td data-label="Endpoint">{{.Endpoint}}</td><td data-label="Page">{{if .Page}}{{.Page}}{{end}}</td><td data-label="Method">{{.Method}}</td><td data-label="URL" class="url">{{breakable .URL}}</td><td data-label="Status">{{status .}}</td><td data-label="Bytes" class="num">{{.Bytes}}</td><td data-label="Duration">{{duration .Duration}}{{if slow .}} <span class="slow">slow</span>{{end}}{{with phases .Phases}}<div class="phases">{{.}}</div>{{end}}</td>
 <td data-label="Answer" class="wrap">{{if .Error}}<span class="bad">{{.Reason}}</span>: {{.Error}}{{end}}
 {{- if .ContentType}}<div>Content-Type: {{.ContentType}}</div>{{end}}
 {{- if .Location}}<div>Location: <span class="url">{{breakable .Location}}</span></div>{{end}}
@@ -136,11 +161,8 @@ Result: <span class="{{.Poll.State}}" id="result">{{.Poll.Summary}}</span></p>
 {{- if or .RetryAfter (not .HoldOffUntil.IsZero)}}<div>Retry-After: {{or .RetryAfter "(none)"}}{{if not .HoldOffUntil.IsZero}}; held off until {{utc .HoldOffUntil}} UTC{{end}}</div>{{end}}
 {{- if .BodyExcerpt}}<pre class="excerpt">{{.BodyExcerpt}}</pre>{{end}}</td></tr>
 {{end}}{{end}}</tbody></table>{{end}}
-{{if .Poll.Dropped}}<p>{{.Poll.Dropped}} more requests were not kept.</p>{{end}}
-</body></html>
-`))
-
-func roundDuration(d time.Duration) string { return d.Round(time.Microsecond).String() }
+{{if .Dropped}}<p>{{.Dropped}} more requests were not kept.</p>{{end}}</section>
+{{end}}`))
 
 // breakableURL lets a URL break only after "/", "?" and "&" (and before
 // "#"), never inside a host, a port or a word: the page's CSS keeps it
@@ -159,26 +181,11 @@ func breakableURL(u string) template.HTML {
 	return template.HTML(b.String()) //nolint:gosec // every rune is escaped; only <wbr/> is added
 }
 
-// phasesText renders the phases of an exchange, "" when there are none.
-func phasesText(p client.Phases) string { return collector.PhasesText(p) }
-
-// ago renders how long ago something happened, to the precision a person
-// reading a status page needs.
-func ago(d time.Duration) string {
-	s := int64(max(d, 0) / time.Second)
-	switch {
-	case s < 60:
-		return fmt.Sprintf("%ds", s)
-	case s < 3600:
-		return fmt.Sprintf("%dm%02ds", s/60, s%60)
-	case s < 86400:
-		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
-	}
-	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
-}
+// ago renders how long ago something happened, to the second.
+func ago(d time.Duration) string { return max(d, 0).Round(time.Second).String() }
 
 // pages serves the landing page with the watched targets and the recent
-// polls, and one page per poll.
+// polls, a page per target and one per poll kept.
 type pages struct {
 	metricsPath  string
 	singleTarget string
@@ -187,42 +194,58 @@ type pages struct {
 	modules func() []string
 	recent  *collector.PollLog
 	logger  *slog.Logger
-	// now is the clock for ages; nil means time.Now.
-	now func() time.Time
 }
 
-// targetRow is one line of the targets table, with the times rendered
-// relative to the moment the page is served.
+// targetRow is a target at a glance, with times rendered relative to the
+// moment the page is served.
 type targetRow struct {
 	collector.TargetState
+	now                                    time.Time
 	StateText, ProjectsText, LocationsText string
-	Age, FailingFor, HeldOffText           string
+	Age, HeldOffText, Page                 string
 }
 
 func newTargetRow(st collector.TargetState, now time.Time) targetRow {
+	last := st.Latest
 	r := targetRow{
-		TargetState: st, Age: ago(now.Sub(st.LastStart)),
-		ProjectsText: countText(st.Projects), LocationsText: countText(st.Locations),
-		HeldOffText: "—",
-	}
-	switch st.State {
-	case collector.PollOK:
-		r.StateText = "up"
-	case collector.PollPartial:
-		r.StateText = "up, some details failing"
-	default:
-		r.StateText = "down"
-	}
-	if st.FailingID != 0 {
-		r.FailingFor = ago(now.Sub(st.FailingSince))
+		TargetState: st, now: now, Age: ago(now.Sub(last.Start)), HeldOffText: "—",
+		ProjectsText: countText(last.Projects), LocationsText: countText(last.Locations),
+		StateText: map[collector.PollState]string{
+			collector.PollOK: "up", collector.PollSlow: "up, " + last.Summary, collector.PollPartial: "up, some details failing", collector.PollFailed: "down",
+		}[last.State],
+		Page: "target?" + collector.TargetQuery(last.Target, last.Module),
 	}
 	switch {
-	case st.HeldOffUntil.After(now):
-		r.HeldOffText = fmt.Sprintf("%s UTC (%s from now)", st.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(st.HeldOffUntil.Sub(now)))
-	case st.HeldOff && st.HeldOffUntil.IsZero():
+	case last.HeldOffUntil.After(now):
+		r.HeldOffText = fmt.Sprintf("%s UTC (%s from now)", last.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(last.HeldOffUntil.Sub(now)))
+	case last.HeldOff && last.HeldOffUntil.IsZero():
 		r.HeldOffText = "held off (end not known)"
 	}
 	return r
+}
+
+// Ago renders how long before the page t was.
+func (r targetRow) Ago(t time.Time) string { return ago(r.now.Sub(t)) }
+
+// section is a poll on a target's page, with what it is to the target.
+type section struct {
+	Title string
+	Poll  *collector.PollRecord
+}
+
+// Sections lists the polls a target's page shows, each once.
+func (r targetRow) Sections() []section {
+	var out []section
+	for _, s := range []section{{"Latest poll", r.Latest}, {"first failing poll", r.Failing}, {"the poll that started the hold-off", r.HoldOff}} {
+		switch i := slices.IndexFunc(out, func(o section) bool { return s.Poll != nil && o.Poll.ID == s.Poll.ID }); {
+		case s.Poll == nil:
+		case i >= 0:
+			out[i].Title += ", " + s.Title
+		default:
+			out = append(out, section{strings.ToUpper(s.Title[:1]) + s.Title[1:], s.Poll})
+		}
+	}
+	return out
 }
 
 func countText(c collector.Count) string {
@@ -241,11 +264,11 @@ func defaultModule(modules []string) string {
 	return modules[0]
 }
 
-func (p *pages) clock() time.Time {
-	if p.now != nil {
-		return p.now()
+func (p *pages) render(w http.ResponseWriter, name string, data map[string]any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := pageTemplates.ExecuteTemplate(w, name, data); err != nil {
+		p.logger.Error("Cannot render a page", "page", name, "err", err)
 	}
-	return time.Now()
 }
 
 func (p *pages) landing(w http.ResponseWriter, r *http.Request) {
@@ -253,27 +276,30 @@ func (p *pages) landing(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	now := p.clock()
+	now := time.Now()
 	var targets []targetRow
 	for _, st := range p.recent.Targets() {
 		targets = append(targets, newTargetRow(st, now))
 	}
 	modules := p.modules()
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	err := pageTemplates.Execute(w, map[string]any{
-		"CSS":           template.CSS(pageCSS),
-		"Version":       version.Version,
-		"MetricsPath":   p.metricsPath,
-		"SingleTarget":  p.singleTarget,
-		"Demo":          p.demo,
-		"Modules":       modules,
-		"DefaultModule": defaultModule(modules),
-		"Targets":       targets,
-		"Polls":         p.recent.Recent(),
+	p.render(w, "landing", map[string]any{
+		"Version": version.Version, "MetricsPath": p.metricsPath, "SingleTarget": p.singleTarget, "Demo": p.demo,
+		"Modules": modules, "DefaultModule": defaultModule(modules), "Targets": targets, "Polls": p.recent.Recent(),
 	})
-	if err != nil {
-		p.logger.Error("Cannot render the landing page", "err", err)
+}
+
+// target serves the page of one target: /target?target=<URL>&module=<m>,
+// no module for the service behind /metrics. It polls nothing.
+func (p *pages) target(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	st, ok := p.recent.Target(q.Get("target"), q.Get("module"))
+	if !ok {
+		http.Error(w, "no poll of this target and module is kept: it has not been polled since the exporter started, or not lately", http.StatusNotFound)
+		return
 	}
+	p.render(w, "target", map[string]any{
+		"Target": newTargetRow(st, time.Now()), "Demo": p.demo != "" && st.Latest.Target == p.singleTarget && st.Latest.Module == "",
+	})
 }
 
 func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
@@ -284,7 +310,7 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 	}
 	rec, ok := p.recent.Get(id)
 	if !ok {
-		http.Error(w, "no such poll: only the most recent polls are kept", http.StatusNotFound)
+		http.Error(w, "no such poll: each target keeps its latest poll and, while it fails, its first failing poll and the one that started a hold-off", http.StatusNotFound)
 		return
 	}
 	if r.URL.Query().Get("format") == "text" {
@@ -292,8 +318,7 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 		_ = rec.WriteText(w)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := pollTemplate.Execute(w, map[string]any{"CSS": template.CSS(pageCSS), "Poll": rec, "Demo": p.demo != "" && rec.Target == p.singleTarget}); err != nil {
-		p.logger.Error("Cannot render a poll page", "err", err)
-	}
+	p.render(w, "pollpage", map[string]any{
+		"Poll": rec, "Page": "target?" + collector.TargetQuery(rec.Target, rec.Module), "Demo": p.demo != "" && rec.Target == p.singleTarget,
+	})
 }

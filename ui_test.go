@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/common/promslog"
@@ -186,6 +187,7 @@ func render(t *testing.T, p *pages, path string) *node {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /polls/{id}", p.poll)
+	mux.HandleFunc("GET /target", p.target)
 	mux.HandleFunc("GET /{$}", p.landing)
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -209,7 +211,7 @@ func TestResultsAreNeverGreenWithFailures(t *testing.T) {
 		{collector.PollPartial, "partial: location_detail (1 of 5) http_status 404"},
 		{collector.PollFailed, "failed: root, projects, locations http_status 401"},
 	} {
-		log.Add(&collector.PollRecord{Target: "https://deploy.example.com", State: r.state, Summary: r.summary})
+		log.Add(&collector.PollRecord{Target: "https://" + r.state.String() + ".example.com", State: r.state, Summary: r.summary})
 	}
 	p := &pages{metricsPath: "/metrics", modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
 	cells := render(t, p, "/").all(byLabel("Result"))
@@ -223,13 +225,13 @@ func TestResultsAreNeverGreenWithFailures(t *testing.T) {
 		}
 	}
 	css := pageCSS
-	for _, rule := range []string{".ok{color:#1a7f37}", ".partial{color:#9a6700}", ".failed,.bad{color:#cf222e}"} {
+	for _, rule := range []string{".ok{color:#1a7f37}", ".partial,.slow{color:#9a6700}", ".failed,.bad{color:#cf222e}"} {
 		if !strings.Contains(css, rule) {
 			t.Errorf("the page style lacks %s: each state needs a colour of its own", rule)
 		}
 	}
 	for id, want := range map[uint64]string{2: "partial", 3: "failed"} {
-		result := render(t, p, fmt.Sprintf("/polls/%d", id)).all(func(n *node) bool { return n.attrs["id"] == "result" })
+		result := render(t, p, fmt.Sprintf("/polls/%d", id)).all(func(n *node) bool { return n.hasClass("result") })
 		if len(result) != 1 || !result[0].hasClass(want) {
 			t.Errorf("poll %d: result %v, want class %s", id, result, want)
 		}
@@ -237,67 +239,71 @@ func TestResultsAreNeverGreenWithFailures(t *testing.T) {
 }
 
 func TestTargetsTable(t *testing.T) {
-	now := time.Date(2026, 11, 22, 7, 30, 0, 0, time.UTC)
-	log := collector.NewPollLog(3)
-	add := func(target, module string, ago time.Duration, state collector.PollState, summary string, edit func(*collector.PollRecord)) {
-		r := &collector.PollRecord{Target: target, Module: module, Start: now.Add(-ago), State: state, Summary: summary}
-		if edit != nil {
-			edit(r)
+	// In the bubble the clock stands still, so the ages are exact.
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		log := collector.NewPollLog(3)
+		add := func(target, module string, ago time.Duration, state collector.PollState, summary string, edit func(*collector.PollRecord)) {
+			r := &collector.PollRecord{Target: target, Module: module, Start: now.Add(-ago), State: state, Summary: summary}
+			if edit != nil {
+				edit(r)
+			}
+			log.Add(r)
 		}
-		log.Add(r)
-	}
-	counts := func(r *collector.PollRecord) {
-		r.Projects, r.Locations = collector.Count{Value: 5, Known: true}, collector.Count{Value: 300, Known: true}
-	}
-	// Polls 1 and 2 fall out of the ring of 3: the first failing poll of
-	// the probe target is no longer kept, but its time and reason are.
-	add("https://probe.example.com", "default", 2*time.Hour, collector.PollFailed, "failed: root, projects, locations http_status 401", nil)
-	add("https://probe.example.com", "default", time.Hour, collector.PollFailed, "failed: root, projects, locations network", nil)
-	add("https://deploy.example.com", "", 12*time.Second, collector.PollOK, "ok", counts)
-	add("https://busy.example.com", "staging", 90*time.Second, collector.PollFailed, "failed: root, projects, locations held off 429", func(r *collector.PollRecord) {
-		r.HeldOff, r.HeldOffUntil = true, now.Add(4*time.Minute)
+		counts := func(r *collector.PollRecord) {
+			r.Projects, r.Locations = collector.Count{Value: 5, Known: true}, collector.Count{Value: 300, Known: true}
+		}
+		add("https://probe.example.com", "default", 2*time.Hour, collector.PollFailed, "failed: root, projects, locations http_status 401", nil)
+		add("https://probe.example.com", "default", time.Hour, collector.PollFailed, "failed: root, projects, locations network", nil)
+		add("https://deploy.example.com", "", 12*time.Second, collector.PollOK, "ok", counts)
+		add("https://busy.example.com", "staging", 90*time.Second, collector.PollFailed, "failed: root, projects, locations held off 429", func(r *collector.PollRecord) {
+			r.HeldOff, r.HeldOffUntil = true, now.Add(4*time.Minute)
+		})
+		add("https://probe.example.com", "default", 3*time.Second, collector.PollPartial, "partial: location_detail (1 of 2) http_status 404", counts)
+		add("https://slow.example.com", "default", 5*time.Second, collector.PollSlow, "slow: root 2.5s", counts)
+		p := &pages{metricsPath: "/metrics", modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
+		doc := render(t, p, "/")
+		tables := doc.all(func(n *node) bool { return n.attrs["id"] == "targets" })
+		if len(tables) != 1 {
+			t.Fatal("the landing page has no targets table")
+		}
+		var rows []string
+		for _, tr := range tables[0].all(func(n *node) bool { return n.name == "tr" && n.attrs["class"] != "" }) {
+			var cells []string
+			for _, td := range tr.all(func(n *node) bool { return n.name == "td" }) {
+				cells = append(cells, td.attrs["data-label"]+"="+strings.Join(strings.Fields(td.Text()), " "))
+			}
+			rows = append(rows, tr.attrs["class"]+": "+strings.Join(cells, " | "))
+		}
+		at := func(d time.Duration) string { return now.Add(d).UTC().Format("2006-01-02 15:04:05") }
+		want := []string{
+			"ok: Target=https://deploy.example.com | Module=(flags) | State=up | Projects=5 | Locations=300 | Last poll=12s ago | Failing since=— | Held off until=—",
+			"failed: Target=https://busy.example.com | Module=staging | State=down | Projects=— | Locations=— | Last poll=1m30s ago | " +
+				"Failing since=" + at(-90*time.Second) + " UTC (1m30s ago), poll 4: failed: root, projects, locations held off 429 | Held off until=" + at(4*time.Minute) + " UTC (4m0s from now)",
+			"partial: Target=https://probe.example.com | Module=default | State=up, some details failing | Projects=5 | Locations=300 | Last poll=3s ago | " +
+				"Failing since=" + at(-2*time.Hour) + " UTC (2h0m0s ago), poll 1: failed: root, projects, locations http_status 401 | Held off until=—",
+			"slow: Target=https://slow.example.com | Module=default | State=up, slow: root 2.5s | Projects=5 | Locations=300 | Last poll=5s ago | Failing since=— | Held off until=—",
+		}
+		if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+			t.Errorf("targets table:\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+		}
+		var links []string
+		for _, a := range tables[0].all(func(n *node) bool { return n.name == "a" }) {
+			links = append(links, a.attrs["href"])
+		}
+		if want := "target?target=https%3A%2F%2Fdeploy.example.com polls/3 " +
+			"target?module=staging&target=https%3A%2F%2Fbusy.example.com polls/4 polls/4 " +
+			"target?module=default&target=https%3A%2F%2Fprobe.example.com polls/5 polls/1 " +
+			"target?module=default&target=https%3A%2F%2Fslow.example.com polls/6"; strings.Join(links, " ") != want {
+			t.Errorf("targets table links\n%s\nwant each target's page, its last poll and its first failing one\n%s", strings.Join(links, " "), want)
+		}
+		// The targets come before the recent polls: they are what an
+		// operator opens the page for.
+		text := doc.Text()
+		if strings.Index(text, "Targets") > strings.Index(text, "Recent polls") {
+			t.Error("the targets table is not above the recent polls")
+		}
 	})
-	add("https://probe.example.com", "default", 3*time.Second, collector.PollPartial, "partial: location_detail (1 of 2) http_status 404", counts)
-	p := &pages{
-		metricsPath: "/metrics", modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger(),
-		now: func() time.Time { return now },
-	}
-	doc := render(t, p, "/")
-	tables := doc.all(func(n *node) bool { return n.attrs["id"] == "targets" })
-	if len(tables) != 1 {
-		t.Fatal("the landing page has no targets table")
-	}
-	var rows []string
-	for _, tr := range tables[0].all(func(n *node) bool { return n.name == "tr" && n.attrs["class"] != "" }) {
-		var cells []string
-		for _, td := range tr.all(func(n *node) bool { return n.name == "td" }) {
-			cells = append(cells, td.attrs["data-label"]+"="+strings.Join(strings.Fields(td.Text()), " "))
-		}
-		rows = append(rows, tr.attrs["class"]+": "+strings.Join(cells, " | "))
-	}
-	want := []string{
-		"ok: Target=https://deploy.example.com | Module=(flags) | State=up | Projects=5 | Locations=300 | Last poll=12s ago | Failing since=— | Held off until=—",
-		"failed: Target=https://busy.example.com | Module=staging | State=down | Projects=— | Locations=— | Last poll=1m30s ago | " +
-			"Failing since=2026-11-22 07:28:30 UTC (1m30s ago), poll 4: failed: root, projects, locations held off 429 | Held off until=2026-11-22 07:34:00 UTC (4m00s from now)",
-		"partial: Target=https://probe.example.com | Module=default | State=up, some details failing | Projects=5 | Locations=300 | Last poll=3s ago | " +
-			"Failing since=2026-11-22 05:30:00 UTC (2h00m ago): failed: root, projects, locations http_status 401 | Held off until=—",
-	}
-	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
-		t.Errorf("targets table:\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
-	}
-	var links []string
-	for _, a := range tables[0].all(func(n *node) bool { return n.name == "a" }) {
-		links = append(links, a.attrs["href"])
-	}
-	if strings.Join(links, " ") != "polls/3 polls/4 polls/4 polls/5" {
-		t.Errorf("targets table links %v: want the last polls and the first failing ones still kept", links)
-	}
-	// The targets come before the recent polls: they are what an operator
-	// opens the page for.
-	text := doc.Text()
-	if strings.Index(text, "Targets") > strings.Index(text, "Recent polls") {
-		t.Error("the targets table is not above the recent polls")
-	}
 }
 
 func TestTargetHeldOffWithoutAKnownEnd(t *testing.T) {
@@ -331,7 +337,7 @@ func TestProbeFormPreselectsTheDefaultModule(t *testing.T) {
 // scrolling box. The browser check in test/browser measures the result.
 func TestTablesStackOnPhones(t *testing.T) {
 	p, _ := testPages(t)
-	for _, path := range []string{"/", "/polls/1"} {
+	for _, path := range []string{"/", "/polls/1", "/target?module=prod%26staging&target=https%3A%2F%2Fdeploy.example.com%2F%3Cb%3Ex%3C%2Fb%3E"} {
 		doc := render(t, p, path)
 		tables := doc.all(func(n *node) bool { return n.name == "table" })
 		if len(tables) == 0 {
@@ -435,6 +441,7 @@ func TestSecurityHeaders(t *testing.T) {
 		{"GET", "/-/reload", 405}, {"POST", "/-/reload", 200}, {"GET", "/favicon.ico", 404},
 		{"GET", "/", 200}, {"GET", "/polls/1", 200}, {"GET", "/polls/1?format=text", 200},
 		{"GET", "/polls/99", 404}, {"GET", "/polls/x", 400},
+		{"GET", "/target?target=" + url.QueryEscape(svc.URL()), 200}, {"GET", "/target?target=nothing", 404},
 	} {
 		req, _ := http.NewRequest(tc.method, exp.URL+tc.path, nil)
 		resp, err := http.DefaultClient.Do(req)

@@ -14,17 +14,12 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// failureLog decides how loud the failures of a target's polls are. A
-// revoked key fails every scrape the same way; logging it at warn level
-// each time buries everything else. So a failure is logged at warn when it
-// starts or changes kind (endpoint × reason × status), at debug while it
-// lasts, and at info once when the endpoint answers well again. The detail
-// views are followed as one, like their summary line. Each Poller keeps
-// one, so each /probe target × module is followed on its own.
-//
-// A poll that sent nothing because of a hold-off, or that every scrape
-// abandoned, tells nothing new and leaves the state as it was; the
-// hold-off itself is logged once by the Poller.
+// failureLog decides how loud the failures of a target's polls are: a
+// failure is logged at warn when it starts or changes kind (endpoint ×
+// reason × status), at debug while it lasts, and at info once when the
+// endpoint answers well again, so that a revoked key does not bury
+// everything else. The detail views are followed as one. A poll that sent
+// nothing because of a hold-off leaves the state as it was.
 type failureLog struct {
 	mu      sync.Mutex
 	failing map[client.Endpoint]*failingRun
@@ -59,7 +54,7 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 		if !st.ok() {
 			kind = failure{failureKind(st.Err), st.Status}.String()
 		}
-		f.step(s.Start, ep, kind, endpointLines{logger: logger.With("endpoint", ep), st: st})
+		f.step(logger.With("endpoint", ep), "Endpoint", s.Start, ep, kind, "reason", client.ReasonOf(st.Err), "status", st.Status, "err", st.Err)
 	}
 	f.logDetails(logger, s)
 }
@@ -98,74 +93,36 @@ func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 	for i, k := range kinds {
 		names[i] = k.String()
 	}
-	f.step(s.Start, client.EndpointLocationDetail, strings.Join(names, ", "), detailLines{
-		logger: logger, st: st, failed: failed, total: len(checked), ids: failingIDs(checked),
-	})
+	kind := strings.Join(names, ", ")
+	f.step(logger, "Location details", s.Start, client.EndpointLocationDetail, kind,
+		"failed", failed, "total", len(checked), "location_ids", failingIDs(checked), "kinds", kind, "status", st.Status, "err", st.Err)
 }
 
-// lines writes the log lines of one endpoint's failure run.
-type lines interface {
-	started(kind, previously string, since time.Time)
-	repeated(kind string, since time.Time, polls int)
-	recovered(since time.Time, polls int)
-}
-
-// step moves ep's failure run on by one poll started at start, whose
-// failure is kind ("" when the endpoint answered well), and logs what
-// that calls for.
-func (f *failureLog) step(start time.Time, ep client.Endpoint, kind string, l lines) {
+// step moves ep's run of failures on by one poll started at start, whose
+// failure is kind ("" when the endpoint answered well), and logs what that
+// calls for: what names the endpoint in the messages, attrs the failure.
+func (f *failureLog) step(logger *slog.Logger, what string, start time.Time, ep client.Endpoint, kind string, attrs ...any) {
 	run := f.failing[ep]
 	switch {
 	case kind == "" && run == nil:
 	case kind == "":
 		delete(f.failing, ep)
-		l.recovered(run.since, run.polls)
+		logger.Info(what+" recovered", sinceAttr(run.since), "failed_polls", run.polls)
 	case run == nil:
 		f.failing[ep] = &failingRun{kind: kind, since: start, polls: 1}
-		l.started(kind, "", start)
+		logger.Warn(what+" failed", attrs...)
 	case run.kind != kind:
 		previously := run.kind
 		run.kind, run.polls = kind, run.polls+1
-		l.started(kind, previously, run.since)
+		logger.Warn(what+" failed", append(attrs, "previously", previously, sinceAttr(run.since))...)
 	default:
 		run.polls++
-		l.repeated(kind, run.since, run.polls)
+		logger.Debug(what+" still failing", append(attrs, sinceAttr(run.since), "failed_polls", run.polls)...)
 	}
 }
 
 func sinceAttr(t time.Time) slog.Attr {
 	return slog.String("failing_since", t.UTC().Format(time.RFC3339))
-}
-
-// endpointLines logs the root and the lists, one line per failure.
-type endpointLines struct {
-	logger *slog.Logger
-	st     endpointState
-}
-
-func (e endpointLines) started(_, previously string, since time.Time) {
-	args := []any{"reason", client.ReasonOf(e.st.Err), "status", e.st.Status, "err", e.st.Err}
-	if previously != "" {
-		args = append(args, "previously", previously, sinceAttr(since))
-	}
-	e.logger.Warn("Endpoint failed", args...)
-}
-
-func (e endpointLines) repeated(_ string, since time.Time, polls int) {
-	e.logger.Debug("Endpoint still failing", "reason", client.ReasonOf(e.st.Err), "status", e.st.Status, "err", e.st.Err, sinceAttr(since), "failed_polls", polls)
-}
-
-func (e endpointLines) recovered(since time.Time, polls int) {
-	e.logger.Info("Endpoint recovered", sinceAttr(since), "failed_polls", polls)
-}
-
-// detailLines logs the detail views, one line for all of them.
-type detailLines struct {
-	logger        *slog.Logger
-	st            endpointState
-	failed, total int
-	// ids names the first few failing locations.
-	ids string
 }
 
 // shownIDs is how many failing locations a log line names.
@@ -190,20 +147,4 @@ func failingIDs(checked []locationState) string {
 		out += fmt.Sprintf(" and %d more", more)
 	}
 	return out
-}
-
-func (d detailLines) started(kind, previously string, since time.Time) {
-	args := []any{"failed", d.failed, "total", d.total, "location_ids", d.ids, "kinds", kind, "status", d.st.Status, "err", d.st.Err}
-	if previously != "" {
-		args = append(args, "previously", previously, sinceAttr(since))
-	}
-	d.logger.Warn("Location details failed", args...)
-}
-
-func (d detailLines) repeated(kind string, since time.Time, polls int) {
-	d.logger.Debug("Location details still failing", "failed", d.failed, "total", d.total, "location_ids", d.ids, "kinds", kind, "status", d.st.Status, "err", d.st.Err, sinceAttr(since), "failed_polls", polls)
-}
-
-func (d detailLines) recovered(since time.Time, polls int) {
-	d.logger.Info("Location details recovered", "total", d.total, sinceAttr(since), "failed_polls", polls)
 }

@@ -54,8 +54,8 @@ type ProbeHandler struct {
 	// maxTargets is maxProbeTargets, lowered by tests.
 	maxTargets int
 	// ExternalURL, when set, is where people reach the exporter: each
-	// target's deployment_service_target_info links to its debug view
-	// there. Set it before serving.
+	// target's deployment_service_target_info links to its page there.
+	// Set it before serving.
 	ExternalURL *url.URL
 	// HoldOffs keeps the hold-offs of every pair's origin, so that a pair
 	// dropped from the cache forgets none. NewProbeHandler sets one; give
@@ -236,7 +236,7 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 	}
 	name := client.RedactURL(target)
 	e := &probeEntry{
-		version: version, metrics: shared.metrics, requests: newRequestMetrics(), info: NewTargetInfo(name, h.debugPage(target, key.module)),
+		version: version, metrics: shared.metrics, requests: newRequestMetrics(), info: NewTargetInfo(name, TargetPage(h.ExternalURL, name, key.module)),
 		timeout: settings.Timeout, lastUsed: time.Now(),
 	}
 	settings.Client.Transport, settings.Client.Observer, settings.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
@@ -271,25 +271,6 @@ func (h *ProbeHandler) keepBook(key probeKey, p *Poller) {
 		}
 	}
 	h.books[key] = p.keptLocations()
-}
-
-// debugPage is the address of the debug view of target with module under
-// ExternalURL, "" without one.
-func (h *ProbeHandler) debugPage(target *url.URL, module string) string {
-	if h.ExternalURL == nil {
-		return ""
-	}
-	q := url.Values{"target": {client.RedactURL(target)}, "module": {module}, "debug": {"true"}}
-	return PageURL(h.ExternalURL, "probe") + "?" + q.Encode()
-}
-
-// PageURL is the address of the exporter's page at rel (relative, no
-// leading slash) under its external URL.
-func PageURL(external *url.URL, rel string) string {
-	u := *external
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + rel
-	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
-	return u.String()
 }
 
 func (h *ProbeHandler) targetError(module string, err error) error {

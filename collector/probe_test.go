@@ -222,26 +222,6 @@ func TestProbeDebugViewDuringAHoldOff(t *testing.T) {
 	}
 }
 
-func TestPollLogKeepsTheLastPolls(t *testing.T) {
-	l := NewPollLog(3)
-	for i := range 5 {
-		l.Add(&PollRecord{Target: fmt.Sprint(i)})
-	}
-	var got []string
-	for _, r := range l.Recent() {
-		got = append(got, fmt.Sprintf("%d:%s", r.ID, r.Target))
-	}
-	if strings.Join(got, " ") != "5:4 4:3 3:2" {
-		t.Errorf("recent polls %v, want the last three, newest first", got)
-	}
-	if _, ok := l.Get(2); ok {
-		t.Error("a dropped poll is still found")
-	}
-	if r, ok := l.Get(4); !ok || r.Target != "3" {
-		t.Error("a kept poll is not found")
-	}
-}
-
 // TestPlantedKeyIsRedacted has the service echo the key in a next link, in
 // a redirect's Location header and in a body that fails to decode; the key
 // must reach no page, trace or log.

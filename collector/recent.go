@@ -5,51 +5,46 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
+	"text/template"
 	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// DefaultRecentPolls is how many polls the recent-polls page keeps.
-const DefaultRecentPolls = 100
-
-// PollRecord describes one poll for the recent-polls page and the debug
-// views. It holds only redacted text.
+// PollRecord is one poll as the pages, the text view and the debug view
+// show it. It holds only redacted text, and is never changed once kept.
 type PollRecord struct {
 	ID       uint64
 	Start    time.Time
 	Duration time.Duration
 	// Target is the redacted base URL; Module the module name, empty for
 	// the service behind /metrics.
-	Target string
-	Module string
+	Target, Module string
 	// Up is deployment_service_up: root and both lists answered well.
 	Up bool
-	// State is how the poll went as a whole, and Summary says in one line
-	// what failed, or "ok".
+	// Summary says in one line what failed or was slow, or "ok".
 	State   PollState
 	Summary string
 	// Projects and Locations are the list counts, when the lists were read.
 	Projects, Locations Count
-	// HeldOff tells whether the poll left requests unsent because the
-	// service had asked to hold off (a 429 or 503 with Retry-After), and
-	// HoldOffStatus is the status of that answer. HeldOffUntil is the end
-	// of the hold-off in force as the poll ended, or that an answer in
-	// this poll started; zero when none was.
+	// HeldOff tells that a hold-off, asked with HoldOffStatus, kept requests
+	// of the poll unsent; HeldOffUntil is the latest end of one it met.
 	HeldOff       bool
 	HoldOffStatus int
 	HeldOffUntil  time.Time
-	// HoldOffPollID is, in a record returned by PollLog.Get, the poll
-	// whose answer started the hold-off that kept this one from sending,
-	// while that poll is still kept; 0 when unknown.
+	// HoldOffPollID, in a copy from the log, names the poll that met it.
 	HoldOffPollID uint64
-	// Requests are the requests and pagination steps of the poll; Dropped
-	// counts those left out past the trace's bound.
+	// Requests are in endpoint order; Dropped counts those not kept.
 	Requests []client.TraceRequest
 	Dropped  int
+
+	// metUntil is the end of a hold-off an answer in this poll started.
+	metUntil time.Time
+	size     int
 }
 
 // PollState is how a poll went as a whole.
@@ -57,124 +52,37 @@ type PollState int
 
 // The states of a poll, from best to worst.
 const (
-	// PollOK means every request answered well.
-	PollOK PollState = iota
-	// PollPartial means root and both lists answered well, so
-	// deployment_service_up is 1, but some detail views did not.
-	PollPartial
-	// PollFailed means root or a list did not answer well.
-	PollFailed
+	PollOK      PollState = iota // every request answered well and soon
+	PollSlow                     // every request answered well, some slowly
+	PollPartial                  // deployment_service_up is 1, but some details failed
+	PollFailed                   // root or a list did not answer well
 )
 
-// String returns "ok", "partial" or "failed"; the pages use it as a CSS
-// class too.
+// String names s; the pages use it as a CSS class too.
 func (s PollState) String() string {
-	switch s {
-	case PollOK:
-		return "ok"
-	case PollPartial:
-		return "partial"
-	}
-	return "failed"
+	return [...]string{"ok", "slow", "partial", "failed"}[s]
 }
 
-// PollLog is a bounded ring of the most recent polls, shared by every
-// poller of the process.
-type PollLog struct {
-	mu   sync.Mutex
-	ring []*PollRecord
-	next int
-	seq  uint64
-	// targets holds the state of each target polled lately, at most
-	// maxTargets of them.
-	targets    map[targetKey]*TargetState
-	maxTargets int
-}
+// slowAnswer is the wait for an answer's first byte past which the pages
+// call it slow: the latency at which DeploymentServiceAPISlow warns.
+const slowAnswer = 2 * time.Second
 
-// NewPollLog returns a log that keeps the last size polls, and the state
-// of every target polled lately.
-func NewPollLog(size int) *PollLog {
-	return &PollLog{
-		ring:    make([]*PollRecord, 0, max(size, 1)),
-		targets: make(map[targetKey]*TargetState), maxTargets: maxTargets,
-	}
-}
+// Slow tells whether r's first byte came after slowAnswer.
+func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > slowAnswer }
 
-// Add stores rec, giving it the next id, and drops the oldest record once
-// the ring is full. It also brings the state of rec's target up to date.
-func (l *PollLog) Add(rec *PollRecord) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.seq++
-	rec.ID = l.seq
-	l.updateTarget(rec)
-	if len(l.ring) < cap(l.ring) {
-		l.ring = append(l.ring, rec)
-		return
-	}
-	l.ring[l.next] = rec
-	l.next = (l.next + 1) % len(l.ring)
-}
+// NotSent tells whether r was never sent: the client gives a reason for
+// every request that failed once sent.
+func NotSent(r client.TraceRequest) bool { return r.Note == "" && r.Reason == "" && r.Error != "" }
 
-// Recent returns the kept polls, newest first.
-func (l *PollLog) Recent() []*PollRecord {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]*PollRecord, 0, len(l.ring))
-	for i := range l.ring {
-		idx := (l.next - 1 - i + 2*len(l.ring)) % len(l.ring)
-		out = append(out, l.ring[idx])
+// StatusText renders r's status: "not sent", "no response" or the code.
+func StatusText(r client.TraceRequest) string {
+	switch {
+	case NotSent(r):
+		return "not sent"
+	case r.Status == 0:
+		return "no response"
 	}
-	return out
-}
-
-// Get returns the poll with the given id, if it is still kept. For a poll
-// held off, the copy returned names the poll that met the answer which
-// started the hold-off, when that one is still kept.
-func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.ring {
-		if r.ID == id {
-			c := *r
-			c.HoldOffPollID = l.holdOffPoll(r)
-			return &c, true
-		}
-	}
-	return nil, false
-}
-
-// HoldOffPoll finds, for a record made outside the log (the debug view of
-// /probe), the kept poll whose answer started the hold-off it met; 0 when
-// there is none.
-func (l *PollLog) HoldOffPoll(rec *PollRecord) uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.holdOffPoll(rec)
-}
-
-// holdOffPoll finds the poll whose answer started the hold-off in force
-// during rec: the first kept poll of the same target and module with a
-// request whose hold-off ends when rec's does. It is looked up when a page
-// is asked for, not when rec is added, since a poll can be held off
-// before the poll that met the 429 has been recorded. l.mu is held.
-func (l *PollLog) holdOffPoll(rec *PollRecord) uint64 {
-	if !rec.HeldOff || rec.HeldOffUntil.IsZero() {
-		return 0
-	}
-	var found uint64
-	for _, r := range l.ring {
-		if r.Target != rec.Target || r.Module != rec.Module || (found != 0 && r.ID > found) {
-			continue
-		}
-		for _, q := range r.Requests {
-			if q.HoldOffUntil.Equal(rec.HeldOffUntil) {
-				found = r.ID
-				break
-			}
-		}
-	}
-	return found
+	return strconv.Itoa(r.Status)
 }
 
 // newPollRecord sums up a snapshot.
@@ -186,25 +94,60 @@ func newPollRecord(target, module string, s *Snapshot) *PollRecord {
 	if s.trace != nil {
 		rec.Requests, rec.Dropped = s.trace.Requests()
 	}
+	rec.sum(s)
+	return rec
+}
+
+// sum orders rec's requests and says how the poll of s went.
+func (rec *PollRecord) sum(s *Snapshot) {
+	slices.SortStableFunc(rec.Requests, func(a, b client.TraceRequest) int {
+		return cmp.Or(cmp.Compare(slices.Index(client.Endpoints, a.Endpoint), slices.Index(client.Endpoints, b.Endpoint)),
+			cmp.Compare(a.Page, b.Page), cmp.Compare(detailID(a.URL), detailID(b.URL)))
+	})
 	for _, st := range s.Endpoints {
 		if errors.Is(st.Err, client.ErrHeldOff) {
 			rec.HeldOff, rec.HoldOffStatus = true, st.Status
 		}
 	}
-	// A poll that sent nothing knows the end from the snapshot; one that
-	// met the 429 from its requests too.
 	rec.HeldOffUntil = maxTime(holdOffEnd(rec.Requests), s.HoldOffUntil)
 	rec.State, rec.Summary = summarize(s)
-	return rec
+	switch slow := slowText(rec.Requests); {
+	case slow == "":
+	case rec.State == PollOK:
+		rec.State, rec.Summary = PollSlow, "slow: "+slow
+	default:
+		rec.Summary += "; slow: " + slow
+	}
+}
+
+// detailID is the id a detail view's URL ends with, 0 for other URLs.
+func detailID(u string) int64 {
+	id, _ := strconv.ParseInt(path.Base(u), 10, 64)
+	return id
+}
+
+// slowText names each endpoint with a slow answer, and its slowest.
+func slowText(reqs []client.TraceRequest) string {
+	var parts []string
+	for _, ep := range client.Endpoints {
+		var worst time.Duration
+		for _, r := range reqs {
+			if r.Endpoint == ep && Slow(r) {
+				worst = max(worst, r.Phases.FirstByte)
+			}
+		}
+		if worst > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // holdOffEnd is the latest hold-off end that the requests of a poll set.
 func holdOffEnd(reqs []client.TraceRequest) time.Time {
 	var end time.Time
 	for _, r := range reqs {
-		if r.HoldOffUntil.After(end) {
-			end = r.HoldOffUntil
-		}
+		end = maxTime(end, r.HoldOffUntil)
 	}
 	return end
 }
@@ -307,9 +250,7 @@ func failureKind(err error) string {
 	return string(client.ReasonOf(err))
 }
 
-// ModuleName is how the pages and the text view name a poll's module:
-// the poll of the single target behind /metrics has none, and is set by
-// the flags.
+// ModuleName names a poll's module: the one behind /metrics has none.
 func ModuleName(module string) string {
 	if module == "" {
 		return "(flags)"
@@ -317,68 +258,68 @@ func ModuleName(module string) string {
 	return module
 }
 
-// WriteText writes the debug view of rec as plain text, for curl users.
-func (rec *PollRecord) WriteText(w io.Writer) error {
-	module := ModuleName(rec.Module)
-	var b strings.Builder
-	if rec.ID == 0 {
-		// A poll made for this view only, kept nowhere.
-		fmt.Fprintf(&b, "Poll of %s, module %s\n", rec.Target, module)
-	} else {
-		fmt.Fprintf(&b, "Poll %d of %s, module %s\n", rec.ID, rec.Target, module)
-	}
-	fmt.Fprintf(&b, "Started %s, took %s, up %v: %s\n", rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration.Round(time.Microsecond), rec.Up, rec.Summary)
-	rec.writeHoldOffText(&b)
-	b.WriteByte('\n')
-	for _, r := range rec.Requests {
-		if r.Note != "" {
-			failed := ""
-			if r.NoteFailed {
-				failed = "FAILED, pagination: "
-			}
-			fmt.Fprintf(&b, "    %s page %d: %s%s\n", r.Endpoint, r.Page, failed, r.Note)
-			continue
-		}
-		fmt.Fprintf(&b, "%s %s %s -> status %d, %d bytes, %s", r.Endpoint, r.Method, r.URL, r.Status, r.Bytes, r.Duration.Round(time.Microsecond))
-		if r.Error != "" {
-			fmt.Fprintf(&b, ", %s: %s", r.Reason, r.Error)
-		}
-		b.WriteByte('\n')
-		if p := PhasesText(r.Phases); p != "" {
-			fmt.Fprintf(&b, "    Phases: %s\n", p)
-		}
-		writeAnswerText(&b, r)
-	}
-	if rec.Dropped > 0 {
-		fmt.Fprintf(&b, "(%d more requests not kept)\n", rec.Dropped)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+// SentNothing tells whether a hold-off kept the poll from sending anything.
+func (rec *PollRecord) SentNothing() bool {
+	return rec.HeldOff && len(rec.Requests) == 0
 }
 
-// writeAnswerText adds what the service sent back, as far as the trace
-// kept it, on indented lines below the request. The excerpt is quoted, so
-// control characters from the service cannot reach a terminal.
-func writeAnswerText(b *strings.Builder, r client.TraceRequest) {
-	if r.ContentType != "" {
-		fmt.Fprintf(b, "    Content-Type: %s\n", r.ContentType)
+// KeyRefused says plainly what a 401 in the poll means, "" without one.
+func (rec *PollRecord) KeyRefused() string {
+	if slices.ContainsFunc(rec.Requests, func(r client.TraceRequest) bool { return r.Status == 401 && !NotSent(r) }) {
+		return "The service refused the exporter's key (401 Unauthorized): it is wrong, revoked, or sent with another scheme than the one WWW-Authenticate names."
 	}
-	if r.Location != "" {
-		fmt.Fprintf(b, "    Location: %s\n", r.Location)
+	return ""
+}
+
+// NotSentText says why r was not sent: a hold-off, with its status and
+// end, or what stopped it.
+func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
+	if r.Status == 0 {
+		return r.Error
 	}
-	if r.WWWAuthenticate != "" {
-		fmt.Fprintf(b, "    WWW-Authenticate: %s\n", r.WWWAuthenticate)
+	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, untilText(rec.HeldOffUntil))
+}
+
+func untilText(t time.Time) string {
+	if t.IsZero() {
+		return "an unknown time"
 	}
-	if r.RetryAfter != "" || !r.HoldOffUntil.IsZero() {
-		fmt.Fprintf(b, "    Retry-After: %s", cmp.Or(r.RetryAfter, "(none)"))
-		if !r.HoldOffUntil.IsZero() {
-			fmt.Fprintf(b, "; held off until %s", r.HoldOffUntil.UTC().Format(time.RFC3339))
-		}
-		b.WriteByte('\n')
-	}
-	if r.BodyExcerpt != "" {
-		fmt.Fprintf(b, "    Body: %q\n", r.BodyExcerpt)
-	}
+	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+}
+
+// textView is the debug view of a poll, for curl users. Excerpts are
+// quoted, so control characters from the service cannot reach a terminal.
+var textView = template.Must(template.New("poll").Funcs(template.FuncMap{
+	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"duration":    func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
+	"moduleName":  ModuleName, "phases": PhasesText, "status": StatusText, "notSent": NotSent, "slow": Slow,
+}).Parse(`Poll {{with .ID}}{{.}} {{end}}of {{.Target}}, module {{moduleName .Module}}
+Started {{rfc3339nano .Start}}, took {{duration .Duration}}, up {{.Up}}: {{.Summary}}
+{{if .SentNothing}}Sent nothing: the service asked to hold off (status {{.HoldOffStatus}}) until {{if .HeldOffUntil.IsZero}}an unknown time{{else}}{{rfc3339 .HeldOffUntil}}{{end}}
+{{- with .HoldOffPollID}}; poll {{.}} met that answer{{end}}.
+{{else if not .HeldOffUntil.IsZero}}The service asked to hold off: no requests until {{rfc3339 .HeldOffUntil}}.
+{{end}}{{with .KeyRefused}}{{.}}
+{{end}}
+{{range .Requests}}{{if .Note}}    {{.Endpoint}} page {{.Page}}: {{if .NoteFailed}}FAILED, pagination: {{end}}{{.Note}}
+{{else if notSent .}}{{.Endpoint}} {{.Method}} {{.URL}} -> not sent: {{$.NotSentText .}}
+{{else}}{{.Endpoint}} {{.Method}} {{.URL}} -> {{if .Status}}status {{end}}{{status .}}, {{.Bytes}} bytes, {{duration .Duration}}{{if slow .}}, slow{{end}}{{if .Error}}, {{.Reason}}: {{.Error}}{{end}}
+{{with phases .Phases}}    Phases: {{.}}
+{{end}}{{template "answer" .}}{{end}}{{end}}{{with .Dropped}}({{.}} more requests not kept)
+{{end}}
+{{- define "answer"}}{{with .ContentType}}    Content-Type: {{.}}
+{{end}}{{with .Location}}    Location: {{.}}
+{{end}}{{with .WWWAuthenticate}}    WWW-Authenticate: {{.}}
+{{end}}{{if or .RetryAfter (not .HoldOffUntil.IsZero)}}    Retry-After: {{or .RetryAfter "(none)"}}{{if not .HoldOffUntil.IsZero}}; held off until {{rfc3339 .HoldOffUntil}}{{end}}
+{{end}}{{with .BodyExcerpt}}    Body: {{printf "%q" .}}
+{{end}}{{end}}`))
+
+// WriteText writes the debug view of rec as plain text.
+func (rec *PollRecord) WriteText(w io.Writer) error { return textView.Execute(w, rec) }
+
+// writeAnswerText writes what the service sent back to r, indented.
+func writeAnswerText(w io.Writer, r client.TraceRequest) {
+	_ = textView.ExecuteTemplate(w, "answer", r)
 }
 
 // PhasesText renders when each phase of an exchange ended, counted from
@@ -398,29 +339,4 @@ func PhasesText(p client.Phases) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// SentNothing tells whether the poll sent no request because the service
-// had asked to hold off.
-func (rec *PollRecord) SentNothing() bool {
-	return rec.HeldOff && len(rec.Requests) == 0
-}
-
-// writeHoldOffText says until when the service asked to hold off and, for
-// a poll that sent nothing, which poll met that answer.
-func (rec *PollRecord) writeHoldOffText(b *strings.Builder) {
-	until := "an unknown time"
-	if !rec.HeldOffUntil.IsZero() {
-		until = rec.HeldOffUntil.UTC().Format(time.RFC3339)
-	}
-	switch {
-	case rec.SentNothing():
-		fmt.Fprintf(b, "Sent nothing: the service asked to hold off (status %d) until %s", rec.HoldOffStatus, until)
-		if rec.HoldOffPollID != 0 {
-			fmt.Fprintf(b, "; poll %d met that answer", rec.HoldOffPollID)
-		}
-		b.WriteString(".\n")
-	case !rec.HeldOffUntil.IsZero():
-		fmt.Fprintf(b, "The service asked to hold off: no requests until %s.\n", until)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,42 +204,8 @@ func TestPollWithAMissingDetailIsPartial(t *testing.T) {
 		t.Errorf("poll: state %v, up %v, %q", p.State, p.Up, p.Summary)
 	}
 	targets := log.Targets()
-	if len(targets) != 1 || targets[0].State != PollPartial || targets[0].Projects != (Count{3, true}) || targets[0].Locations != (Count{9, true}) || targets[0].FailingID != 1 {
+	if len(targets) != 1 || keptIDs(targets[0]) != "1/1/-" || targets[0].Latest.Projects != (Count{3, true}) || targets[0].Latest.Locations != (Count{9, true}) {
 		t.Errorf("targets: %+v", targets)
-	}
-}
-
-// TestHeldOffPollNamesThePollThatMetThe429 checks the link from a poll
-// that sent nothing to the one whose answer started the hold-off, even
-// when the held-off poll was recorded first, and only within one target.
-func TestHeldOffPollNamesThePollThatMetThe429(t *testing.T) {
-	until := time.Date(2026, 11, 22, 7, 0, 14, 0, time.UTC)
-	held := snapshotOf(heldOff, heldOff, heldOff)
-	held.HoldOffUntil = until
-	log := NewPollLog(10)
-	log.Add(newPollRecord("svc", "", held)) // 1: recorded before the poll that met the 429
-	log.Add(&PollRecord{Target: "other", Requests: []client.TraceRequest{{Status: 429, HoldOffUntil: until}}})
-	log.Add(&PollRecord{Target: "svc", Requests: []client.TraceRequest{{Status: 200}, {Status: 429, RetryAfter: "14", HoldOffUntil: until}}})
-	log.Add(&PollRecord{Target: "svc", Requests: []client.TraceRequest{{Status: 429, HoldOffUntil: until.Add(-time.Second)}}})
-	rec, ok := log.Get(1)
-	if !ok || !rec.HeldOff || rec.HoldOffStatus != 429 || !rec.HeldOffUntil.Equal(until) || !rec.SentNothing() {
-		t.Fatalf("held-off poll %+v", rec)
-	}
-	if rec.HoldOffPollID != 3 {
-		t.Errorf("held-off poll links to poll %d, want 3", rec.HoldOffPollID)
-	}
-	if kept, _ := log.Get(1); kept == rec {
-		t.Error("Get hands out the shared record instead of a copy")
-	}
-	var b strings.Builder
-	if err := rec.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	if want := "Sent nothing: the service asked to hold off (status 429) until 2026-11-22T07:00:14Z; poll 3 met that answer.\n"; !strings.Contains(b.String(), want) {
-		t.Errorf("text view lacks %q:\n%s", want, b.String())
-	}
-	if rec, _ := log.Get(3); rec.HoldOffPollID != 0 || rec.SentNothing() {
-		t.Errorf("the poll that met the 429 links to %d", rec.HoldOffPollID)
 	}
 }
 
@@ -274,13 +241,13 @@ func TestNoSecretInLogsPagesOrMetrics(t *testing.T) {
 	r.svc.SetFault(sampleservice.EndpointLocationDetail, sampleservice.Fault{Body: `{"name": "` + strings.ToUpper(key) + `"}`})
 	body := r.scrape(t, "") + r.scrape(t, "")
 	var text strings.Builder
-	for _, rec := range recent.Recent() {
-		if err := rec.WriteText(&text); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, st := range recent.Targets() {
-		fmt.Fprintf(&text, "%+v\n", st)
+		for _, rec := range []*PollRecord{st.Latest, st.Failing} {
+			fmt.Fprintf(&text, "%+v\n", *rec)
+			if err := rec.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	for where, s := range map[string]string{"metrics": body, "logs": r.logs.String(), "poll log": text.String()} {
 		for i := 0; i+12 <= len(key); i++ {
@@ -292,5 +259,133 @@ func TestNoSecretInLogsPagesOrMetrics(t *testing.T) {
 	}
 	if !strings.Contains(text.String(), "<secret>") || !strings.Contains(body, `name="<secret>"`) {
 		t.Errorf("nothing redacted:\n%s\n%s", text.String(), body)
+	}
+}
+
+// TestPollRowsInEndpointOrder: a poll's requests come in endpoint order,
+// root first and the detail views by id, whichever answered first.
+func TestPollRowsInEndpointOrder(t *testing.T) {
+	projectsDone, detail2Done := make(chan struct{}), make(chan struct{})
+	var projectsOnce, detail2Once sync.Once
+	// A gate opens when the request it waits for has been answered, or
+	// after a while: the order only makes the test meaningful.
+	wait := func(c chan struct{}) {
+		select {
+		case <-c:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	wrap := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			switch req.URL.Path {
+			case "/api/":
+				wait(projectsDone)
+			case "/api/projects/locations/1/":
+				wait(detail2Done)
+			}
+			h.ServeHTTP(w, req)
+			switch req.URL.Path {
+			case "/api/projects/projects/":
+				projectsOnce.Do(func() { close(projectsDone) })
+			case "/api/projects/locations/2/":
+				detail2Once.Do(func() { close(detail2Done) })
+			}
+		})
+	}
+	r := newRig(t, rigOptions{service: sampleservice.Options{Projects: 3, Locations: 9}, detailIDs: []int64{3, 1, 2}, wrap: wrap})
+	log := NewPollLog(10)
+	r.poller = NewPoller(r.target, PollerOptions{Timeout: 10 * time.Second, Recent: log, Name: "svc"})
+	r.gather(t)
+	var got []string
+	for _, q := range log.Recent()[0].Requests {
+		if q.Note == "" {
+			got = append(got, fmt.Sprintf("%s/%d", q.Endpoint, detailID(q.URL)))
+		}
+	}
+	if want := "root/0 projects/0 locations/0 location_detail/1 location_detail/2 location_detail/3"; strings.Join(got, " ") != want {
+		t.Errorf("requests in the order %s, want %s", strings.Join(got, " "), want)
+	}
+}
+
+// TestRequestsNotSentAreNotAnswers: during a hold-off that a detail view's
+// 429 started, the detail views not sent read "not sent", with the
+// hold-off's status and end, never as answers with an empty reason.
+func TestRequestsNotSentAreNotAnswers(t *testing.T) {
+	r := newRig(t, rigOptions{
+		service:   sampleservice.Options{Locations: 5},
+		detailIDs: []int64{1, 2, 3},
+		client:    func(c *client.Config) { c.Concurrency = 1 },
+	})
+	r.svc.SetDetailFault(1, sampleservice.Fault{Status: 429, RetryAfter: "600"})
+	log := NewPollLog(10)
+	r.poller = NewPoller(r.target, PollerOptions{Timeout: 10 * time.Second, Recent: log, Name: "svc"})
+	r.gather(t)
+	rec := log.Recent()[0]
+	var b strings.Builder
+	if err := rec.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	until := rec.HeldOffUntil.UTC().Format("2006-01-02 15:04:05") + " UTC"
+	for _, id := range []int{2, 3} {
+		want := fmt.Sprintf("location_detail GET %s/api/projects/locations/%d/ -> not sent: the service had asked to hold off (status 429) until %s\n", r.srv.URL, id, until)
+		if rec.HeldOffUntil.IsZero() || !strings.Contains(text, want) {
+			t.Errorf("text view lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, ", : ") || strings.Contains(text, "status 429, 0 bytes") {
+		t.Errorf("a request not sent reads as an answer:\n%s", text)
+	}
+}
+
+// TestTextViewSaysWhatAStatusMeans: a 401 says plainly that the key was
+// refused, a request without an answer reads "no response", and a slow
+// answer is marked.
+func TestTextViewSaysWhatAStatusMeans(t *testing.T) {
+	rec := &PollRecord{ID: 3, Target: "svc", Requests: []client.TraceRequest{
+		{Endpoint: client.EndpointRoot, Method: "GET", URL: "svc/api/", Status: 401, Reason: client.ReasonHTTPStatus, Error: "unexpected status Unauthorized", WWWAuthenticate: "Token"},
+		{Endpoint: client.EndpointProjects, Method: "GET", URL: "svc/api/projects/projects/", Reason: client.ReasonNetwork, Error: "connection refused"},
+		{Endpoint: client.EndpointLocations, Method: "GET", URL: "svc/api/projects/locations/", Status: 200, Duration: 2600 * time.Millisecond, Phases: client.Phases{FirstByte: 2500 * time.Millisecond}},
+	}}
+	var b strings.Builder
+	if err := rec.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"\nThe service refused the exporter's key (401 Unauthorized): ",
+		"root GET svc/api/ -> status 401, 0 bytes, 0s, http_status: unexpected status Unauthorized\n",
+		"projects GET svc/api/projects/projects/ -> no response, 0 bytes, 0s, network: connection refused\n",
+		"locations GET svc/api/projects/locations/ -> status 200, 0 bytes, 2.6s, slow\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text view lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "status 0") {
+		t.Errorf("text view shows a status 0:\n%s", b.String())
+	}
+}
+
+// TestSlowPollIsNotOK: a poll whose every request answered well, one of
+// them after more than 2 s, is slow, and says where; a failed one says so
+// after its failures.
+func TestSlowPollIsNotOK(t *testing.T) {
+	slow := []client.TraceRequest{
+		{Endpoint: client.EndpointRoot, Status: 200, Phases: client.Phases{FirstByte: 100 * time.Millisecond}},
+		{Endpoint: client.EndpointProjects, Status: 200, Phases: client.Phases{FirstByte: 2500 * time.Millisecond}},
+		{Endpoint: client.EndpointProjects, Status: 200, Page: 2, Phases: client.Phases{FirstByte: 2501 * time.Millisecond}},
+	}
+	for _, tc := range []struct {
+		snap      *Snapshot
+		wantState PollState
+		want      string
+	}{
+		{snapshotOf(nil, nil, nil), PollSlow, "slow: projects 2.501s"},
+		{snapshotOf(nil, nil, failed(client.ReasonHTTPStatus, 500)), PollFailed, "failed: locations http_status 500; slow: projects 2.501s"},
+	} {
+		got := &PollRecord{Requests: slow}
+		if got.sum(tc.snap); got.State != tc.wantState || got.Summary != tc.want {
+			t.Errorf("got %v %q, want %v %q", got.State, got.Summary, tc.wantState, tc.want)
+		}
 	}
 }

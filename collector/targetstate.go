@@ -2,123 +2,234 @@ package collector
 
 import (
 	"cmp"
+	"net/url"
 	"slices"
-	"time"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// maxTargets bounds the targets that the recent-polls log keeps the state
-// of: as many as the /probe cache holds, plus the service behind /metrics.
-// Targets come from requests, so the least recently polled one goes first,
-// and a target dropped from the /probe cache leaves in its turn.
+// maxTargets bounds the targets kept: the /probe cache's, plus /metrics.
 const maxTargets = maxProbeTargets + 1
 
-// TargetState is the state at a glance of one watched service: the one
-// behind /metrics (Module empty) or a /probe target with its module. It is
-// a copy, safe to read without a lock.
+// maxKeptBytes bounds the polls kept of all targets, as bytes counts them.
+const maxKeptBytes = 32 << 20
+
+// DefaultRecentPolls is how many targets' latest polls the landing page lists.
+const DefaultRecentPolls = 20
+
+// PollLog keeps what the pages show of each target polled lately.
+type PollLog struct {
+	mu         sync.Mutex
+	seq        uint64
+	targets    map[targetKey]*TargetState
+	bytes      int
+	maxTargets int
+	recent     int
+}
+
+// TargetState is what is kept of one target: its latest poll and, until a
+// poll is ok again, its first failing poll and the one that met the
+// answer starting its hold-off.
 type TargetState struct {
-	Target string
-	Module string
-	// LastID, LastStart, State, Summary and the counts come from the
-	// latest poll; LastKept tells whether its page is still kept.
-	LastID    uint64
-	LastStart time.Time
-	LastKept  bool
-	State     PollState
-	Summary   string
-	// Projects and Locations are the counts of the latest poll, unknown
-	// when it could not read the lists.
-	Projects, Locations Count
-	// FailingSince is the start of the first poll of the current run of
-	// polls that were not ok, zero while the latest poll is ok; FailingID
-	// and FailingSummary are that poll's, FailingKept whether its page is
-	// still kept.
-	FailingSince   time.Time
-	FailingID      uint64
-	FailingSummary string
-	FailingKept    bool
-	// HeldOff tells whether the latest poll sent nothing because of a
-	// hold-off. HeldOffUntil is the end of the last hold-off a poll
-	// started, kept until a poll sends requests again; zero when unknown.
-	HeldOff      bool
-	HeldOffUntil time.Time
+	Latest, Failing, HoldOff *PollRecord
 }
 
 type targetKey struct{ target, module string }
 
-// updateTarget folds rec into the state of its target; l.mu is held.
-func (l *PollLog) updateTarget(rec *PollRecord) {
+// NewPollLog returns a log whose Recent lists as many as recent polls.
+func NewPollLog(recent int) *PollLog {
+	return &PollLog{targets: make(map[targetKey]*TargetState), maxTargets: maxTargets, recent: recent}
+}
+
+// Add keeps rec, with the next id, as the latest poll of its target; the
+// least recently polled targets go past maxTargets or maxKeptBytes.
+func (l *PollLog) Add(rec *PollRecord) {
+	rec.metUntil, rec.size = holdOffEnd(rec.Requests), rec.bytes()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	rec.ID = l.seq
 	key := targetKey{rec.Target, rec.Module}
-	st, ok := l.targets[key]
-	if !ok {
-		if len(l.targets) >= l.maxTargets {
-			l.evictTarget()
-		}
-		st = &TargetState{Target: rec.Target, Module: rec.Module}
+	st := l.targets[key]
+	if st == nil {
+		st = &TargetState{}
 		l.targets[key] = st
 	}
-	st.LastID, st.LastStart, st.State, st.Summary = rec.ID, rec.Start, rec.State, rec.Summary
-	st.Projects, st.Locations = rec.Projects, rec.Locations
+	l.bytes -= st.bytes()
+	st.Latest = rec
 	switch {
-	case rec.State == PollOK:
-		st.FailingSince, st.FailingID, st.FailingSummary = time.Time{}, 0, ""
-	case st.FailingID == 0:
-		st.FailingSince, st.FailingID, st.FailingSummary = rec.Start, rec.ID, rec.Summary
+	case rec.State <= PollSlow:
+		st.Failing, st.HoldOff = nil, nil
+	case st.Failing == nil:
+		st.Failing = rec
 	}
-	st.HeldOff = rec.HeldOff
 	switch {
-	case !rec.HeldOffUntil.IsZero():
-		st.HeldOffUntil = rec.HeldOffUntil
-	case !rec.HeldOff:
-		// This poll sent requests, so no earlier hold-off is in force.
-		st.HeldOffUntil = time.Time{}
+	case !rec.metUntil.IsZero() && (st.HoldOff == nil || rec.metUntil.After(st.HoldOff.metUntil)):
+		st.HoldOff = rec
+	case st.HoldOff == nil && rec.HeldOff:
+		// Held off after another target of the same origin met the answer.
+		st.HoldOff = l.metAnswer(rec)
+	}
+	l.bytes += st.bytes()
+	for len(l.targets) > 1 && (len(l.targets) > l.maxTargets || l.bytes > maxKeptBytes) {
+		l.evictOldest(key)
 	}
 }
 
-// evictTarget drops the least recently polled target; l.mu is held.
-func (l *PollLog) evictTarget() {
-	var oldest targetKey
-	oldestID := uint64(0)
-	for k, st := range l.targets {
-		if oldestID == 0 || st.LastID < oldestID {
-			oldest, oldestID = k, st.LastID
+// bytes counts the distinct records of st.
+func (st *TargetState) bytes() int {
+	n := 0
+	for i, r := range st.records() {
+		if r != nil && !slices.Contains(st.records()[:i], r) {
+			n += r.size
 		}
 	}
+	return n
+}
+
+func (st *TargetState) records() []*PollRecord {
+	return []*PollRecord{st.Latest, st.Failing, st.HoldOff}
+}
+
+// bytes is about how much memory rec keeps, shared excerpts counted each time.
+func (rec *PollRecord) bytes() int {
+	n := int(unsafe.Sizeof(*rec)) + len(rec.Target) + len(rec.Module) + len(rec.Summary) + len(rec.Requests)*int(unsafe.Sizeof(client.TraceRequest{}))
+	for _, q := range rec.Requests {
+		n += len(q.URL) + len(q.Error) + len(q.Note) + len(q.BodyExcerpt) + len(q.ContentType) + len(q.Location) + len(q.WWWAuthenticate) + len(q.RetryAfter)
+	}
+	return n
+}
+
+// evictOldest drops the least recently polled target but keep; l.mu is held.
+func (l *PollLog) evictOldest(keep targetKey) {
+	var oldest targetKey
+	var id uint64
+	for k, st := range l.targets {
+		if k != keep && (id == 0 || st.Latest.ID < id) {
+			oldest, id = k, st.Latest.ID
+		}
+	}
+	l.bytes -= l.targets[oldest].bytes()
 	delete(l.targets, oldest)
 }
 
-// kept tells whether the poll with the given id is still in the ring; l.mu
-// is held. Ids are given in sequence, so the ring holds the last ones.
-func (l *PollLog) kept(id uint64) bool {
-	return id > 0 && id <= l.seq && l.seq-id < uint64(len(l.ring))
+// metAnswer finds the kept poll whose answer started the hold-off in force
+// during rec, of any target of its origin; l.mu is held.
+func (l *PollLog) metAnswer(rec *PollRecord) *PollRecord {
+	if rec.HeldOffUntil.IsZero() {
+		return nil
+	}
+	if rec.metUntil.Equal(rec.HeldOffUntil) {
+		return rec
+	}
+	for _, st := range l.targets {
+		if st.HoldOff != nil && st.HoldOff.metUntil.Equal(rec.HeldOffUntil) {
+			return st.HoldOff
+		}
+	}
+	return nil
+}
+
+// HoldOffPoll is the id of the poll that met rec's hold-off, 0 if unknown.
+func (l *PollLog) HoldOffPoll(rec *PollRecord) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.view(rec).HoldOffPollID
+}
+
+// view is a copy of rec with its HoldOffPollID; l.mu is held.
+func (l *PollLog) view(rec *PollRecord) *PollRecord {
+	if rec == nil {
+		return nil
+	}
+	c := *rec
+	if m := l.metAnswer(rec); m != nil && m.ID != rec.ID && rec.HeldOff {
+		c.HoldOffPollID = m.ID
+	}
+	return &c
+}
+
+// Get returns a copy of the poll with the given id, if it is still kept.
+func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.find(id)
+	return l.view(r), r != nil
+}
+
+// find returns the kept poll with the given id, or nil; l.mu is held.
+func (l *PollLog) find(id uint64) *PollRecord {
+	for _, st := range l.targets {
+		for _, r := range st.records() {
+			if r != nil && r.ID == id {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// Target returns what is kept of a target, by redacted URL and module.
+func (l *PollLog) Target(target, module string) (TargetState, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, ok := l.targets[targetKey{target, module}]
+	if !ok {
+		return TargetState{}, false
+	}
+	return TargetState{l.view(st.Latest), l.view(st.Failing), l.view(st.HoldOff)}, true
 }
 
 // Targets returns the state of every target polled lately: the service
 // behind /metrics first, then the /probe targets by URL and module.
 func (l *PollLog) Targets() []TargetState {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	out := make([]TargetState, 0, len(l.targets))
 	for _, st := range l.targets {
-		c := *st
-		c.LastKept, c.FailingKept = l.kept(c.LastID), l.kept(c.FailingID)
-		out = append(out, c)
+		out = append(out, TargetState{l.view(st.Latest), l.view(st.Failing), l.view(st.HoldOff)})
 	}
+	l.mu.Unlock()
 	slices.SortFunc(out, func(a, b TargetState) int {
 		return cmp.Or(
-			compareBool(a.Module != "", b.Module != ""),
-			cmp.Compare(a.Target, b.Target),
-			cmp.Compare(a.Module, b.Module),
+			cmp.Compare(min(len(a.Latest.Module), 1), min(len(b.Latest.Module), 1)),
+			cmp.Compare(a.Latest.Target, b.Latest.Target),
+			cmp.Compare(a.Latest.Module, b.Latest.Module),
 		)
 	})
 	return out
 }
 
-func compareBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
+// Recent returns the latest poll of the targets polled last, newest first.
+func (l *PollLog) Recent() []*PollRecord {
+	targets := l.Targets()
+	slices.SortFunc(targets, func(a, b TargetState) int { return cmp.Compare(b.Latest.ID, a.Latest.ID) })
+	out := make([]*PollRecord, 0, l.recent)
+	for _, st := range targets[:min(len(targets), l.recent)] {
+		out = append(out, st.Latest)
 	}
-	return -1
+	return out
+}
+
+// TargetPage is the address of a target's page under the exporter's
+// external URL, "" without one.
+func TargetPage(external *url.URL, target, module string) string {
+	if external == nil {
+		return ""
+	}
+	u := *external
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/target"
+	u.RawPath, u.RawQuery, u.Fragment = "", TargetQuery(target, module), ""
+	return u.String()
+}
+
+// TargetQuery is the query of a target's page, without module for /metrics.
+func TargetQuery(target, module string) string {
+	q := url.Values{"target": {target}}
+	if module != "" {
+		q.Set("module", module)
+	}
+	return q.Encode()
 }

@@ -1,15 +1,17 @@
 // Browser check of the exporter's pages: starts the exporter in demo mode
 // with faults (a detail id that does not exist, a /probe target where
 // nothing listens, a module whose key is refused, and a small service of
-// this script's own whose list names itself as its next page or that
-// redirects to a login page), then loads the landing page and poll pages
-// with failures in headless Chromium at 1280 and 390 px wide. It asserts
-// that nothing overflows the viewport, that URL cells keep a readable
-// width, that at 1280 px no URL breaks but after "/", "?" or "&", that a
-// poll with failures is never shown in green (a failed pagination step
-// included), that the pages say they show the sample service, and what
-// they tell of a refused key and a login redirect; and saves a full-page
-// screenshot of each.
+// this script's own whose list names itself as its next page, that
+// redirects to a login page, that answers slowly, or whose first detail
+// view answers 429), then loads the landing page, target pages and poll
+// pages with failures in headless Chromium at 1280 and 390 px wide. It
+// asserts that nothing overflows the viewport, that URL cells keep a
+// readable width, that at 1280 px no URL breaks but after "/", "?" or
+// "&", that a poll with failures or slowness is never shown in green (a
+// failed pagination step included), that the pages say they show the
+// sample service, what they tell of a refused key, a login redirect,
+// requests not sent and a hold-off, and that opening a target's page sends
+// nothing to it; and saves a full-page screenshot of each.
 //
 //   EXPORTER_BIN  exporter binary (default: built with go build into a temp dir)
 //   CHROMIUM      browser (default /usr/bin/chromium, Debian's package)
@@ -139,17 +141,17 @@ function urlBreakProblems() {
 // the class of its state, and must not be drawn in the colour of success.
 function colourProblems(green) {
   const problems = [];
-  for (const row of document.querySelectorAll('#requests tr')) {
+  for (const row of document.querySelectorAll('.requests tr')) {
     const text = row.textContent;
     if (/walk stopped|walk not started/.test(text) && !row.classList.contains('failed')) {
       problems.push(`a failed pagination step is not marked failed: ${text.trim().slice(0, 80)}`);
     }
   }
-  for (const el of document.querySelectorAll('td.failed, td.partial, td.ok, span#result')) {
+  for (const el of document.querySelectorAll('td.failed, td.partial, td.slow, td.ok, span.result, tr.slow')) {
     const text = el.textContent.trim();
-    const state = ['failed', 'partial', 'ok', 'up', 'down'].find((s) => text.startsWith(s));
-    if (!state) continue;
-    const bad = text.startsWith('failed') || text.startsWith('partial') || text.startsWith('down') || text.startsWith('up, some');
+    const state = ['failed', 'partial', 'slow', 'ok', 'up', 'down'].find((s) => text.startsWith(s));
+    if (!state && !el.matches('tr.slow')) continue;
+    const bad = !/^(ok|up)$/.test(text);
     const colour = getComputedStyle(el).color;
     if (bad && (el.classList.contains('ok') || colour === green)) {
       problems.push(`"${text.slice(0, 60)}" is shown as success (class ${el.className}, colour ${colour})`);
@@ -168,8 +170,17 @@ async function main() {
   const closed = await freePort(); // nothing listens here: a network failure
   // A service of its own: under /loop its location list names itself as
   // the next page ("next": ""), under /sso everything redirects to a login
-  // page on another origin.
-  const odd = http.createServer((req, res) => {
+  // page on another origin, under /slow root answers after 2.2 s, under
+  // /throttle detail view 1 answers 429 with Retry-After.
+  let oddRequests = 0;
+  const odd = http.createServer(async (req, res) => {
+    oddRequests++;
+    if (req.url === '/slow/api/') await new Promise((resolve) => setTimeout(resolve, 2200));
+    if (req.url === '/throttle/api/projects/locations/1/') {
+      res.writeHead(429, { 'Retry-After': '600', 'Content-Type': 'application/json' });
+      res.end('{"detail": "Request was throttled."}');
+      return;
+    }
     if (req.url.startsWith('/sso/')) {
       res.writeHead(302, { Location: 'https://sso.example.test/accounts/login/?next=/api/' });
       res.end();
@@ -180,6 +191,8 @@ async function main() {
       res.end('{"next": "", "previous": null, "results": [{"id": 1}, {"id": 2}]}');
     } else if (req.url.startsWith('/loop/api/projects/projects/')) {
       res.end('[]');
+    } else if (/^\/(slow|throttle)\/api\/projects\/(projects|locations)\/$/.test(req.url)) {
+      res.end('[{"id": 1}, {"id": 2}, {"id": 3}]');
     } else {
       res.end('{}');
     }
@@ -194,8 +207,14 @@ async function main() {
       - "http://127.0.0.1:*/a/rather/long/path/prefix/that/must/wrap/on/a/phone"
       - "http://127.0.0.1:*/loop"
       - "http://127.0.0.1:*/sso"
+      - "http://127.0.0.1:*/slow"
     http_client_config:
       authorization: {type: Token, credentials: key-the-demo-service-refuses}
+    timeout: 5s
+  throttled:
+    targets: ["http://127.0.0.1:*/throttle"]
+    concurrency: 1
+    locations: {detail_ids: [1, 2, 3]}
     timeout: 5s
 `);
   const exporter = startExporter(bin, [
@@ -213,6 +232,9 @@ async function main() {
     check((await get(`${base}/probe?target=${encodeURIComponent(demo)}`)) === 200, '/probe with a refused key answers');
     check((await get(`${base}/probe?target=${encodeURIComponent(`${oddBase}/loop`)}`)) === 200, '/probe of a list that names itself as next answers');
     check((await get(`${base}/probe?target=${encodeURIComponent(`${oddBase}/sso`)}`)) === 200, '/probe of a service redirecting to a login page answers');
+    check((await get(`${base}/probe?target=${encodeURIComponent(`${oddBase}/slow`)}`)) === 200, '/probe of a slow service answers');
+    const throttled = `${base}/probe?module=throttled&target=${encodeURIComponent(`${oddBase}/throttle`)}`;
+    check((await get(throttled)) === 200 && (await get(throttled)) === 200, 'two /probes of a service that asks to hold off answer');
 
     browser = await chromium.launch({
       executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -240,7 +262,17 @@ async function main() {
     const partialPoll = links.find((l) => l.state === 'partial');
     check(failedPoll && partialPoll, `the landing page lists a failed and a partial poll (${JSON.stringify(links)})`);
     const targets = await page.$$eval('#targets tbody tr', (rows) => rows.length);
-    check(targets === 5, `the targets table has the /metrics service and the four /probe targets (${targets} rows)`);
+    check(targets === 7, `the targets table has the /metrics service and the six /probe targets (${targets} rows)`);
+    // Each target's page and state, by "target|module".
+    const targetRows = await page.$$eval('#targets tbody tr', (rows) => Object.fromEntries(rows.map((tr) => {
+      const cell = (label) => tr.querySelector(`td[data-label="${label}"]`);
+      return [`${cell('Target').textContent}|${cell('Module').textContent}`, {
+        href: cell('Target').querySelector('a').getAttribute('href'), state: cell('State').textContent, colour: getComputedStyle(cell('State')).color,
+      }];
+    })));
+    const targetPages = Object.fromEntries(Object.entries(targetRows).map(([k, v]) => [k, v.href]));
+    const slowState = targetRows[`${oddBase}/slow|default`] || {};
+    check(/^up, slow: root 2\.\d+s$/.test(slowState.state) && slowState.colour !== green, `a slow service is not a green "up" (${JSON.stringify(slowState)})`);
 
     check(await page.$('#demo') !== null, 'the landing page says it shows the embedded sample service');
     const pollOf = async (target) => {
@@ -255,17 +287,31 @@ async function main() {
     const refusedPoll = await pollOf(demo);
     check(loopPoll && ssoPoll && refusedPoll, 'the landing page lists the polls of the looping, redirecting and refusing services');
 
+    const throttledPage = targetPages[`${oddBase}/throttle|throttled`];
+    if (throttledPage) {
+      const sent = oddRequests;
+      await page.goto(`${base}/${throttledPage}`);
+      check(oddRequests === sent, `opening a target's page sends nothing to the service (${oddRequests - sent} requests)`);
+      const titles = await page.$$eval('h2', (hs) => hs.map((h) => h.textContent));
+      check(titles.length === 2 && /^Latest poll/.test(titles[0]) && /^First failing poll, the poll that started the hold-off/.test(titles[1]),
+        `the held-off target's page shows its latest poll and the one that met the 429 (${JSON.stringify(titles)})`);
+      const notSent = await page.$$eval('tr.notsent', (rows) => rows.map((tr) => tr.textContent));
+      check(notSent.length === 2 && notSent.every((t) => /not sentthe service had asked to hold off \(status 429\) until \d{4}-/.test(t) && !/: holding off/.test(t)),
+        `detail views not sent read "not sent", with the hold-off (${JSON.stringify(notSent)})`);
+    }
+
     if (ssoPoll) {
       await page.goto(`${base}/${ssoPoll}`);
-      const text = await page.textContent('#requests');
+      const text = await page.textContent('.requests');
       check(/login page/.test(text) && /is the key accepted/.test(text) && !/reverse proxy/.test(text),
         `a redirect to a login page hints at the key or the URL, not a reverse proxy: ${text.replace(/\s+/g, ' ').slice(0, 200)}`);
       check(text.includes('https://sso.example.test/accounts/login/?next=/api/'), 'the Location is shown as sent');
     }
     if (refusedPoll) {
       await page.goto(`${base}/${refusedPoll}`);
-      const text = await page.textContent('#requests');
+      const text = await page.textContent('.requests');
       check(/WWW-Authenticate: Token/.test(text), 'a refused key shows the WWW-Authenticate header');
+      check(/refused the exporter's key/.test(await page.textContent('body')), 'a refused key says so in plain words');
       check(await page.$('#demo') !== null, 'a poll page of --demo says it shows the sample service');
     }
 
@@ -281,6 +327,9 @@ async function main() {
     if (failedPoll) pages.push(['poll-failed', '/' + failedPoll.href]);
     if (partialPoll) pages.push(['poll-partial', '/' + partialPoll.href]);
     if (loopPoll) pages.push(['poll-pagination', '/' + loopPoll]);
+    if (throttledPage) pages.push(['target-held-off', '/' + throttledPage]);
+    if (targetPages[`${demo}|(flags)`]) pages.push(['target-metrics', '/' + targetPages[`${demo}|(flags)`]]);
+    if (targetPages[`${oddBase}/slow|default`]) pages.push(['target-slow', '/' + targetPages[`${oddBase}/slow|default`]]);
     for (const width of widths) {
       await page.setViewportSize({ width, height: 900 });
       for (const [name, url] of pages) {
