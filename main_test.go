@@ -554,7 +554,9 @@ func TestFlagValueErrors(t *testing.T) {
 		{nil, []string{"--web.max-requests=many"}, `--web.max-requests: "many" is not a whole number`},
 		{nil, []string{"--api.rate-limit=fast"}, `--api.rate-limit: "fast" is not a number`},
 		{nil, []string{"--api.max-response-bytes=abc"}, `--api.max-response-bytes: "abc" is not a size in bytes`},
+		{nil, []string{"--api.concurrency=99999999999999999999"}, `--api.concurrency: "99999999999999999999" is out of range`},
 		{nil, []string{"--api.gzip=false"}, "--api.gzip takes no value: give --api.gzip or --no-api.gzip"},
+		{nil, []string{"--no-api.gzip=true"}, "--no-api.gzip takes no value: give --api.gzip or --no-api.gzip"},
 		{nil, []string{"--log.level=loud"}, "--log.level: "},
 		{nil, []string{"--demo", "--demo.fault=root:418"}, `--demo.fault: "root:418": the fault is 401, 403, 404, 500, 502, 503, 429/<seconds>, 503/<seconds> or delay/<duration>`},
 		{nil, []string{"--demo", "--demo.fault=api:500"}, `--demo.fault: "api:500": the endpoint is root, projects, locations, location_detail or location_detail/<id>`},
@@ -1000,7 +1002,7 @@ func TestProbeCannotStarveMetrics(t *testing.T) {
 		targets = append(targets, srv.URL)
 	}
 	f := goodFlags()
-	f.apiURL, f.key, f.maxRequests = watched.URL(), "watched-key", limit
+	f.apiURL, f.key, f.maxRequests = watched.URL(), "watched-key", int64(limit)
 	f.configFile = writeTestFile(t, t.TempDir(), "modules.yml", "modules:\n  default:\n    targets: [\"http://127.0.0.1:*\"]\n    http_client_config: {authorization: {type: Token, credentials: slow-key}}\n")
 	exp, _ := serveInProcess(t, f)
 	t.Cleanup(gate.Open) // before the exporter closes, should the test stop early

@@ -30,11 +30,11 @@ type flagValues struct {
 	keyFile          string
 	key              string // from the environment only
 	timeout          time.Duration
-	concurrency      int
-	maxPages         int
+	concurrency      int64
+	maxPages         int64
 	maxResponseBytes byteSize
 	detailIDs        []int64
-	detailLimit      int
+	detailLimit      int64
 	infoFields       []string
 	rateLimit        float64
 	minInterval      time.Duration
@@ -48,7 +48,7 @@ type flagValues struct {
 
 	httpConfigFile         string
 	disableExporterMetrics bool
-	maxRequests            int
+	maxRequests            int64
 	// locationsGiven is true when any --locations.* flag is on the
 	// command line: then --demo takes them as given, not its own subset.
 	locationsGiven bool
@@ -91,19 +91,19 @@ func validate(f flagValues) (*settings, error) {
 	s := &settings{
 		target: collector.TargetSettings{
 			Client: client.Config{
-				Concurrency:      f.concurrency,
-				MaxPages:         f.maxPages,
+				Concurrency:      int(f.concurrency),
+				MaxPages:         int(f.maxPages),
 				MaxResponseBytes: int64(f.maxResponseBytes),
 				RateLimit:        f.rateLimit,
 				DisableGzip:      !f.gzip,
 			},
 			DetailIDs:   f.detailIDs,
-			DetailLimit: f.detailLimit,
+			DetailLimit: int(f.detailLimit),
 			InfoFields:  f.infoFields,
 			Timeout:     f.timeout,
 			MinInterval: f.minInterval,
 		},
-		maxRequests:     f.maxRequests,
+		maxRequests:     int(f.maxRequests),
 		exporterMetrics: !f.disableExporterMetrics,
 	}
 	if err := validateTarget(f, s); err != nil {

@@ -122,7 +122,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		base:      cfg.BaseURL,
 		origin:    originOf(cfg.BaseURL),
-		lease:     t.conns.lease(t.poolKey(cfg.BaseURL)),
+		lease:     &lease{t: t},
 		redact:    t.redact,
 		userAgent: cfg.UserAgent,
 		slots:     newSlots(cfg.Concurrency),
@@ -199,11 +199,9 @@ func validateBaseURL(u *url.URL) error {
 	return nil
 }
 
-// Close ends the Client's use of its transport. Its connections close at
-// once, or as soon as the requests it still has in flight end, unless
-// another Client of the same origin shares them (in which case one idle
-// connection stays for it). Requests sent after Close still work, on
-// fresh connections that close when they end.
+// Close closes the idle connections of the Client's transport, those of
+// the other Clients sharing it too, and those of its requests in flight
+// as they end. Requests sent after Close still work.
 func (c *Client) Close() { c.lease.release() }
 
 // HoldOff reports until when the client refuses to send requests because

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -207,4 +209,45 @@ func TestGzipBomb(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkGunzip decompresses a detail view (1 kB) and a page of 400
+// entries with the client's pooled decompressor and with a new
+// gzip.Reader per answer: the figures that keep the pool
+// (docs/development.md).
+func BenchmarkGunzip(b *testing.B) {
+	for _, n := range []int{20, 400} {
+		body := entries(1, n)
+		z := gzipBytes(b, body)
+		for _, pooled := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%dB/pooled=%t", len(body), pooled), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := gunzipOnce(z, pooled); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func gunzipOnce(z []byte, pooled bool) error {
+	wire := &limitedReader{r: bytes.NewReader(z), n: maxCompressed(1 << 30)}
+	if !pooled {
+		zr, err := gzip.NewReader(wire)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, zr)
+		return err
+	}
+	g, err := newGunzipReader(wire)
+	if err != nil {
+		return err
+	}
+	defer g.release()
+	_, err = io.Copy(io.Discard, g)
+	return err
 }

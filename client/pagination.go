@@ -199,7 +199,7 @@ func (c *Client) readListPage(body io.Reader, resp *http.Response, wantIDs, n in
 	}
 	pr.page, pr.url, pr.next, pr.hasNext = page, resp.Request.URL, page.Next, page.NextNamed
 	if !page.HasNext {
-		pr.next, pr.hasNext, pr.linkErr = nextLink(resp.Header, pr.url)
+		pr.next, pr.hasNext, pr.linkErr = nextLink(resp.Header)
 		pr.fromLink = pr.hasNext
 	}
 	return nil
