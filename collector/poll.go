@@ -64,8 +64,6 @@ type pollRun struct {
 	// scrapes: every result has arrived, or its deadline has passed.
 	// cancelled tells that every scrape gave up on the poll before that.
 	settled, cancelled bool
-	// waitedHook, set by tests only, runs once every call has returned.
-	waitedHook func()
 }
 
 // detailSummary sums up the detail views as the location_detail endpoint:
@@ -156,9 +154,6 @@ func (p *pollRun) run() *Snapshot {
 	p.done()
 	p.mu.Unlock()
 	p.wg.Wait()
-	if p.waitedHook != nil {
-		p.waitedHook()
-	}
 	return p.snapshot()
 }
 
