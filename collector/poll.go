@@ -52,10 +52,13 @@ type pollRun struct {
 	subset []int64
 	seen   map[int64]bool
 	queue  detailQueue
-	// closed tells that no more ids will join the queue; outOfTime that
-	// the poll starts no more detail views.
-	closed, outOfTime bool
-	detailSum         detailSummary
+	// closed tells that no more ids will join the queue.
+	closed    bool
+	detailSum detailSummary
+	// listsOut counts the list calls still running, and workers the detail
+	// workers started: together they never take more than the client's
+	// slots, so a detail view never holds a slot a list waits for.
+	listsOut, workers int
 	// active counts the calls whose results are still out, the run's own
 	// start among them. The one that brings it to zero settles the poll in
 	// the same step, so a finished poll can never be taken for abandoned.
@@ -125,32 +128,25 @@ func newPollRun(ctx context.Context, t *Target, book *locationBook, trace *clien
 // the page holding them arrives. The client bounds how many requests are
 // in flight, so the wall time is the critical path of the round trips.
 func (p *pollRun) run() *Snapshot {
-	inLine := p.startLists()
-	// The explicit detail views start alongside the lists, but only once
-	// the lists are in line: the client serves waiting lists first, and a
-	// detail view must not take a free slot before a list has asked.
-	p.waitInLine(inLine)
-	if p.t.wantsDetails() {
+	// Workers wake when the poll ends, whatever they wait for.
+	stop := context.AfterFunc(p.ctx, func() {
 		p.mu.Lock()
-		for _, id := range p.t.DetailIDs {
-			p.enqueue(id)
-		}
-		if len(p.t.DetailIDs) > 0 {
-			p.closeQueue()
-		}
+		p.wake.Broadcast()
 		p.mu.Unlock()
-		// Workers wake when the poll ends, whatever they wait for.
-		stop := context.AfterFunc(p.ctx, func() {
-			p.mu.Lock()
-			p.wake.Broadcast()
-			p.mu.Unlock()
-		})
-		defer stop()
-		for range p.t.Client.Concurrency() {
-			p.startCall(p.checkDetails)
-		}
-	}
+	})
+	defer stop()
 	p.mu.Lock()
+	for _, id := range p.t.DetailIDs {
+		p.enqueue(id)
+	}
+	if len(p.t.DetailIDs) > 0 {
+		p.closeQueue()
+	}
+	p.listsOut = pollLists
+	p.spawn(p.readRoot)
+	p.spawn(p.readProjects)
+	p.spawn(p.readLocations)
+	p.addWorkers()
 	p.done()
 	p.mu.Unlock()
 	p.wg.Wait()
@@ -161,32 +157,27 @@ func (p *pollRun) run() *Snapshot {
 // locations.
 const pollLists = 3
 
-// startLists starts the list calls, each in its own goroutine. The channel
-// returned hears once from each.
-func (p *pollRun) startLists() <-chan struct{} {
-	inLine := make(chan struct{}, pollLists)
-	for _, call := range []func(context.Context){p.readRoot, p.readProjects, p.readLocations} {
-		var once sync.Once
-		report := func() { once.Do(func() { inLine <- struct{}{} }) }
-		p.startCall(func() {
-			defer report()
-			call(client.WithQueuedHook(p.ctx, report))
-		})
-	}
-	return inLine
-}
-
-// startCall runs call in a goroutine of its own, as one of the calls whose
-// results are out until it calls done.
-func (p *pollRun) startCall(call func()) {
-	p.mu.Lock()
+// spawn runs call in a goroutine of its own, as one of the calls whose
+// results are out until it calls done; p.mu is held.
+func (p *pollRun) spawn(call func()) {
 	p.active++
-	p.mu.Unlock()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		call()
 	}()
+}
+
+// addWorkers starts detail workers in the client's slots that the lists
+// still running leave free; p.mu is held. Under a rate limit, whose turns
+// go in the order asked, they start once the lists are done.
+func (p *pollRun) addWorkers() {
+	if !p.t.wantsDetails() || p.listsOut > 0 && p.t.Client.RateLimited() {
+		return
+	}
+	for ; p.workers < p.t.Client.Concurrency()-p.listsOut; p.workers++ {
+		p.spawn(p.checkDetails)
+	}
 }
 
 // done marks one call's results as in, settling the poll with the last;
@@ -198,38 +189,35 @@ func (p *pollRun) done() {
 	}
 }
 
-// waitInLine waits until every list call has reported on inLine, or the
-// poll's context ends.
-func (p *pollRun) waitInLine(inLine <-chan struct{}) {
-	for range pollLists {
-		select {
-		case <-inLine:
-		case <-p.ctx.Done():
-		}
-	}
+// listDone marks one list call's results as in, freeing its slot for a
+// detail worker; p.mu is held.
+func (p *pollRun) listDone() {
+	p.listsOut--
+	p.addWorkers()
+	p.done()
 }
 
-func (p *pollRun) readRoot(ctx context.Context) {
-	r := p.t.Client.Root(ctx)
+func (p *pollRun) readRoot() {
+	r := p.t.Client.Root(p.ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.root = &r
-	p.done()
+	p.listDone()
 }
 
-func (p *pollRun) readProjects(ctx context.Context) {
-	r := p.t.Client.Projects(ctx)
+func (p *pollRun) readProjects() {
+	r := p.t.Client.Projects(p.ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.projects = &r
-	p.done()
+	p.listDone()
 }
 
 // readLocations reads the locations list. Without explicit ids, the first
 // DetailLimit ids join the detail queue as their pages arrive; once the
 // whole list is read, they are the subset, and the book forgets the
 // locations that left it.
-func (p *pollRun) readLocations(ctx context.Context) {
+func (p *pollRun) readLocations() {
 	want, onIDs := 0, func([]int64) {}
 	limitMode := len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0
 	if limitMode {
@@ -242,7 +230,7 @@ func (p *pollRun) readLocations(ctx context.Context) {
 			}
 		}
 	}
-	r := p.t.Client.Locations(ctx, want, onIDs)
+	r := p.t.Client.Locations(p.ctx, want, onIDs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.locations = &r
@@ -258,7 +246,7 @@ func (p *pollRun) readLocations(ctx context.Context) {
 		}
 		p.closeQueue()
 	}
-	p.done()
+	p.listDone()
 }
 
 // enqueue puts the detail view of id in the queue, once per poll even
@@ -279,8 +267,8 @@ func (p *pollRun) closeQueue() {
 	p.wake.Broadcast()
 }
 
-// nextDetail waits for the next id to check. It reports false when there
-// is none left to start in this poll.
+// nextDetail waits for the next id to check and the time to check it.
+// It reports false when there is none left to start in this poll.
 func (p *pollRun) nextDetail() (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -288,12 +276,10 @@ func (p *pollRun) nextDetail() (int64, bool) {
 		switch {
 		case p.ctx.Err() != nil, p.closed && p.queue.Len() == 0:
 			return 0, false
-		case p.outOfTime:
-			// No time for another view, unless a scrape with more time
-			// joins the poll (setBudget): wait for that, or the end.
-		case p.queue.Len() > 0:
+		case p.queue.Len() > 0 && p.timeForDetail():
 			return p.queue.next(), true
 		}
+		// Waits for an id, a scrape with more time joining, or the end.
 		p.wake.Wait()
 	}
 }
@@ -306,21 +292,13 @@ func (p *pollRun) checkDetails() {
 		p.done()
 		p.mu.Unlock()
 	}()
-	ctx := client.WithSendCheck(p.ctx, p.timeForDetail)
 	for {
 		id, ok := p.nextDetail()
 		if !ok {
 			return
 		}
 		start := time.Now()
-		r := p.t.Client.LocationDetail(ctx, id, p.t.InfoFields)
-		if errors.Is(r.Err, errNoTime) {
-			// Back in its place, for a scrape with more time that joins.
-			p.mu.Lock()
-			p.queue.add(queuedDetail{id: id, last: p.book.lastChecked(id)})
-			p.mu.Unlock()
-			continue
-		}
+		r := p.t.Client.LocationDetail(p.ctx, id, p.t.InfoFields)
 		p.checked(id, start, time.Now(), r)
 	}
 }
@@ -328,25 +306,13 @@ func (p *pollRun) checkDetails() {
 // errNoDetail stands for the detail views of a poll that checked none.
 var errNoDetail = errors.New("no detail view was checked in this poll")
 
-// errNoTime stops a detail view that the poll has no time left for.
-var errNoTime = errors.New("not started: the poll has less time left than a detail view usually takes")
-
-// timeForDetail lets a detail view go when the poll has at least the time
-// such a view usually takes, or half its budget when views usually take
-// longer (so that views slow for a while are still tried, and their
-// slowness shows); otherwise the poll starts no more of them unless a
-// scrape with more time joins. Before any view has run to its end, every
-// one may go.
-func (p *pollRun) timeForDetail() error {
+// timeForDetail tells whether the poll has the time a detail view usually
+// takes, or half its budget when views usually take longer (so that slow
+// views are still tried and their slowness shows); p.mu is held. Before
+// any view has run to its end, every one may go.
+func (p *pollRun) timeForDetail() bool {
 	usual := p.book.usual()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if usual == 0 || time.Until(p.deadline()) >= min(usual, p.budget/2) {
-		return nil
-	}
-	p.outOfTime = true
-	p.wake.Broadcast()
-	return errNoTime
+	return usual == 0 || time.Until(p.deadline()) >= min(usual, p.budget/2)
 }
 
 // deadline is when the poll ends, unless a scrape with more time joins
@@ -483,11 +449,8 @@ func (p *pollRun) setBudget(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.budget = d
-	if p.outOfTime {
-		// The time check starts over for the scrape that brought more.
-		p.outOfTime = false
-		p.wake.Broadcast()
-	}
+	// Workers waiting for time check again.
+	p.wake.Broadcast()
 }
 
 // settle marks the poll's outcome as fixed: every result has arrived, or

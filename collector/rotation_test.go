@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -142,18 +141,16 @@ func TestNoTimeNoStart(t *testing.T) {
 	book.observe(4 * time.Second) // views usually take 6 s
 	p := newPollRun(context.Background(), &Target{}, book, nil, 30*time.Second)
 	p.start = time.Now().Add(-26 * time.Second) // 4 s left of 30
-	if err := p.timeForDetail(); !errors.Is(err, errNoTime) {
-		t.Fatalf("with 4 s left for a 6 s view: %v, want errNoTime", err)
+	p.mu.Lock()
+	if p.timeForDetail() {
+		t.Error("with 4 s left for a 6 s view, the poll would start it")
 	}
-	if !p.outOfTime {
-		t.Error("the poll would go on starting views")
-	}
+	p.mu.Unlock()
 	p.setBudget(60 * time.Second) // a scrape with 30 s more joins
-	if p.outOfTime {
-		t.Error("more time did not lift the stop")
-	}
-	if err := p.timeForDetail(); err != nil {
-		t.Errorf("with 34 s left for a 6 s view: %v", err)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.timeForDetail() {
+		t.Error("with 34 s left for a 6 s view, the poll would not start it")
 	}
 }
 
@@ -200,10 +197,11 @@ func TestJoiningScrapeRestartsTheViews(t *testing.T) {
 	run.start = run.start.Add(-9 * time.Second)
 	run.mu.Unlock()
 	g.Open()
+	// The lists are in and the worker has taken no view: it waits for time.
 	waitFor(t, func() bool {
 		run.mu.Lock()
 		defer run.mu.Unlock()
-		return run.outOfTime
+		return run.locations != nil && run.queue.Len() == 3
 	})
 	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelLong()
