@@ -257,7 +257,7 @@ func (p *pollRun) enqueue(id int64) {
 	}
 	p.seen[id] = true
 	p.subset = append(p.subset, id)
-	p.queue.add(queuedDetail{id: id, last: p.book.lastChecked(id), seq: len(p.subset)})
+	p.queue.add(queuedDetail{id: id, last: p.book.lastChecked(id)})
 	p.wake.Signal()
 }
 
@@ -274,9 +274,9 @@ func (p *pollRun) nextDetail() (int64, bool) {
 	defer p.mu.Unlock()
 	for {
 		switch {
-		case p.ctx.Err() != nil, p.closed && p.queue.Len() == 0:
+		case p.ctx.Err() != nil, p.closed && len(p.queue) == 0:
 			return 0, false
-		case p.queue.Len() > 0 && p.timeForDetail():
+		case len(p.queue) > 0 && p.timeForDetail():
 			return p.queue.next(), true
 		}
 		// Waits for an id, a scrape with more time joining, or the end.

@@ -201,7 +201,7 @@ func TestJoiningScrapeRestartsTheViews(t *testing.T) {
 	waitFor(t, func() bool {
 		run.mu.Lock()
 		defer run.mu.Unlock()
-		return run.locations != nil && run.queue.Len() == 3
+		return run.locations != nil && len(run.queue) == 3
 	})
 	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelLong()
