@@ -27,12 +27,6 @@ func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLi
 
 // pollRun is one poll of the API. Its results gather as requests finish,
 // so a scrape that cannot wait any longer can take what has arrived.
-//
-// Detail views are checked by a few workers (as many as the client's
-// concurrency) from a queue that puts the location checked longest ago
-// first. A worker starts a view only when the poll has the time such a
-// view usually takes: a subset larger than one poll can check is checked
-// in turns, and running out of time is never a location's failure.
 type pollRun struct {
 	ctx   context.Context
 	t     *Target
@@ -55,25 +49,18 @@ type pollRun struct {
 	// closed tells that no more ids will join the queue.
 	closed    bool
 	detailSum detailSummary
-	// listsOut counts the list calls still running, and workers the detail
-	// workers started: together they never take more than the client's
-	// slots, so a detail view never holds a slot a list waits for.
+	// listsOut counts the list calls running, workers the detail workers.
 	listsOut, workers int
-	// active counts the calls whose results are still out, the run's own
-	// start among them. The one that brings it to zero settles the poll in
-	// the same step, so a finished poll can never be taken for abandoned.
+	// active counts the calls whose results are out; the last one settles
+	// the poll, so a finished poll is never taken for abandoned.
 	active int
-	// settled tells that the poll's outcome no longer depends on its
-	// scrapes: every result has arrived, or its deadline has passed.
-	// cancelled tells that every scrape gave up on the poll before that.
+	// settled: every result is in, or a deadline ended the poll; cancelled:
+	// every scrape gave up on it before that.
 	settled, cancelled bool
 }
 
 // detailSummary sums up the detail views as the location_detail endpoint:
-// up when every one answered well, timed from the first start to the last
-// end. Its status is the highest among the failed views, so that a refused
-// view (401, 403) shows even when others answered after it; 200 when
-// none failed.
+// up when every one answered well, with the highest failed status.
 type detailSummary struct {
 	tried               bool
 	firstStart, lastEnd time.Time
@@ -95,8 +82,7 @@ func (d *detailSummary) add(start, end time.Time, status int, err error) {
 }
 
 // fail folds a failure with the status of its response (0 when none came)
-// into the summary: a failed detail view, or anything else that stands for
-// detail views that could not be read.
+// into the summary.
 func (d *detailSummary) fail(status int, err error) {
 	d.failed = true
 	d.failedStatus = max(d.failedStatus, status)
@@ -123,10 +109,8 @@ func newPollRun(ctx context.Context, t *Target, book *locationBook, trace *clien
 	return p
 }
 
-// run reads the whole API once. Root, both lists and the explicit detail
-// views start at once; ids drawn from the list join the queue as soon as
-// the page holding them arrives. The client bounds how many requests are
-// in flight, so the wall time is the critical path of the round trips.
+// run reads the whole API once: root, both lists and the explicit detail
+// views at once, and ids drawn from the list as their page arrives.
 func (p *pollRun) run() *Snapshot {
 	// Workers wake when the poll ends, whatever they wait for.
 	stop := context.AfterFunc(p.ctx, func() {
@@ -169,8 +153,7 @@ func (p *pollRun) spawn(call func()) {
 }
 
 // addWorkers starts detail workers in the client's slots that the lists
-// still running leave free; p.mu is held. Under a rate limit, whose turns
-// go in the order asked, they start once the lists are done.
+// leave free (under a rate limit, once they are done); p.mu is held.
 func (p *pollRun) addWorkers() {
 	if !p.t.wantsDetails() || p.listsOut > 0 && p.t.Client.RateLimited() {
 		return
@@ -213,10 +196,8 @@ func (p *pollRun) readProjects() {
 	p.listDone()
 }
 
-// readLocations reads the locations list. Without explicit ids, the first
-// DetailLimit ids join the detail queue as their pages arrive; once the
-// whole list is read, they are the subset, and the book forgets the
-// locations that left it.
+// readLocations reads the locations list; without explicit ids, its first
+// DetailLimit ids are the detail subset.
 func (p *pollRun) readLocations() {
 	want, onIDs := 0, func([]int64) {}
 	limitMode := len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0
@@ -235,9 +216,7 @@ func (p *pollRun) readLocations() {
 	defer p.mu.Unlock()
 	p.locations = &r
 	if r.IDErr != nil {
-		// Entries without an integer id leave their detail views
-		// unreadable: location_detail fails, the list itself stays up.
-		// The client has already counted these failures.
+		// Entries without an integer id fail location_detail, not the list.
 		p.detailSum.fail(0, r.IDErr)
 	}
 	if limitMode {
@@ -307,9 +286,7 @@ func (p *pollRun) checkDetails() {
 var errNoDetail = errors.New("no detail view was checked in this poll")
 
 // timeForDetail tells whether the poll has the time a detail view usually
-// takes, or half its budget when views usually take longer (so that slow
-// views are still tried and their slowness shows); p.mu is held. Before
-// any view has run to its end, every one may go.
+// takes, capped at half its budget so that slow views still show; p.mu is held.
 func (p *pollRun) timeForDetail() bool {
 	usual := p.book.usual()
 	return usual == 0 || time.Until(p.deadline()) >= min(usual, p.budget/2)
@@ -321,11 +298,8 @@ func (p *pollRun) deadline() time.Time {
 	return p.start.Add(p.budget - handoffMargin(p.budget))
 }
 
-// checked folds the outcome of a detail view into the poll and the book.
-// A view never sent, or cut short by the poll's end after less time than
-// such a view usually takes (or by every scrape leaving), tells nothing
-// of its location, which keeps its last result. Any other outcome is the
-// location's new result; a slow view is a timeout, never hidden.
+// checked folds the outcome of a detail view into the poll and the book;
+// a view never sent or cut short tells nothing of its location.
 func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult) {
 	if errors.Is(r.Err, client.ErrHeldOff) {
 		// Not sent: a hold-off began during the poll.
@@ -347,11 +321,8 @@ func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult)
 	p.detailSum.add(start, end, r.Status, r.Err)
 }
 
-// cutShort tells whether a failed detail view was cut short by the end of
-// the poll rather than slow on its own: every scrape left (or a reload
-// dropped the target), or the deadline came before it had the time such a
-// view usually takes (or half the poll's budget, when that is less or the
-// usual time is unknown).
+// cutShort tells whether a failed detail view was cut short by the poll's
+// end before it had the usual time, rather than slow on its own.
 func (p *pollRun) cutShort(r client.DetailResult) bool {
 	switch cause := context.Cause(p.ctx); {
 	case cause == nil || client.ReasonOf(r.Err) != client.ReasonTimeout:
@@ -369,9 +340,7 @@ func (p *pollRun) cutShort(r client.DetailResult) bool {
 	return r.Duration < usual
 }
 
-// subsetIDs returns the ids whose series the poll reports: the explicit
-// ids; or those the list gave, and while the list is not read whole, the
-// ones the book holds from earlier polls too; p.mu is held.
+// subsetIDs returns the ids whose series the poll reports; p.mu is held.
 func (p *pollRun) subsetIDs() []int64 {
 	if len(p.t.DetailIDs) > 0 {
 		return p.t.DetailIDs
@@ -389,9 +358,8 @@ func (p *pollRun) subsetIDs() []int64 {
 	return ids
 }
 
-// snapshot turns what has arrived into a Snapshot. Taken before the poll
-// is over, it reports the lists that have not arrived as too late: down,
-// with no status and no count. Locations keep their last result.
+// snapshot turns what has arrived into a Snapshot; lists not yet in are
+// down as too late.
 func (p *pollRun) snapshot() *Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()

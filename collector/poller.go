@@ -16,9 +16,7 @@ import (
 // scrape had to answer.
 var errTooLate = errors.New("poll did not finish before the scrape deadline")
 
-// The causes a poll's context ends with. The deadline's wraps
-// context.DeadlineExceeded, so the client still classifies what it cut
-// short as a timeout.
+// errAbandoned ends a poll that every scrape gave up on.
 var errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
 
 // errDropped ends the polls of a target that a reload dropped from its
@@ -26,13 +24,11 @@ var errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", c
 var errDropped = fmt.Errorf("a reload dropped the target or changed its module: %w", context.Canceled)
 
 // fairBudget is the least time a poll needs to say anything of the
-// service: a poll that a scrape's deadline cut sooner, with nothing failed
-// but for lack of time, is not counted.
+// service; a poll cut sooner by lack of time alone is not counted.
 const fairBudget = time.Second
 
-// deadlineError is the cause a poll ends with at its deadline. It names
-// the limit that set the deadline, so that a timeout in a log line or on
-// a page says which setting to change.
+// deadlineError ends a poll at its deadline, naming the limit that set it;
+// it wraps context.DeadlineExceeded, so what it cuts is a timeout.
 type deadlineError struct{ limit string }
 
 func (e *deadlineError) Error() string {
@@ -43,9 +39,8 @@ func (e *deadlineError) Unwrap() error { return context.DeadlineExceeded }
 
 type scrapeTimeoutKey struct{}
 
-// WithScrapeTimeout returns a context whose deadline comes from the
-// scrape timeout that Prometheus sent (the header's value, as sent), so
-// that a poll cut by it can say so.
+// WithScrapeTimeout marks ctx's deadline as set by the scrape timeout
+// header, so that a poll cut by it can say so.
 func WithScrapeTimeout(ctx context.Context, header string) context.Context {
 	return context.WithValue(ctx, scrapeTimeoutKey{}, header)
 }
@@ -93,12 +88,10 @@ type Poller struct {
 	seq, lastSeq uint64
 	// stopped tells that the target was dropped: nothing is polled any more.
 	stopped bool
-	// throttled tells that the service asked to hold off after the last
-	// poll, and heldUntil until when: a run of hold-offs is logged once.
+	// throttled and heldUntil tell the last hold-off, logged once a run.
 	throttled bool
 	heldUntil time.Time
-	// failures follows how the target's endpoints fail from poll to poll,
-	// so that a lasting failure is logged when it starts, changes or ends.
+	// failures logs a lasting failure when it starts, changes or ends.
 	failures failureLog
 }
 
@@ -111,12 +104,10 @@ type pollCall struct {
 	snap    *Snapshot
 	waiters int
 	cancel  context.CancelCauseFunc
-	// The poll runs until its last waiting scrape leaves, by limit
-	// (--api.timeout after start) at the latest; horizon is the latest
-	// deadline among the scrapes that joined it.
+	// The poll runs until its last scrape leaves, by limit at the latest;
+	// horizon is the latest deadline among its scrapes.
 	start, horizon, limit time.Time
-	// held tells that a hold-off was in force: the poll sends nothing, its
-	// snap is ready at once, and scrapes share it until heldEnd.
+	// held: a hold-off was in force; snap is ready and shared until heldEnd.
 	held    bool
 	heldEnd time.Time
 }
@@ -249,8 +240,7 @@ func (p *Poller) finish(c *pollCall, snap *Snapshot) {
 	if p.inflight == c {
 		p.inflight = nil
 	}
-	// A poll that every scrape gave up on before all its results arrived
-	// is not kept, nor an older poll that ends after a newer one.
+	// Neither an abandoned poll nor one older than the last is kept.
 	if !abandoned && c.seq > p.lastSeq {
 		// Kept without its trace: the recent-polls log holds a copy.
 		kept := *snap
@@ -261,9 +251,7 @@ func (p *Poller) finish(c *pollCall, snap *Snapshot) {
 	cut := abandoned || c.horizon.Before(c.limit) && c.horizon.Sub(c.start) < fairBudget
 	p.mu.Unlock()
 	p.logHoldOff()
-	// A poll that its caller cut short before the service had a fair
-	// chance, and that met no failure but the lack of time, measured the
-	// caller: counting it would let any caller skew the SLI.
+	// A poll cut short by its caller measured the caller, not the service.
 	if !cut || snap.up() || !snap.onlyOutOfTime() {
 		p.countPoll(snap)
 	}
@@ -318,10 +306,8 @@ func (p *Poller) budget(ctx context.Context) time.Duration {
 	return p.opts.Timeout
 }
 
-// logHoldOff logs, after a poll, when the service begins asking the
-// exporter to hold off (at warn level, once however many 429s or 503s
-// follow), when it asks again (debug), and when a poll finds it no longer
-// asks (info).
+// logHoldOff logs, after a poll, when a run of hold-offs begins (warn,
+// once), is asked again (debug) and ends (info).
 func (p *Poller) logHoldOff() {
 	until, status := p.target.Client.HoldOff()
 	p.mu.Lock()
@@ -354,10 +340,8 @@ func (p *Poller) keptLocations() keptLocations {
 	return keptLocations{book: p.book, infoFields: p.target.InfoFields}
 }
 
-// takeLocations carries over the location checks that a poller of the same
-// target kept before a reload replaced it: those of locations still in the
-// subset stay, and the others are forgotten. Checks made with other info
-// fields would show the wrong labels, and are forgotten too.
+// takeLocations carries over the checks a replaced poller of the same
+// target kept, of locations still in the subset and with the same info fields.
 func (p *Poller) takeLocations(old keptLocations) {
 	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.infoFields) {
 		return
