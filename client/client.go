@@ -340,9 +340,6 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 	if status, held := c.heldOff(time.Now()); held {
 		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
 	}
-	if err := sendCheck(ctx); err != nil {
-		return 0, &Error{Endpoint: ep, Err: err}
-	}
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {

@@ -20,15 +20,12 @@ type slots struct {
 
 func newSlots(n int) *slots { return &slots{size: n, free: n} }
 
-// acquire takes a slot, waiting within ctx. Once the caller holds a slot
-// or has its place in a queue, the hook of WithQueuedHook, if any, is
-// called.
+// acquire takes a slot, waiting within ctx.
 func (s *slots) acquire(ctx context.Context, high bool) error {
 	s.mu.Lock()
 	if s.free > 0 {
 		s.free--
 		s.mu.Unlock()
-		queued(ctx)
 		return nil
 	}
 	ch := make(chan struct{})
@@ -38,7 +35,6 @@ func (s *slots) acquire(ctx context.Context, high bool) error {
 		s.low = append(s.low, ch)
 	}
 	s.mu.Unlock()
-	queued(ctx)
 
 	select {
 	case <-ch:
@@ -82,38 +78,9 @@ func remove(q *[]chan struct{}, ch chan struct{}) bool {
 	return false
 }
 
-type queuedHookKey struct{}
-
-// WithQueuedHook returns a context under which a call tells hook as soon as
-// its request holds a slot or waits in its queue. The poll starts the
-// detail views only once the root and lists are in line, so that a detail
-// view never takes a slot ahead of them.
-func WithQueuedHook(ctx context.Context, hook func()) context.Context {
-	return context.WithValue(ctx, queuedHookKey{}, hook)
-}
-
-func queued(ctx context.Context) {
-	if hook, ok := ctx.Value(queuedHookKey{}).(func()); ok {
-		hook()
-	}
-}
-
-type sendCheckKey struct{}
-
-// WithSendCheck returns a context under which a request, once it holds a
-// slot and just before it is sent, asks check whether to go: an error
-// stops it unsent, as that error. The poll uses it to start no detail view
-// that has no time left to finish.
-func WithSendCheck(ctx context.Context, check func() error) context.Context {
-	return context.WithValue(ctx, sendCheckKey{}, check)
-}
-
-func sendCheck(ctx context.Context) error {
-	if check, ok := ctx.Value(sendCheckKey{}).(func() error); ok {
-		return check()
-	}
-	return nil
-}
-
 // Concurrency returns the most requests the client has in flight at once.
 func (c *Client) Concurrency() int { return c.slots.size }
+
+// RateLimited tells whether the client waits for a rate limit's turns,
+// which go to the requests in the order they ask.
+func (c *Client) RateLimited() bool { return c.limiter != nil }

@@ -230,11 +230,12 @@ func TestTimeoutNamesItsLimit(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}})
 	r.hold(t, sampleservice.EndpointRoot)
 	r.scrape(t, "0.3")
-	// The poll logs its failures as it ends, which may be after the
-	// scrape has answered.
-	waitFor(t, func() bool {
-		return strings.Contains(r.logs.String(), `the scrape timeout of 0.3s (X-Prometheus-Scrape-Timeout-Seconds`)
-	})
+	// The scrape may answer before the poll has logged how it ended.
+	want := `the scrape timeout of 0.3s (X-Prometheus-Scrape-Timeout-Seconds`
+	waitFor(t, func() bool { return strings.Contains(r.logs.String(), "Endpoint failed") })
+	if !strings.Contains(r.logs.String(), want) {
+		t.Errorf("the log does not say the scrape timeout ended the poll:\n%s", r.logs.String())
+	}
 }
 
 // TestHoldOffLoggedOncePerRun: a service that keeps asking to hold off is

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"cmp"
-	"container/heap"
 	"slices"
 	"sync"
 	"time"
@@ -120,29 +119,21 @@ type detailQueue []queuedDetail
 type queuedDetail struct {
 	id   int64
 	last time.Time
-	seq  int
 }
 
-func (q detailQueue) Len() int { return len(q) }
-
-func (q detailQueue) Less(i, j int) bool {
-	if !q[i].last.Equal(q[j].last) {
-		return q[i].last.Before(q[j].last)
-	}
-	return q[i].seq < q[j].seq
+// add puts d after every view whose location was checked as long ago.
+func (q *detailQueue) add(d queuedDetail) {
+	i, _ := slices.BinarySearchFunc(*q, d.last, func(e queuedDetail, t time.Time) int {
+		if e.last.After(t) {
+			return 1
+		}
+		return -1
+	})
+	*q = slices.Insert(*q, i, d)
 }
 
-func (q detailQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-
-func (q *detailQueue) Push(x any) { *q = append(*q, x.(queuedDetail)) }
-
-func (q *detailQueue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+func (q *detailQueue) next() int64 {
+	id := (*q)[0].id
+	*q = (*q)[1:]
+	return id
 }
-
-func (q *detailQueue) add(d queuedDetail) { heap.Push(q, d) }
-
-func (q *detailQueue) next() int64 { return heap.Pop(q).(queuedDetail).id }

@@ -27,12 +27,6 @@ func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLi
 
 // pollRun is one poll of the API. Its results gather as requests finish,
 // so a scrape that cannot wait any longer can take what has arrived.
-//
-// Detail views are checked by a few workers (as many as the client's
-// concurrency) from a queue that puts the location checked longest ago
-// first. A worker starts a view only when the poll has the time such a
-// view usually takes: a subset larger than one poll can check is checked
-// in turns, and running out of time is never a location's failure.
 type pollRun struct {
 	ctx   context.Context
 	t     *Target
@@ -52,27 +46,21 @@ type pollRun struct {
 	subset []int64
 	seen   map[int64]bool
 	queue  detailQueue
-	// closed tells that no more ids will join the queue; outOfTime that
-	// the poll starts no more detail views.
-	closed, outOfTime bool
-	detailSum         detailSummary
-	// active counts the calls whose results are still out, the run's own
-	// start among them. The one that brings it to zero settles the poll in
-	// the same step, so a finished poll can never be taken for abandoned.
+	// closed tells that no more ids will join the queue.
+	closed    bool
+	detailSum detailSummary
+	// listsOut counts the list calls running, workers the detail workers.
+	listsOut, workers int
+	// active counts the calls whose results are out; the last one settles
+	// the poll, so a finished poll is never taken for abandoned.
 	active int
-	// settled tells that the poll's outcome no longer depends on its
-	// scrapes: every result has arrived, or its deadline has passed.
-	// cancelled tells that every scrape gave up on the poll before that.
+	// settled: every result is in, or a deadline ended the poll; cancelled:
+	// every scrape gave up on it before that.
 	settled, cancelled bool
-	// waitedHook, set by tests only, runs once every call has returned.
-	waitedHook func()
 }
 
 // detailSummary sums up the detail views as the location_detail endpoint:
-// up when every one answered well, timed from the first start to the last
-// end. Its status is the highest among the failed views, so that a refused
-// view (401, 403) shows even when others answered after it; 200 when
-// none failed.
+// up when every one answered well, with the highest failed status.
 type detailSummary struct {
 	tried               bool
 	firstStart, lastEnd time.Time
@@ -94,8 +82,7 @@ func (d *detailSummary) add(start, end time.Time, status int, err error) {
 }
 
 // fail folds a failure with the status of its response (0 when none came)
-// into the summary: a failed detail view, or anything else that stands for
-// detail views that could not be read.
+// into the summary.
 func (d *detailSummary) fail(status int, err error) {
 	d.failed = true
 	d.failedStatus = max(d.failedStatus, status)
@@ -122,43 +109,31 @@ func newPollRun(ctx context.Context, t *Target, book *locationBook, trace *clien
 	return p
 }
 
-// run reads the whole API once. Root, both lists and the explicit detail
-// views start at once; ids drawn from the list join the queue as soon as
-// the page holding them arrives. The client bounds how many requests are
-// in flight, so the wall time is the critical path of the round trips.
+// run reads the whole API once: root, both lists and the explicit detail
+// views at once, and ids drawn from the list as their page arrives.
 func (p *pollRun) run() *Snapshot {
-	inLine := p.startLists()
-	// The explicit detail views start alongside the lists, but only once
-	// the lists are in line: the client serves waiting lists first, and a
-	// detail view must not take a free slot before a list has asked.
-	p.waitInLine(inLine)
-	if p.t.wantsDetails() {
+	// Workers wake when the poll ends, whatever they wait for.
+	stop := context.AfterFunc(p.ctx, func() {
 		p.mu.Lock()
-		for _, id := range p.t.DetailIDs {
-			p.enqueue(id)
-		}
-		if len(p.t.DetailIDs) > 0 {
-			p.closeQueue()
-		}
+		p.wake.Broadcast()
 		p.mu.Unlock()
-		// Workers wake when the poll ends, whatever they wait for.
-		stop := context.AfterFunc(p.ctx, func() {
-			p.mu.Lock()
-			p.wake.Broadcast()
-			p.mu.Unlock()
-		})
-		defer stop()
-		for range p.t.Client.Concurrency() {
-			p.startCall(p.checkDetails)
-		}
-	}
+	})
+	defer stop()
 	p.mu.Lock()
+	for _, id := range p.t.DetailIDs {
+		p.enqueue(id)
+	}
+	if len(p.t.DetailIDs) > 0 {
+		p.closeQueue()
+	}
+	p.listsOut = pollLists
+	p.spawn(p.readRoot)
+	p.spawn(p.readProjects)
+	p.spawn(p.readLocations)
+	p.addWorkers()
 	p.done()
 	p.mu.Unlock()
 	p.wg.Wait()
-	if p.waitedHook != nil {
-		p.waitedHook()
-	}
 	return p.snapshot()
 }
 
@@ -166,32 +141,26 @@ func (p *pollRun) run() *Snapshot {
 // locations.
 const pollLists = 3
 
-// startLists starts the list calls, each in its own goroutine. The channel
-// returned hears once from each.
-func (p *pollRun) startLists() <-chan struct{} {
-	inLine := make(chan struct{}, pollLists)
-	for _, call := range []func(context.Context){p.readRoot, p.readProjects, p.readLocations} {
-		var once sync.Once
-		report := func() { once.Do(func() { inLine <- struct{}{} }) }
-		p.startCall(func() {
-			defer report()
-			call(client.WithQueuedHook(p.ctx, report))
-		})
-	}
-	return inLine
-}
-
-// startCall runs call in a goroutine of its own, as one of the calls whose
-// results are out until it calls done.
-func (p *pollRun) startCall(call func()) {
-	p.mu.Lock()
+// spawn runs call in a goroutine of its own, as one of the calls whose
+// results are out until it calls done; p.mu is held.
+func (p *pollRun) spawn(call func()) {
 	p.active++
-	p.mu.Unlock()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		call()
 	}()
+}
+
+// addWorkers starts detail workers in the client's slots that the lists
+// leave free (under a rate limit, once they are done); p.mu is held.
+func (p *pollRun) addWorkers() {
+	if !p.t.wantsDetails() || p.listsOut > 0 && p.t.Client.RateLimited() {
+		return
+	}
+	for ; p.workers < p.t.Client.Concurrency()-p.listsOut; p.workers++ {
+		p.spawn(p.checkDetails)
+	}
 }
 
 // done marks one call's results as in, settling the poll with the last;
@@ -203,38 +172,33 @@ func (p *pollRun) done() {
 	}
 }
 
-// waitInLine waits until every list call has reported on inLine, or the
-// poll's context ends.
-func (p *pollRun) waitInLine(inLine <-chan struct{}) {
-	for range pollLists {
-		select {
-		case <-inLine:
-		case <-p.ctx.Done():
-		}
-	}
+// listDone marks one list call's results as in, freeing its slot for a
+// detail worker; p.mu is held.
+func (p *pollRun) listDone() {
+	p.listsOut--
+	p.addWorkers()
+	p.done()
 }
 
-func (p *pollRun) readRoot(ctx context.Context) {
-	r := p.t.Client.Root(ctx)
+func (p *pollRun) readRoot() {
+	r := p.t.Client.Root(p.ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.root = &r
-	p.done()
+	p.listDone()
 }
 
-func (p *pollRun) readProjects(ctx context.Context) {
-	r := p.t.Client.Projects(ctx)
+func (p *pollRun) readProjects() {
+	r := p.t.Client.Projects(p.ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.projects = &r
-	p.done()
+	p.listDone()
 }
 
-// readLocations reads the locations list. Without explicit ids, the first
-// DetailLimit ids join the detail queue as their pages arrive; once the
-// whole list is read, they are the subset, and the book forgets the
-// locations that left it.
-func (p *pollRun) readLocations(ctx context.Context) {
+// readLocations reads the locations list; without explicit ids, its first
+// DetailLimit ids are the detail subset.
+func (p *pollRun) readLocations() {
 	want, onIDs := 0, func([]int64) {}
 	limitMode := len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0
 	if limitMode {
@@ -247,14 +211,12 @@ func (p *pollRun) readLocations(ctx context.Context) {
 			}
 		}
 	}
-	r := p.t.Client.Locations(ctx, want, onIDs)
+	r := p.t.Client.Locations(p.ctx, want, onIDs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.locations = &r
 	if r.IDErr != nil {
-		// Entries without an integer id leave their detail views
-		// unreadable: location_detail fails, the list itself stays up.
-		// The client has already counted these failures.
+		// Entries without an integer id fail location_detail, not the list.
 		p.detailSum.fail(0, r.IDErr)
 	}
 	if limitMode {
@@ -263,7 +225,7 @@ func (p *pollRun) readLocations(ctx context.Context) {
 		}
 		p.closeQueue()
 	}
-	p.done()
+	p.listDone()
 }
 
 // enqueue puts the detail view of id in the queue, once per poll even
@@ -274,7 +236,7 @@ func (p *pollRun) enqueue(id int64) {
 	}
 	p.seen[id] = true
 	p.subset = append(p.subset, id)
-	p.queue.add(queuedDetail{id: id, last: p.book.lastChecked(id), seq: len(p.subset)})
+	p.queue.add(queuedDetail{id: id, last: p.book.lastChecked(id)})
 	p.wake.Signal()
 }
 
@@ -284,21 +246,19 @@ func (p *pollRun) closeQueue() {
 	p.wake.Broadcast()
 }
 
-// nextDetail waits for the next id to check. It reports false when there
-// is none left to start in this poll.
+// nextDetail waits for the next id to check and the time to check it.
+// It reports false when there is none left to start in this poll.
 func (p *pollRun) nextDetail() (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
 		switch {
-		case p.ctx.Err() != nil, p.closed && p.queue.Len() == 0:
+		case p.ctx.Err() != nil, p.closed && len(p.queue) == 0:
 			return 0, false
-		case p.outOfTime:
-			// No time for another view, unless a scrape with more time
-			// joins the poll (setBudget): wait for that, or the end.
-		case p.queue.Len() > 0:
+		case len(p.queue) > 0 && p.timeForDetail():
 			return p.queue.next(), true
 		}
+		// Waits for an id, a scrape with more time joining, or the end.
 		p.wake.Wait()
 	}
 }
@@ -311,21 +271,13 @@ func (p *pollRun) checkDetails() {
 		p.done()
 		p.mu.Unlock()
 	}()
-	ctx := client.WithSendCheck(p.ctx, p.timeForDetail)
 	for {
 		id, ok := p.nextDetail()
 		if !ok {
 			return
 		}
 		start := time.Now()
-		r := p.t.Client.LocationDetail(ctx, id, p.t.InfoFields)
-		if errors.Is(r.Err, errNoTime) {
-			// Back in its place, for a scrape with more time that joins.
-			p.mu.Lock()
-			p.queue.add(queuedDetail{id: id, last: p.book.lastChecked(id)})
-			p.mu.Unlock()
-			continue
-		}
+		r := p.t.Client.LocationDetail(p.ctx, id, p.t.InfoFields)
 		p.checked(id, start, time.Now(), r)
 	}
 }
@@ -333,25 +285,11 @@ func (p *pollRun) checkDetails() {
 // errNoDetail stands for the detail views of a poll that checked none.
 var errNoDetail = errors.New("no detail view was checked in this poll")
 
-// errNoTime stops a detail view that the poll has no time left for.
-var errNoTime = errors.New("not started: the poll has less time left than a detail view usually takes")
-
-// timeForDetail lets a detail view go when the poll has at least the time
-// such a view usually takes, or half its budget when views usually take
-// longer (so that views slow for a while are still tried, and their
-// slowness shows); otherwise the poll starts no more of them unless a
-// scrape with more time joins. Before any view has run to its end, every
-// one may go.
-func (p *pollRun) timeForDetail() error {
+// timeForDetail tells whether the poll has the time a detail view usually
+// takes, capped at half its budget so that slow views still show; p.mu is held.
+func (p *pollRun) timeForDetail() bool {
 	usual := p.book.usual()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if usual == 0 || time.Until(p.deadline()) >= min(usual, p.budget/2) {
-		return nil
-	}
-	p.outOfTime = true
-	p.wake.Broadcast()
-	return errNoTime
+	return usual == 0 || time.Until(p.deadline()) >= min(usual, p.budget/2)
 }
 
 // deadline is when the poll ends, unless a scrape with more time joins
@@ -360,11 +298,8 @@ func (p *pollRun) deadline() time.Time {
 	return p.start.Add(p.budget - handoffMargin(p.budget))
 }
 
-// checked folds the outcome of a detail view into the poll and the book.
-// A view never sent, or cut short by the poll's end after less time than
-// such a view usually takes (or by every scrape leaving), tells nothing
-// of its location, which keeps its last result. Any other outcome is the
-// location's new result; a slow view is a timeout, never hidden.
+// checked folds the outcome of a detail view into the poll and the book;
+// a view never sent or cut short tells nothing of its location.
 func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult) {
 	if errors.Is(r.Err, client.ErrHeldOff) {
 		// Not sent: a hold-off began during the poll.
@@ -386,11 +321,8 @@ func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult)
 	p.detailSum.add(start, end, r.Status, r.Err)
 }
 
-// cutShort tells whether a failed detail view was cut short by the end of
-// the poll rather than slow on its own: every scrape left (or a reload
-// dropped the target), or the deadline came before it had the time such a
-// view usually takes (or half the poll's budget, when that is less or the
-// usual time is unknown).
+// cutShort tells whether a failed detail view was cut short by the poll's
+// end before it had the usual time, rather than slow on its own.
 func (p *pollRun) cutShort(r client.DetailResult) bool {
 	switch cause := context.Cause(p.ctx); {
 	case cause == nil || client.ReasonOf(r.Err) != client.ReasonTimeout:
@@ -408,9 +340,7 @@ func (p *pollRun) cutShort(r client.DetailResult) bool {
 	return r.Duration < usual
 }
 
-// subsetIDs returns the ids whose series the poll reports: the explicit
-// ids; or those the list gave, and while the list is not read whole, the
-// ones the book holds from earlier polls too; p.mu is held.
+// subsetIDs returns the ids whose series the poll reports; p.mu is held.
 func (p *pollRun) subsetIDs() []int64 {
 	if len(p.t.DetailIDs) > 0 {
 		return p.t.DetailIDs
@@ -428,9 +358,8 @@ func (p *pollRun) subsetIDs() []int64 {
 	return ids
 }
 
-// snapshot turns what has arrived into a Snapshot. Taken before the poll
-// is over, it reports the lists that have not arrived as too late: down,
-// with no status and no count. Locations keep their last result.
+// snapshot turns what has arrived into a Snapshot; lists not yet in are
+// down as too late.
 func (p *pollRun) snapshot() *Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -488,11 +417,8 @@ func (p *pollRun) setBudget(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.budget = d
-	if p.outOfTime {
-		// The time check starts over for the scrape that brought more.
-		p.outOfTime = false
-		p.wake.Broadcast()
-	}
+	// Workers waiting for time check again.
+	p.wake.Broadcast()
 }
 
 // settle marks the poll's outcome as fixed: every result has arrived, or

@@ -16,9 +16,7 @@ import (
 // scrape had to answer.
 var errTooLate = errors.New("poll did not finish before the scrape deadline")
 
-// The causes a poll's context ends with. The deadline's wraps
-// context.DeadlineExceeded, so the client still classifies what it cut
-// short as a timeout.
+// errAbandoned ends a poll that every scrape gave up on.
 var errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
 
 // errDropped ends the polls of a target that a reload dropped from its
@@ -26,13 +24,11 @@ var errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", c
 var errDropped = fmt.Errorf("a reload dropped the target or changed its module: %w", context.Canceled)
 
 // fairBudget is the least time a poll needs to say anything of the
-// service: a poll that a scrape's deadline cut sooner, with nothing failed
-// but for lack of time, is not counted.
+// service; a poll cut sooner by lack of time alone is not counted.
 const fairBudget = time.Second
 
-// deadlineError is the cause a poll ends with at its deadline. It names
-// the limit that set the deadline, so that a timeout in a log line or on
-// a page says which setting to change.
+// deadlineError ends a poll at its deadline, naming the limit that set it;
+// it wraps context.DeadlineExceeded, so what it cuts is a timeout.
 type deadlineError struct{ limit string }
 
 func (e *deadlineError) Error() string {
@@ -43,9 +39,8 @@ func (e *deadlineError) Unwrap() error { return context.DeadlineExceeded }
 
 type scrapeTimeoutKey struct{}
 
-// WithScrapeTimeout returns a context whose deadline comes from the
-// scrape timeout that Prometheus sent (the header's value, as sent), so
-// that a poll cut by it can say so.
+// WithScrapeTimeout marks ctx's deadline as set by the scrape timeout
+// header, so that a poll cut by it can say so.
 func WithScrapeTimeout(ctx context.Context, header string) context.Context {
 	return context.WithValue(ctx, scrapeTimeoutKey{}, header)
 }
@@ -93,19 +88,11 @@ type Poller struct {
 	seq, lastSeq uint64
 	// stopped tells that the target was dropped: nothing is polled any more.
 	stopped bool
-	// throttled tells that the service asked to hold off after the last
-	// poll, and heldUntil until when: a run of hold-offs is logged once.
+	// throttled and heldUntil tell the last hold-off, logged once a run.
 	throttled bool
 	heldUntil time.Time
-	// failures follows how the target's endpoints fail from poll to poll,
-	// so that a lasting failure is logged when it starts, changes or ends.
+	// failures logs a lasting failure when it starts, changes or ends.
 	failures failureLog
-
-	// Set by tests only: ranHook runs once a poll has gathered all its
-	// results and before the poller keeps them; waitedHook as the last
-	// result arrives, inside the poll; expireHook when the deadline
-	// comes, before it settles the poll.
-	ranHook, waitedHook, expireHook func()
 }
 
 // pollCall is one poll in flight and the scrapes waiting for it. Its
@@ -117,18 +104,12 @@ type pollCall struct {
 	snap    *Snapshot
 	waiters int
 	cancel  context.CancelCauseFunc
-	// The poll ends at end, which a timer enforces: the deadline of the
-	// latest waiting scrape (its horizon) less the handoff margin, and
-	// never later than limit, --api.timeout after the start. A context
-	// deadline could not move; the timer can.
-	start, horizon, end, limit time.Time
-	timer                      *time.Timer
-	// horizonBy names what set the horizon, for the deadline's error.
-	horizonBy string
-	// held tells that a hold-off was in force: the poll sends nothing, its
-	// snap is ready at once, and it stays in flight for the scrapes that
-	// come until its horizon (fairBudget at least) or the hold-off's end.
-	held bool
+	// The poll runs until its last scrape leaves, by limit at the latest;
+	// horizon is the latest deadline among its scrapes.
+	start, horizon, limit time.Time
+	// held: a hold-off was in force; snap is ready and shared until heldEnd.
+	held    bool
+	heldEnd time.Time
 }
 
 // NewPoller returns a Poller for t.
@@ -143,10 +124,9 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 }
 
 // Poll returns a snapshot for one scrape, by the time ctx is done at the
-// latest. It joins the poll in flight if there is one, moving its end to
-// this scrape's deadline when that is later: sharing a poll never shortens
-// a scrape's budget. A scrape that gives up leaves the poll running for the
-// others, and the last one to give up cancels it.
+// latest. It joins the poll in flight if there is one, which then runs on
+// until this scrape's deadline too: sharing a poll never shortens a
+// scrape's budget. The last scrape to leave ends the poll.
 func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()
 	p.mu.Lock()
@@ -160,52 +140,72 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		return last
 	}
 	c := p.inflight
-	joined := c != nil && p.extend(c, ctx)
-	if !joined {
-		c = p.start(ctx)
+	started := c == nil || c.held && !now.Before(c.heldEnd)
+	if started {
+		c = p.start(ctx, now)
 	}
 	if c.held {
 		p.mu.Unlock()
-		if !joined {
+		if started {
 			p.countPoll(c.snap)
 			p.record(c.snap)
 		}
 		return c.snap.at(now)
 	}
 	c.waiters++
+	horizon, by := p.horizon(c, ctx)
+	if horizon.After(c.horizon) {
+		c.horizon = horizon
+		c.run.setBudget(horizon.Sub(c.start))
+	}
 	p.mu.Unlock()
+	return p.wait(ctx, c, horizon, by)
+}
 
+// wait waits for c on behalf of one scrape until a little before its
+// horizon, which by names. A scrape that has to answer first takes what
+// has arrived; the last one to leave ends the poll.
+func (p *Poller) wait(ctx context.Context, c *pollCall, horizon time.Time, by string) *Snapshot {
+	timer := time.NewTimer(time.Until(horizon) - handoffMargin(horizon.Sub(c.start)))
+	defer timer.Stop()
 	select {
 	case <-c.done:
 		return c.snap
+	case <-timer.C:
+		if p.leave(c, &deadlineError{limit: by}) {
+			// What is still out ends as a timeout within the margin.
+			select {
+			case <-c.done:
+				return c.snap
+			case <-ctx.Done():
+			}
+		}
 	case <-ctx.Done():
-		// Answer with what has arrived; the rest is reported too late.
-		snap := c.run.snapshot()
-		p.leave(c)
-		return snap
+		cause := errAbandoned
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cause = &deadlineError{limit: by}
+		}
+		p.leave(c, cause)
 	}
+	return c.run.snapshot()
 }
 
 // start begins a poll; p.mu is held. The poll does not inherit the
-// scrape's cancellation, only its deadline made a little earlier (by a
-// timer, which a later scrape joining can move), so its results reach the
-// scrape before the scrape has to answer.
-func (p *Poller) start(ctx context.Context) *pollCall {
-	now := time.Now()
+// scrape's cancellation: its scrapes end it when they leave.
+func (p *Poller) start(ctx context.Context, now time.Time) *pollCall {
+	p.seq++
+	c := &pollCall{seq: p.seq, start: now, limit: now.Add(p.opts.Timeout)}
+	c.horizon, _ = p.horizon(c, ctx)
 	if until, status := p.target.Client.HoldOff(); now.Before(until) {
-		return p.holdOff(ctx, now, until, status)
+		p.holdOff(c, until, status)
+		return c
 	}
 	pctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	// Every poll is traced, so that the debug views can show any of them.
 	trace := &client.Trace{}
 	pctx = client.WithTrace(pctx, trace)
-	p.seq++
-	c := &pollCall{seq: p.seq, done: make(chan struct{}), cancel: cancel, start: now, limit: now.Add(p.opts.Timeout)}
-	c.horizon, c.horizonBy = p.horizon(c, ctx)
-	c.end = c.horizon.Add(-handoffMargin(c.horizon.Sub(now)))
+	c.done, c.cancel = make(chan struct{}), cancel
 	c.run = newPollRun(pctx, p.target, p.book, trace, c.horizon.Sub(now))
-	c.run.waitedHook = p.waitedHook
-	c.timer = time.AfterFunc(c.end.Sub(now), func() { p.expire(c) })
 	p.inflight = c
 	go func() {
 		defer cancel(nil)
@@ -214,27 +214,17 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 	return c
 }
 
-// holdOff starts a poll that sends nothing because the service asked to
-// hold off until the given time; p.mu is held.
-func (p *Poller) holdOff(ctx context.Context, now, until time.Time, status int) *pollCall {
+// holdOff makes c a poll that sends nothing because the service asked to
+// hold off until the given time; p.mu is held. It is shared for a second
+// at least, so that scrapes with no time to spare cannot count one each.
+func (p *Poller) holdOff(c *pollCall, until time.Time, status int) {
 	p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
-	s := failedSnapshot(now, p.target, p.book, status, client.ErrHeldOff)
+	s := failedSnapshot(c.start, p.target, p.book, status, client.ErrHeldOff)
 	s.HoldOffUntil = until
-	p.seq++
-	c := &pollCall{seq: p.seq, held: true, snap: s, start: now, limit: now.Add(p.opts.Timeout)}
-	c.horizon, c.horizonBy = p.horizon(c, ctx)
-	// In flight for at least fairBudget, so that scrapes with no time to
-	// spare cannot count a held-off poll each.
-	c.timer = time.AfterFunc(min(max(c.horizon.Sub(now), fairBudget), until.Sub(now)), func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.inflight == c {
-			p.inflight = nil
-		}
-	})
+	c.held, c.snap = true, s
+	c.heldEnd = c.start.Add(min(max(c.horizon.Sub(c.start), fairBudget), until.Sub(c.start)))
 	p.inflight = c
 	p.last, p.lastSeq = s, c.seq
-	return c
 }
 
 // finish keeps what poll c found, counts it unless its caller cut it
@@ -246,22 +236,13 @@ func (p *Poller) finish(c *pollCall, snap *Snapshot) {
 	} else {
 		p.failures.log(p.opts.Logger, snap)
 	}
-	if p.ranHook != nil {
-		p.ranHook()
-	}
 	p.mu.Lock()
-	c.timer.Stop()
 	if p.inflight == c {
 		p.inflight = nil
 	}
-	// Only a poll that every scrape abandoned before all its results
-	// arrived (or its deadline passed) is not worth keeping; one that
-	// completed is kept, even when its last scrape left just after.
-	// An older poll that ends late never replaces a newer one's result.
+	// Neither an abandoned poll nor one older than the last is kept.
 	if !abandoned && c.seq > p.lastSeq {
-		// Kept without its trace: the recent-polls log holds a copy of
-		// the requests, and a thousand /probe targets would otherwise
-		// keep 4 kB each for nothing.
+		// Kept without its trace: the recent-polls log holds a copy.
 		kept := *snap
 		kept.trace = nil
 		p.last, p.lastSeq = &kept, c.seq
@@ -270,9 +251,7 @@ func (p *Poller) finish(c *pollCall, snap *Snapshot) {
 	cut := abandoned || c.horizon.Before(c.limit) && c.horizon.Sub(c.start) < fairBudget
 	p.mu.Unlock()
 	p.logHoldOff()
-	// A poll that its caller cut short before the service had a fair
-	// chance, and that met no failure but the lack of time, measured the
-	// caller: counting it would let any caller skew the SLI.
+	// A poll cut short by its caller measured the caller, not the service.
 	if !cut || snap.up() || !snap.onlyOutOfTime() {
 		p.countPoll(snap)
 	}
@@ -280,30 +259,26 @@ func (p *Poller) finish(c *pollCall, snap *Snapshot) {
 	close(c.done)
 }
 
-// extend lets the scrape of ctx join c, moving the poll's end to the
-// scrape's deadline when that is later; p.mu is held. It reports false
-// when c has already reached its end: it is winding down, and the scrape
-// needs a poll of its own.
-func (p *Poller) extend(c *pollCall, ctx context.Context) bool {
-	if c.held {
-		return true
-	}
-	horizon, by := p.horizon(c, ctx)
-	if !horizon.After(c.horizon) {
-		return true
-	}
-	if !c.timer.Stop() {
-		// The timer fired: expire is about to drop c from inflight.
-		if p.inflight == c {
-			p.inflight = nil
-		}
+// leave drops one waiter from c; the last one ends the poll with cause
+// and reports true. A poll that a deadline ends stays worth keeping: what
+// it cuts short is a timeout.
+func (p *Poller) leave(c *pollCall, cause error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.waiters--
+	if c.waiters > 0 {
 		return false
 	}
-	now := time.Now()
-	c.horizon, c.horizonBy = horizon, by
-	c.end = horizon.Add(-handoffMargin(horizon.Sub(now)))
-	c.timer.Reset(c.end.Sub(now))
-	c.run.setBudget(horizon.Sub(c.start))
+	if errors.Is(cause, context.DeadlineExceeded) {
+		c.run.settle()
+	} else {
+		c.run.abandon()
+	}
+	c.cancel(cause)
+	// A scrape arriving now starts a poll of its own.
+	if p.inflight == c {
+		p.inflight = nil
+	}
 	return true
 }
 
@@ -323,26 +298,6 @@ func (p *Poller) horizon(c *pollCall, ctx context.Context) (time.Time, string) {
 	return c.limit, fmt.Sprintf("%s=%s", name, p.opts.Timeout)
 }
 
-// expire ends c at its deadline. A scrape arriving from now on starts a
-// poll of its own rather than join one that is being cut short.
-func (p *Poller) expire(c *pollCall) {
-	if p.expireHook != nil {
-		p.expireHook()
-	}
-	// What the deadline cuts short is a timeout, whatever the scrapes do
-	// next: the poll stays worth keeping.
-	c.run.settle()
-	p.mu.Lock()
-	by := c.horizonBy
-	p.mu.Unlock()
-	c.cancel(&deadlineError{limit: by})
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.inflight == c {
-		p.inflight = nil
-	}
-}
-
 // budget is the time a poll started now for ctx may take.
 func (p *Poller) budget(ctx context.Context) time.Duration {
 	if deadline, ok := ctx.Deadline(); ok {
@@ -351,10 +306,8 @@ func (p *Poller) budget(ctx context.Context) time.Duration {
 	return p.opts.Timeout
 }
 
-// logHoldOff logs, after a poll, when the service begins asking the
-// exporter to hold off (at warn level, once however many 429s or 503s
-// follow), when it asks again (debug), and when a poll finds it no longer
-// asks (info).
+// logHoldOff logs, after a poll, when a run of hold-offs begins (warn,
+// once), is asked again (debug) and ends (info).
 func (p *Poller) logHoldOff() {
 	until, status := p.target.Client.HoldOff()
 	p.mu.Lock()
@@ -387,10 +340,8 @@ func (p *Poller) keptLocations() keptLocations {
 	return keptLocations{book: p.book, infoFields: p.target.InfoFields}
 }
 
-// takeLocations carries over the location checks that a poller of the same
-// target kept before a reload replaced it: those of locations still in the
-// subset stay, and the others are forgotten. Checks made with other info
-// fields would show the wrong labels, and are forgotten too.
+// takeLocations carries over the checks a replaced poller of the same
+// target kept, of locations still in the subset and with the same info fields.
 func (p *Poller) takeLocations(old keptLocations) {
 	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.infoFields) {
 		return
@@ -431,30 +382,6 @@ func (p *Poller) countPoll(s *Snapshot) {
 func (p *Poller) record(s *Snapshot) {
 	if p.opts.Recent != nil {
 		p.opts.Recent.Add(newPollRecord(p.opts.Name, p.opts.Module, s))
-	}
-}
-
-// leave drops one waiter from c and cancels the poll once nobody waits.
-func (p *Poller) leave(c *pollCall) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c.waiters--
-	if c.waiters == 0 {
-		if !c.timer.Stop() {
-			// The deadline has passed (expire may not have run yet), or
-			// the poll has ended: either way its outcome is fixed.
-			c.run.settle()
-		}
-		// A poll that has all its results, or has reached its deadline, is
-		// settled: cancelling it now changes nothing, and it stays worth
-		// keeping.
-		c.run.abandon()
-		c.cancel(errAbandoned)
-		// A scrape arriving now must start a poll of its own rather than
-		// join one that is being cancelled.
-		if p.inflight == c {
-			p.inflight = nil
-		}
 	}
 }
 

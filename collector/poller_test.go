@@ -175,23 +175,18 @@ func TestPollNeverOutlastsTheTimeout(t *testing.T) {
 }
 
 // TestCompletedPollIsKept has the only scrape leave just after the poll
-// gathered all its results: the poll is complete and serves the minimum
-// interval.
+// gathered all its results, before the poller keeps them (held at the log
+// line of its failed detail view): the poll is complete and serves the
+// minimum interval.
 func TestCompletedPollIsKept(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, minInterval: time.Hour})
-	ran, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	r.poller.ranHook = func() {
-		once.Do(func() {
-			close(ran)
-			<-release
-		})
-	}
+	held := newHeldLog(message("Location details failed"))
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, detailIDs: []int64{1}, minInterval: time.Hour, logWrap: held.wrap})
+	r.svc.SetFault(sampleservice.EndpointLocationDetail, sampleservice.Fault{Status: http.StatusInternalServerError})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	left := make(chan *Snapshot, 1)
 	go func() { left <- r.poller.Poll(ctx) }()
-	<-ran
+	<-held.held
 	r.poller.mu.Lock()
 	c := r.poller.inflight
 	r.poller.mu.Unlock()
@@ -199,7 +194,7 @@ func TestCompletedPollIsKept(t *testing.T) {
 	if s := <-left; !s.up() {
 		t.Error("the leaving scrape lacks results that had all arrived")
 	}
-	close(release)
+	close(held.release)
 	<-c.done
 
 	sent := r.svc.TotalRequests()

@@ -2,8 +2,8 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
@@ -141,18 +141,16 @@ func TestNoTimeNoStart(t *testing.T) {
 	book.observe(4 * time.Second) // views usually take 6 s
 	p := newPollRun(context.Background(), &Target{}, book, nil, 30*time.Second)
 	p.start = time.Now().Add(-26 * time.Second) // 4 s left of 30
-	if err := p.timeForDetail(); !errors.Is(err, errNoTime) {
-		t.Fatalf("with 4 s left for a 6 s view: %v, want errNoTime", err)
+	p.mu.Lock()
+	if p.timeForDetail() {
+		t.Error("with 4 s left for a 6 s view, the poll would start it")
 	}
-	if !p.outOfTime {
-		t.Error("the poll would go on starting views")
-	}
+	p.mu.Unlock()
 	p.setBudget(60 * time.Second) // a scrape with 30 s more joins
-	if p.outOfTime {
-		t.Error("more time did not lift the stop")
-	}
-	if err := p.timeForDetail(); err != nil {
-		t.Errorf("with 34 s left for a 6 s view: %v", err)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.timeForDetail() {
+		t.Error("with 34 s left for a 6 s view, the poll would not start it")
 	}
 }
 
@@ -199,10 +197,11 @@ func TestJoiningScrapeRestartsTheViews(t *testing.T) {
 	run.start = run.start.Add(-9 * time.Second)
 	run.mu.Unlock()
 	g.Open()
+	// The lists are in and the worker has taken no view: it waits for time.
 	waitFor(t, func() bool {
 		run.mu.Lock()
 		defer run.mu.Unlock()
-		return run.outOfTime
+		return run.locations != nil && len(run.queue) == 3
 	})
 	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelLong()
@@ -290,20 +289,19 @@ deployment_service_polls_total %d
 // keeps it; the next scrape inside the minimum interval is answered from
 // it.
 func TestFinishedPollKeptWhenItsScrapeLeaves(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, detailIDs: []int64{1}, minInterval: time.Hour})
-	waited, release := make(chan struct{}), make(chan struct{})
-	r.poller.waitedHook = func() { close(waited); <-release }
+	held := newHeldLog(message("Location details failed"))
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, detailIDs: []int64{1}, minInterval: time.Hour, logWrap: held.wrap})
+	r.svc.SetFault(sampleservice.EndpointLocationDetail, sampleservice.Fault{Status: http.StatusInternalServerError})
 	ctx, cancel := context.WithCancel(context.Background())
 	polled := make(chan *Snapshot, 1)
 	go func() { polled <- r.poller.Poll(ctx) }()
-	<-waited
+	<-held.held
 	r.poller.mu.Lock()
 	c := r.poller.inflight
 	r.poller.mu.Unlock()
 	cancel() // the scrape leaves between the last result and the keeping
 	<-polled
-	r.poller.waitedHook = nil
-	close(release)
+	close(held.release)
 	<-c.done
 	sent := r.svc.TotalRequests()
 	if s := r.poller.Poll(context.Background()); !s.up() {
@@ -314,30 +312,42 @@ func TestFinishedPollKeptWhenItsScrapeLeaves(t *testing.T) {
 	}
 }
 
-// TestPollKeptWhenItsScrapeLeavesAsTheDeadlineFires: a scrape that leaves
-// after the deadline fired, but before the poll is settled by it, does
-// not make the poll abandoned: what the deadline cut short is a timeout,
-// and the poll is kept.
-func TestPollKeptWhenItsScrapeLeavesAsTheDeadlineFires(t *testing.T) {
+// deadlineCtx is a scrape's context that the test ends as its deadline
+// would, whatever the clock says.
+type deadlineCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c deadlineCtx) Done() <-chan struct{} { return c.done }
+
+func (c deadlineCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// TestPollKeptWhenItsScrapeReachesItsDeadline: a scrape that leaves at its
+// deadline does not make the poll abandoned, even when its context ends
+// before the poller's own timer: what the deadline cut short is a
+// timeout, and the poll is kept.
+func TestPollKeptWhenItsScrapeReachesItsDeadline(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, detailIDs: []int64{1}, minInterval: time.Hour})
 	g := r.hold(t, sampleservice.EndpointLocationDetail)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := deadlineCtx{Context: context.Background(), done: make(chan struct{})}
 	polled := make(chan *Snapshot, 1)
 	go func() { polled <- r.poller.Poll(ctx) }()
 	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
 	// The lists are in before the deadline: only the held view is cut.
 	waitFor(t, r.poller.listsRecorded)
-	fired, release := make(chan struct{}), make(chan struct{})
-	r.poller.expireHook = func() { close(fired); <-release }
 	r.poller.mu.Lock()
 	c := r.poller.inflight
 	r.poller.mu.Unlock()
-	c.timer.Stop() // the timer "fires": expire runs below, held at its hook
-	go r.poller.expire(c)
-	<-fired
-	cancel() // the scrape leaves before expire has settled the poll
+	close(ctx.done)
 	<-polled
-	close(release)
 	<-c.done
 	g.Open()
 	sent := r.svc.TotalRequests()
@@ -350,29 +360,21 @@ func TestPollKeptWhenItsScrapeLeavesAsTheDeadlineFires(t *testing.T) {
 // TestOlderPollNeverReplacesNewer: a poll that ends after a newer one has
 // been kept leaves the newer one's result as the last.
 func TestOlderPollNeverReplacesNewer(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, minInterval: time.Hour})
-	first, release := make(chan struct{}), make(chan struct{})
-	r.poller.ranHook = func() { close(first); <-release }
-	g := r.hold(t, sampleservice.EndpointRoot)
-	old := make(chan *Snapshot, 1)
-	go func() { old <- r.poller.Poll(context.Background()) }()
-	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
-	r.expireNow(t) // the old poll ends at its deadline...
-	<-first        // ...and is held just before the poller keeps it
-	r.poller.ranHook = nil
-	g.Open()
-	newer := r.poller.Poll(context.Background())
-	if !newer.up() {
-		t.Fatal("the newer poll failed")
-	}
-	close(release)
-	<-old
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}})
+	older, newer := r.poller.Poll(context.Background()), r.poller.Poll(context.Background())
+	r.poller.finish(finished(4), newer)
+	r.poller.finish(finished(3), older)
 	r.poller.mu.Lock()
 	last := r.poller.last
 	r.poller.mu.Unlock()
 	if !last.Start.Equal(newer.Start) {
 		t.Errorf("the last result is the poll of %v, want the newer one of %v", last.Start, newer.Start)
 	}
+}
+
+// finished is a poll numbered seq whose every result has arrived.
+func finished(seq uint64) *pollCall {
+	return &pollCall{seq: seq, run: &pollRun{settled: true}, done: make(chan struct{})}
 }
 
 // TestReloadKeepsLocationChecks: a reload that changes a /probe pair's

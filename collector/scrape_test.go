@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -50,6 +51,8 @@ type rigOptions struct {
 	// wrap, when set, stands between the sample service and the network,
 	// so that a test can hold or order answers.
 	wrap func(http.Handler) http.Handler
+	// logWrap, when set, stands between the poller and its log handler.
+	logWrap func(slog.Handler) slog.Handler
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -88,6 +91,9 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	level := promslog.NewLevel()
 	_ = level.Set("debug")
 	logger := promslog.New(&promslog.Config{Level: level, Writer: r.logs})
+	if o.logWrap != nil {
+		logger = slog.New(o.logWrap(logger.Handler()))
+	}
 	r.target = &Target{Client: c, DetailIDs: o.detailIDs, DetailLimit: o.detailLimit, InfoFields: o.infoFields}
 	r.poller = NewPoller(r.target, PollerOptions{Timeout: o.timeout, MinInterval: o.minInterval, Logger: logger})
 	r.metrics = NewMetrics(o.infoFields)
@@ -119,21 +125,58 @@ func (r *rig) hold(t *testing.T, endpoints ...string) *sampleservice.Gate {
 	return g
 }
 
-// expireNow ends the poll in flight as its deadline would, at the moment
-// the test chooses rather than after a time a busy machine could overrun.
+// expireNow ends the poll in flight as its last scrape's deadline would,
+// at the moment the test chooses rather than after a time a busy machine
+// could overrun.
 func (r *rig) expireNow(t *testing.T) {
 	t.Helper()
 	p := r.poller
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	c := p.inflight
-	if c != nil {
-		c.timer.Stop()
-	}
-	p.mu.Unlock()
-	if c == nil {
+	if c == nil || c.held {
 		t.Fatal("no poll in flight to expire")
 	}
-	p.expire(c)
+	p.inflight = nil
+	c.run.settle()
+	c.cancel(&deadlineError{limit: "the test"})
+}
+
+// heldLog is a log handler that holds the first record match accepts
+// until release is closed, closing held when it does: a pause at a chosen
+// step of the poller, through its logger.
+type heldLog struct {
+	slog.Handler
+	match         func(slog.Record) bool
+	first         *atomic.Bool
+	held, release chan struct{}
+}
+
+func newHeldLog(match func(slog.Record) bool) *heldLog {
+	return &heldLog{match: match, first: &atomic.Bool{}, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *heldLog) wrap(next slog.Handler) slog.Handler {
+	c := *h
+	c.Handler = next
+	return &c
+}
+
+func (h *heldLog) Handle(ctx context.Context, r slog.Record) error {
+	if h.match(r) && h.first.CompareAndSwap(false, true) {
+		close(h.held)
+		<-h.release
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *heldLog) WithAttrs(as []slog.Attr) slog.Handler { return h.wrap(h.Handler.WithAttrs(as)) }
+
+func (h *heldLog) WithGroup(name string) slog.Handler { return h.wrap(h.Handler.WithGroup(name)) }
+
+// message matches the records with message m.
+func message(m string) func(slog.Record) bool {
+	return func(r slog.Record) bool { return r.Message == m }
 }
 
 // await waits until cond holds for the gate's counts.
@@ -687,21 +730,14 @@ func endpointsOf(log []sampleservice.RequestRecord) []string {
 }
 
 func TestScrapeAfterAnAbandonedPollStartsAFreshOne(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}})
-	g := r.hold(t)
 	// The abandoned poll winds down only when the test lets it: the next
 	// scrape comes while it still runs.
-	windingDown, windDown := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
+	windDown := newHeldLog(message("Poll abandoned: every scrape waiting for it gave up"))
 	var closeOnce sync.Once
-	r.poller.ranHook = func() {
-		if first.CompareAndSwap(false, true) {
-			close(windingDown)
-			<-windDown
-		}
-	}
-	letWindDown := func() { closeOnce.Do(func() { close(windDown) }) }
+	letWindDown := func() { closeOnce.Do(func() { close(windDown.release) }) }
 	t.Cleanup(letWindDown)
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, logWrap: windDown.wrap})
+	g := r.hold(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -712,7 +748,7 @@ func TestScrapeAfterAnAbandonedPollStartsAFreshOne(t *testing.T) {
 	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 3 })
 	cancel()
 	<-done
-	<-windingDown
+	<-windDown.held
 	g.Open()
 	if body := r.scrape(t, ""); !strings.Contains(body, "deployment_service_up 1") {
 		t.Errorf("the scrape after an abandoned one joined the dying poll:\n%s", body)
