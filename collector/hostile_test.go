@@ -82,13 +82,13 @@ func TestCallerCutPollsAreNoFailures(t *testing.T) {
 	r.poller.Poll(ctx)
 	// Every poll is recorded once it has been counted, or not.
 	waitFor(t, func() bool { r := recent.Recent(); return len(r) == 1 && r[0].ID == 11 })
-	if n := r.requests.pollFailures.Load(); n != 0 {
+	if _, n := pollCounts(r.requests); n != 0 {
 		t.Errorf("%d poll failures from scrapes that left no time to poll", n)
 	}
 
-	polls := r.requests.polls.Load()
+	polls, _ := pollCounts(r.requests)
 	r.scrape(t, "")
-	if n := r.requests.polls.Load(); n != polls+1 {
+	if n, _ := pollCounts(r.requests); n != polls+1 {
 		t.Errorf("a scrape with time added %d polls, want 1", n-polls)
 	}
 }
@@ -283,4 +283,11 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	if d := kept.book.view([]int64{1}); len(d) != 1 || d[0].Err != nil {
 		t.Errorf("the cancelled view changed its location's last check: %+v", d)
 	}
+}
+
+// pollCounts reads m's poll counters.
+func pollCounts(m *RequestMetrics) (polls, failures uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.polls, m.pollFailures
 }

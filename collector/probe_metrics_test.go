@@ -439,5 +439,7 @@ func TestTargetsOfAModuleShareItsTransport(t *testing.T) {
 
 // errorCount reads one request_errors_total counter.
 func (m *RequestMetrics) errorCount(ep client.Endpoint, reason client.Reason) float64 {
-	return float64(m.errors[endpointIndex[ep]][reasonIndex[reason]].Load())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return float64(m.errors[[2]string{string(ep), string(reason)}])
 }

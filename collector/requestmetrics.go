@@ -3,7 +3,6 @@ package collector
 import (
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,66 +12,6 @@ import (
 
 // namespace prefixes every metric of the exporter.
 const namespace = "deployment_service"
-
-// RequestMetrics holds the metrics kept across scrapes about every request
-// sent to the API of one service, and about its polls. It implements client.Observer, and
-// prometheus.Collector: /metrics registers it once, /probe keeps one per
-// target and module and serves it on the registry of each scrape.
-//
-// Up to 1,000 /probe targets each have one, so it is compact: the
-// counters are arrays and maps turned into const metrics when gathered,
-// the descriptors are shared, and the latency histogram is
-// durationHistogram, one per endpoint, made at its first request. The
-// vectors of client_golang took 24 KB a target; this takes under 2.
-type RequestMetrics struct {
-	// errors counts failures by endpoint and reason; every pair is
-	// exported, at 0 before its first failure.
-	errors [numEndpoints][numReasons]atomic.Uint64
-	// polls and pollFailures count polls and those after which
-	// deployment_service_up was 0: the availability SLI.
-	polls, pollFailures atomic.Uint64
-	// created is when the counters began, their created timestamp
-	// (OpenMetrics _created), so that a reset shows as one.
-	created time.Time
-
-	mu sync.Mutex
-	// requests counts requests by endpoint and status (0: no response);
-	// an endpoint meets a status or two.
-	requests [numEndpoints][]statusCount
-	duration [numEndpoints]*durationHistogram
-}
-
-type statusCount struct {
-	status  int
-	n       uint64
-	created time.Time
-}
-
-var (
-	_ client.Observer      = (*RequestMetrics)(nil)
-	_ PollObserver         = (*RequestMetrics)(nil)
-	_ prometheus.Collector = (*RequestMetrics)(nil)
-)
-
-const (
-	numEndpoints = 4
-	numReasons   = 6
-)
-
-// endpointIndex and reasonIndex place a label value in the arrays of
-// RequestMetrics, in the order of client.Endpoints and client.Reasons.
-var (
-	endpointIndex = indexOf(client.Endpoints)
-	reasonIndex   = indexOf(client.Reasons)
-)
-
-func indexOf[T comparable](values []T) map[T]int {
-	m := make(map[T]int, len(values))
-	for i, v := range values {
-		m[v] = i
-	}
-	return m
-}
 
 var (
 	requestDurationDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "request_duration_seconds"),
@@ -92,6 +31,35 @@ var (
 		nil, nil)
 )
 
+// RequestMetrics holds the metrics kept across scrapes about the requests to
+// one service and its polls: one on /metrics, one per /probe target and
+// module. Plain counts, collected as const metrics (BENCHMARKS.md, item 8).
+type RequestMetrics struct {
+	mu                  sync.Mutex
+	created             time.Time // of the counters, and of every error count
+	polls, pollFailures uint64
+	requests            map[requestKey]counter
+	errors              map[[2]string]uint64 // by endpoint and reason
+	duration            map[client.Endpoint]*durationHistogram
+}
+
+// requestKey is an endpoint and a status (0: no response came).
+type requestKey struct {
+	endpoint client.Endpoint
+	status   int
+}
+
+type counter struct {
+	n       uint64
+	created time.Time
+}
+
+var (
+	_ client.Observer      = (*RequestMetrics)(nil)
+	_ PollObserver         = (*RequestMetrics)(nil)
+	_ prometheus.Collector = (*RequestMetrics)(nil)
+)
+
 // NewRequestMetrics creates the request metrics and registers them on reg.
 func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
 	m := newRequestMetrics()
@@ -99,87 +67,78 @@ func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
 	return m
 }
 
-func newRequestMetrics() *RequestMetrics { return &RequestMetrics{created: time.Now()} }
+func newRequestMetrics() *RequestMetrics {
+	return &RequestMetrics{
+		created: time.Now(), requests: map[requestKey]counter{}, errors: map[[2]string]uint64{},
+		duration: map[client.Endpoint]*durationHistogram{},
+	}
+}
 
 // ObserveRequest implements client.Observer.
 func (m *RequestMetrics) ObserveRequest(ep client.Endpoint, status int, d time.Duration) {
-	i, ok := endpointIndex[ep]
-	if !ok {
-		return
-	}
 	m.mu.Lock()
-	if m.duration[i] == nil {
-		m.duration[i] = newDurationHistogram(requestDurationDesc, string(ep))
+	defer m.mu.Unlock()
+	k := requestKey{ep, status}
+	c, ok := m.requests[k]
+	if !ok {
+		c.created = time.Now()
 	}
-	m.count(i, status)
-	h := m.duration[i]
-	m.mu.Unlock()
-	h.Observe(d.Seconds())
-}
-
-// count adds a request of endpoint i with status; m.mu is held.
-func (m *RequestMetrics) count(i, status int) {
-	for k := range m.requests[i] {
-		if m.requests[i][k].status == status {
-			m.requests[i][k].n++
-			return
-		}
+	c.n++
+	m.requests[k] = c
+	h := m.duration[ep]
+	if h == nil {
+		h = newDurationHistogram()
+		m.duration[ep] = h
 	}
-	m.requests[i] = append(m.requests[i], statusCount{status: status, n: 1, created: time.Now()})
+	h.observe(d.Seconds())
 }
 
 // ObserveError implements client.Observer.
 func (m *RequestMetrics) ObserveError(ep client.Endpoint, reason client.Reason) {
-	i, ok := endpointIndex[ep]
-	j, ok2 := reasonIndex[reason]
-	if ok && ok2 {
-		m.errors[i][j].Add(1)
-	}
+	m.mu.Lock()
+	m.errors[[2]string{string(ep), string(reason)}]++
+	m.mu.Unlock()
 }
 
 // ObservePoll implements PollObserver.
 func (m *RequestMetrics) ObservePoll(up bool) {
-	m.polls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.polls++
 	if !up {
-		m.pollFailures.Add(1)
+		m.pollFailures++
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- requestDurationDesc
-	ch <- requestsDesc
-	ch <- requestErrorsDesc
-	ch <- pollsDesc
-	ch <- pollFailuresDesc
+	for _, d := range []*prometheus.Desc{requestDurationDesc, requestsDesc, requestErrorsDesc, pollsDesc, pollFailuresDesc} {
+		ch <- d
+	}
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. Every endpoint × reason pair
+// of request_errors_total is sent, at 0 before its first failure.
 func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
-	// Failures first: read the other way, a poll ending in between could
-	// show more failures than polls.
-	failures := m.pollFailures.Load()
-	ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(pollsDesc, prometheus.CounterValue, float64(m.polls.Load()), m.created)
-	ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(pollFailuresDesc, prometheus.CounterValue, float64(failures), m.created)
-	for i, ep := range client.Endpoints {
-		for j, r := range client.Reasons {
-			ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(requestErrorsDesc, prometheus.CounterValue, float64(m.errors[i][j].Load()), m.created, string(ep), string(r))
-		}
+	counter := func(d *prometheus.Desc, n uint64, created time.Time, labels ...string) prometheus.Metric {
+		return prometheus.MustNewConstMetricWithCreatedTimestamp(d, prometheus.CounterValue, float64(n), created, labels...)
 	}
-	// Taken under the lock, sent without it: the registry reads the
-	// channel at its own pace.
-	var out []prometheus.Metric
+	// Built under the lock, sent without it.
 	m.mu.Lock()
-	for i, ep := range client.Endpoints {
-		for _, c := range m.requests[i] {
-			code := "none"
-			if c.status != 0 {
-				code = strconv.Itoa(c.status)
-			}
-			out = append(out, prometheus.MustNewConstMetricWithCreatedTimestamp(requestsDesc, prometheus.CounterValue, float64(c.n), c.created, string(ep), code))
+	out := []prometheus.Metric{counter(pollsDesc, m.polls, m.created), counter(pollFailuresDesc, m.pollFailures, m.created)}
+	for k, c := range m.requests {
+		code := "none"
+		if k.status != 0 {
+			code = strconv.Itoa(k.status)
 		}
-		if h := m.duration[i]; h != nil {
-			out = append(out, h)
+		out = append(out, counter(requestsDesc, c.n, c.created, string(k.endpoint), code))
+	}
+	for _, ep := range client.Endpoints {
+		for _, r := range client.Reasons {
+			out = append(out, counter(requestErrorsDesc, m.errors[[2]string{string(ep), string(r)}], m.created, string(ep), string(r)))
+		}
+		if h := m.duration[ep]; h != nil {
+			out = append(out, h.metric(requestDurationDesc, string(ep)))
 		}
 	}
 	m.mu.Unlock()
