@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Bounds of what the trace keeps of an answer, which is redacted and never
@@ -157,11 +156,7 @@ func cutText(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	cut := limit - len(fieldEllipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fieldEllipsis
+	return runeCut(s, limit-len(fieldEllipsis)) + fieldEllipsis
 }
 
 // prefixReader passes a body through, keeping its first capturedBodyBytes.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/version"
@@ -150,7 +151,7 @@ func validateBaseURL(u *url.URL) error {
 		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
 	case u.Host == "" || u.Hostname() == "":
 		return errors.New("URL has no host")
-	case !isASCII(u.Hostname()):
+	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }):
 		// Go dials the IDNA form, so what was matched would not be what is dialled.
 		return errors.New("URL host must be ASCII: give an internationalised name in its xn-- form")
 	case u.User != nil:
@@ -290,19 +291,9 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 		return 0, &Error{Endpoint: ep, Err: err}
 	}
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := c.newRequest(ctx, u, x)
 	if err != nil {
 		return 0, c.fail(ep, ReasonNetwork, 0, errors.New("cannot build the request"))
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.gzip {
-		// Decompressing ourselves lets the size limit count decompressed bytes.
-		req.Header.Set("Accept-Encoding", "gzip")
-	}
-
-	if traceFrom(ctx) != nil {
-		x.phases = &phaseTimer{}
-		req = req.WithContext(httptrace.WithClientTrace(ctx, x.phases.clientTrace()))
 	}
 	start := time.Now()
 	x.sent = start
@@ -327,6 +318,24 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 	return status, err
 }
 
+// newRequest builds a GET request for u, timing its phases when traced.
+func (c *Client) newRequest(ctx context.Context, u *url.URL, x *exchange) (*http.Request, error) {
+	if traceFrom(ctx) != nil {
+		x.phases = &phaseTimer{}
+		ctx = httptrace.WithClientTrace(ctx, x.phases.clientTrace())
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.gzip {
+		// Decompressing ourselves lets the size limit count decompressed bytes.
+		req.Header.Set("Accept-Encoding", "gzip")
+	}
+	return req, nil
+}
+
 // readResponse checks the status and size of resp and decodes its body,
 // counting every body byte read in x.wire.
 func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, x *exchange, decode decodeFunc) (int, error) {
@@ -349,28 +358,34 @@ func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Respo
 		}
 		return status, c.statusError(ep, resp, &x.answer)
 	}
+	return status, c.readBody(ctx, ep, resp, wire, x, decode)
+}
+
+// readBody bounds a 2xx body, decompresses it and decodes it.
+func (c *Client) readBody(ctx context.Context, ep Endpoint, resp *http.Response, wire *limitedReader, x *exchange, decode decodeFunc) error {
+	status := resp.StatusCode
 	gz, err := gzipEncoded(resp.Header, c.redact.clean)
 	if err != nil {
-		return status, c.fail(ep, ReasonInvalidBody, status, err)
+		return c.fail(ep, ReasonInvalidBody, status, err)
 	}
 	wire.n = c.maxBytes
 	if gz {
 		wire.n = maxCompressed(c.maxBytes)
 	}
 	if resp.ContentLength > wire.n {
-		return status, c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
+		return c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
 	}
 	var body io.Reader = wire
 	if gz {
 		zr, err := newGunzipReader(wire)
 		if err != nil {
-			return status, c.fail(ep, c.bodyReason(ctx, err), status, err)
+			return c.fail(ep, c.bodyReason(ctx, err), status, err)
 		}
 		defer zr.release()
 		body = &limitedReader{r: zr, n: c.maxBytes}
 	}
 	var prefix *prefixReader
-	if traced {
+	if traceFrom(ctx) != nil {
 		// Only the start of an invalid body is shown.
 		prefix = &prefixReader{r: body}
 		body = prefix
@@ -380,9 +395,9 @@ func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Respo
 		if prefix != nil && reason == ReasonInvalidBody {
 			x.answer.excerpt = c.excerpt(prefix.prefix)
 		}
-		return status, c.fail(ep, reason, status, err)
+		return c.fail(ep, reason, status, err)
 	}
-	return status, nil
+	return nil
 }
 
 // bodyReason classifies an error met while reading and decoding a body.
@@ -499,11 +514,3 @@ func orDefault[T int | int64](v, def T) T {
 	return v
 }
 
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			return false
-		}
-	}
-	return true
-}

@@ -120,7 +120,7 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 		return 0
 	}
 	var d time.Duration
-	if isDigits(h) {
+	if strings.Trim(h, "0123456789") == "" {
 		secs, err := strconv.ParseInt(h, 10, 64)
 		if err != nil { // too many digits
 			return maxRetryAfter
@@ -139,13 +139,4 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 		return 0
 	}
 	return min(d, maxRetryAfter)
-}
-
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }

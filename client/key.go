@@ -188,15 +188,7 @@ func ReadKeyFile(path string) (string, error) {
 
 // ValidKey tells whether key is non-empty and free of control characters.
 func ValidKey(key string) bool {
-	if key == "" {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
+	return key != "" && !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
 // keyLookup returns how to find the current key for redaction, and the

@@ -31,7 +31,25 @@ func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
 			}
 		}
 	}
-	proxies := []*url.URL{cfg.ProxyURL.URL}
+	for _, u := range proxyURLs(cfg) {
+		if pw, ok := u.User.Password(); ok {
+			fixed(pw)
+		}
+	}
+	for _, vs := range cfg.ProxyConnectHeader {
+		for _, v := range vs {
+			fixed(string(v))
+		}
+	}
+	return s, keyFile
+}
+
+// proxyURLs lists the proxies that cfg may use, for their passwords.
+func proxyURLs(cfg *config.HTTPClientConfig) []*url.URL {
+	var proxies []*url.URL
+	if cfg.ProxyURL.URL != nil {
+		proxies = append(proxies, cfg.ProxyURL.URL)
+	}
 	if cfg.ProxyFromEnvironment {
 		for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
 			v := os.Getenv(name)
@@ -43,20 +61,7 @@ func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
 			}
 		}
 	}
-	for _, u := range proxies {
-		if u == nil {
-			continue
-		}
-		if pw, ok := u.User.Password(); ok {
-			fixed(pw)
-		}
-	}
-	for _, vs := range cfg.ProxyConnectHeader {
-		for _, v := range vs {
-			fixed(string(v))
-		}
-	}
-	return s, keyFile
+	return proxies
 }
 
 // redactor returns the current value of one secret, "" when none.
