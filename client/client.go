@@ -513,4 +513,3 @@ func orDefault[T int | int64](v, def T) T {
 	}
 	return v
 }
-
