@@ -12,8 +12,7 @@ import (
 	"time"
 )
 
-// Bounds of what the trace keeps of an answer, which is redacted and never
-// goes into an error, a log line or a metric.
+// Bounds of what the trace keeps of an answer.
 const (
 	maxExcerpt        = 512     // a body excerpt, "…" included
 	errorBodyBytes    = 4 << 10 // read of an error body, room for a key at the cut
@@ -75,8 +74,7 @@ func (c *Client) shown(s string, limit int) string {
 	return cutText(escapeControls(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
 }
 
-// readErrorBody reads the start of an error answer's body, decompressed;
-// what cannot be read is left out, never a failure.
+// readErrorBody reads the start of an error answer's body, decompressed, if it can.
 func readErrorBody(wire *limitedReader, h http.Header) []byte {
 	wire.n = errorBodyBytes
 	// LimitReader spares wire's probe for more, a byte it would not count.

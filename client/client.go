@@ -141,8 +141,7 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// validateBaseURL checks that u can serve as a base URL: absolute http or
-// https, a host, and no credentials, query or fragment.
+// validateBaseURL checks that u is an absolute http or https base URL.
 func validateBaseURL(u *url.URL) error {
 	switch {
 	case u == nil:
@@ -169,12 +168,10 @@ func validateBaseURL(u *url.URL) error {
 	return nil
 }
 
-// Close ends the Client's use of its transport's connections; requests sent
-// after Close still work, on fresh connections.
+// Close ends the Client's use of its transport's connections.
 func (c *Client) Close() { c.lease.release() }
 
-// HoldOff reports until when the client refuses to send requests because
-// the service answered 429 or 503 with Retry-After, and that status.
+// HoldOff reports until when the client holds off after a 429 or 503, and that status.
 func (c *Client) HoldOff() (until time.Time, status int) {
 	h := c.holdOffs.get(c.holdKey)
 	return h.until, h.status
@@ -185,8 +182,7 @@ func (c *Client) heldOff(now time.Time) (int, bool) {
 	return status, now.Before(until)
 }
 
-// holdOff starts or extends the hold-off by d from now, and returns the
-// end of the hold-off in force.
+// holdOff extends the hold-off by d from now, returning the end in force.
 func (c *Client) holdOff(d time.Duration, status int) time.Time {
 	return c.holdOffs.extend(c.holdKey, time.Now().Add(d), status)
 }
@@ -231,8 +227,7 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	return res
 }
 
-// decodeFunc reads a bounded, decompressed body; resp gives its headers and
-// URL, not its Body.
+// decodeFunc reads a bounded, decompressed body; resp gives its headers and URL.
 type decodeFunc func(body io.Reader, resp *http.Response) error
 
 // exchange is what one request leaves for its caller and the trace.
@@ -336,8 +331,7 @@ func (c *Client) newRequest(ctx context.Context, u *url.URL, x *exchange) (*http
 	return req, nil
 }
 
-// readResponse checks the status and size of resp and decodes its body,
-// counting every body byte read in x.wire.
+// readResponse checks the status of resp and decodes its body.
 func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, x *exchange, decode decodeFunc) (int, error) {
 	wire := &limitedReader{r: resp.Body}
 	defer func() {
@@ -408,8 +402,7 @@ func (c *Client) bodyReason(ctx context.Context, err error) Reason {
 	return classifyTransport(ctx, err)
 }
 
-// statusError reports an answer that is not 2xx, and starts a hold-off
-// when a 429 or 503 asks for one.
+// statusError reports a non-2xx answer, and starts any hold-off it asks for.
 func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error {
 	status := resp.StatusCode
 	err := fmt.Errorf("unexpected status %s", http.StatusText(status))
@@ -428,8 +421,7 @@ func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error
 	return e
 }
 
-// fail reports a failed request and builds its error, its message redacted
-// and cut to maxShown bytes.
+// fail reports a failed request and builds its error, redacted and cut.
 func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error {
 	c.observer.ObserveError(ep, reason)
 	raw := err.Error()
@@ -467,8 +459,7 @@ func scrubURLError(err error) error {
 	return err
 }
 
-// limitedReader reads at most n bytes and fails with errTooLarge when the
-// body holds more. err keeps r's first error other than io.EOF.
+// limitedReader reads at most n bytes, failing with errTooLarge past them.
 type limitedReader struct {
 	r    io.Reader
 	n    int64

@@ -13,8 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// errInvalidBody is wrapped by every error about a body that is not JSON of
-// the expected shape, as opposed to an error reading it.
+// errInvalidBody is wrapped by every error about a body not of the expected JSON shape.
 var errInvalidBody = errors.New("invalid body")
 
 const (
@@ -148,8 +147,7 @@ func (d *decoder) field(f string, seen map[string]bool, out map[string]string, c
 	return nil
 }
 
-// cutField cuts a value longer than maxFieldValue bytes to them, at a
-// character start, and appends fieldEllipsis.
+// cutField cuts a value longer than maxFieldValue bytes and appends fieldEllipsis.
 func cutField(v string) string {
 	if len(v) <= maxFieldValue {
 		return v
@@ -237,8 +235,7 @@ func (d *decoder) value() ([]byte, error) {
 	return v, nil
 }
 
-// unquote returns the text of a JSON string read by value, valid until the
-// next call.
+// unquote returns the text of a JSON string read by value, valid until the next call.
 func (d *decoder) unquote(v []byte) []byte {
 	d.buf, _ = jsontext.AppendUnquote(d.buf[:0], v)
 	return d.buf

@@ -74,8 +74,7 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// ReasonOf returns the failure reason of err, or "" when err is nil or not
-// a request failure (such as a hold-off).
+// ReasonOf returns the failure reason of err, "" when it has none.
 func ReasonOf(err error) Reason {
 	var e *Error
 	if errors.As(err, &e) {
@@ -84,8 +83,7 @@ func ReasonOf(err error) Reason {
 	return ""
 }
 
-// classifyTransport turns an error of sending or of reading a body into a
-// reason; deadlines and cancellations are timeouts.
+// classifyTransport turns an error of sending or reading a body into a reason.
 func classifyTransport(ctx context.Context, err error) Reason {
 	switch {
 	case errors.Is(err, errTooLarge), headersTooLarge(err):
@@ -102,8 +100,7 @@ func classifyTransport(ctx context.Context, err error) Reason {
 	return ReasonNetwork
 }
 
-// headersTooLarge tells whether err is net/http's unexported error for
-// headers over MaxResponseHeaderBytes, in HTTP/1 or HTTP/2.
+// headersTooLarge tells whether err is net/http's for headers over MaxResponseHeaderBytes.
 func headersTooLarge(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "server response headers exceeded") ||
@@ -113,8 +110,7 @@ func headersTooLarge(err error) bool {
 // maxRetryAfter bounds a hold-off.
 const maxRetryAfter = 10 * time.Minute
 
-// parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0
-// when absent or broken.
+// parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0 when broken.
 func parseRetryAfter(h string, now time.Time) time.Duration {
 	if h == "" {
 		return 0

@@ -17,8 +17,7 @@ import (
 	"github.com/prometheus/common/config"
 )
 
-// Bounds of the files read for a module; a CA file may hold all of a
-// system's roots.
+// Bounds of the files read for a module.
 const (
 	maxKeyFileBytes = 64 << 10
 	maxCAFileBytes  = 1 << 20
@@ -92,8 +91,7 @@ func (s fileSecret) Description() string { return "file " + s.path }
 
 func (fileSecret) Immutable() bool { return false }
 
-// CheckFiles reads every file that cfg names, and returns an error naming
-// the first setting and file that cannot be read.
+// CheckFiles reads every file that cfg names, naming the first that cannot be read.
 func CheckFiles(cfg *config.HTTPClientConfig) error {
 	for _, f := range moduleFiles(cfg) {
 		if _, err := readFile(f.path, f.max); err != nil {
@@ -169,8 +167,7 @@ func (g headerFilesGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return g.next.RoundTrip(req)
 }
 
-// ReadKeyFile reads a key file as the transport will, trimmed, and checks
-// that the key can be sent.
+// ReadKeyFile reads a key file as the transport will and checks that the key can be sent.
 func ReadKeyFile(path string) (string, error) {
 	b, err := readFile(path, maxKeyFileBytes)
 	if err != nil {
@@ -191,8 +188,7 @@ func ValidKey(key string) bool {
 	return key != "" && !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
-// keyLookup returns how to find the current key for redaction, and the
-// key file's cache (nil for an inline key).
+// keyLookup returns the current key's lookup and the key file's cache, if any.
 func keyLookup(a *config.Authorization) (redactor, *keyFileCache) {
 	switch {
 	case a == nil:
@@ -205,8 +201,7 @@ func keyLookup(a *config.Authorization) (redactor, *keyFileCache) {
 	return func() string { return key }, nil
 }
 
-// keyFileCache re-reads a key file only when it changed: another inode,
-// size or modification time.
+// keyFileCache re-reads a key file only when its inode, size or time changed.
 type keyFileCache struct {
 	path string
 

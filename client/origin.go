@@ -46,8 +46,7 @@ func (o origin) String() string {
 	return o.scheme + "://" + net.JoinHostPort(o.host, o.port)
 }
 
-// foreign renders an origin from the service for a message, its host
-// bounded as a DNS name is.
+// foreign renders an origin from the service for a message, its host bounded.
 func (o origin) foreign() string {
 	if len(o.host) > MaxHostBytes {
 		o.host = o.host[:MaxHostBytes] + "…"
@@ -114,8 +113,7 @@ func redirectPolicy(allowed origin) func(*http.Request, []*http.Request) error {
 	}
 }
 
-// refusedRedirect explains a redirect the policy did not follow, "" when
-// it has no usable Location.
+// refusedRedirect explains a redirect the policy did not follow.
 func (c *Client) refusedRedirect(resp *http.Response) string {
 	loc := resp.Header.Get("Location")
 	if loc == "" || resp.Request == nil {

@@ -190,8 +190,7 @@ func (c *Client) noteIDs(ep Endpoint, res *ListResult, page listPage, onIDs func
 	}
 }
 
-// pageKey is a page's URL for loop detection: hashed, without user info
-// or fragment.
+// pageKey is a page's URL for loop detection, hashed, without user info or fragment.
 func pageKey(u *url.URL) [sha256.Size]byte {
 	k := *u
 	k.User = nil
@@ -199,8 +198,7 @@ func pageKey(u *url.URL) [sha256.Size]byte {
 	return sha256.Sum256([]byte(k.String()))
 }
 
-// nextPage resolves a next link against its page's URL and checks it:
-// same origin, not seen before, within the page limit.
+// nextPage resolves and checks a next link: same origin, not seen, within the page limit.
 func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]bool, pages int) (*url.URL, error) {
 	if len(next) > maxStringValue {
 		return nil, fmt.Errorf("next link after page %d is longer than %d bytes", pages, maxStringValue)
