@@ -48,8 +48,8 @@ func (o origin) String() string {
 
 // foreign renders an origin from the service for a message, its host bounded.
 func (o origin) foreign() string {
-	if len(o.host) > MaxHostBytes {
-		o.host = o.host[:MaxHostBytes] + "…"
+	if len(o.host) > maxHostBytes {
+		o.host = o.host[:maxHostBytes] + "…"
 	}
 	return o.String()
 }

@@ -12,8 +12,8 @@ import (
 // Bounds of a /probe target; the host's are a DNS name's (RFC 1035).
 const (
 	MaxTargetBytes = 2048
-	MaxHostBytes   = 253
-	MaxLabelBytes  = 63
+	maxHostBytes   = 253
+	maxLabelBytes  = 63
 )
 
 // ParseTarget checks a /probe target as ParseBaseURL does and within the
@@ -31,18 +31,18 @@ func ParseTarget(raw string) (*url.URL, error) {
 		return nil, errors.New("URL host must not be an IPv6 address with a zone (%25)")
 	}
 	if !HostWithinBounds(host) {
-		return nil, fmt.Errorf("URL host is longer than %d bytes or has a label longer than %d", MaxHostBytes, MaxLabelBytes)
+		return nil, fmt.Errorf("URL host is longer than %d bytes or has a label longer than %d", maxHostBytes, maxLabelBytes)
 	}
 	return normalizeBaseURL(u), nil
 }
 
-// HostWithinBounds tells whether host is within MaxHostBytes and MaxLabelBytes.
+// HostWithinBounds tells whether host is within maxHostBytes and maxLabelBytes.
 func HostWithinBounds(host string) bool {
-	if len(host) > MaxHostBytes {
+	if len(host) > maxHostBytes {
 		return false
 	}
 	for l := range strings.SplitSeq(host, ".") {
-		if len(l) > MaxLabelBytes {
+		if len(l) > maxLabelBytes {
 			return false
 		}
 	}
