@@ -118,13 +118,7 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 	var d time.Duration
 	if strings.Trim(h, "0123456789") == "" {
 		secs, err := strconv.ParseInt(h, 10, 64)
-		if err != nil { // too many digits
-			return maxRetryAfter
-		}
-		if secs <= 0 {
-			return 0
-		}
-		if secs > int64(maxRetryAfter/time.Second) {
+		if err != nil || secs > int64(maxRetryAfter/time.Second) { // err: too many digits
 			return maxRetryAfter
 		}
 		d = time.Duration(secs) * time.Second
