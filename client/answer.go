@@ -10,35 +10,16 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
-// What came back from the service, for the trace only: when an alert
-// fires, "unexpected status Unauthorized" says less than Django REST
-// framework's {"detail": "Invalid token."}. None of it ever goes into an
-// error, a log line or a metric, and all of it is redacted and bounded.
-
+// Bounds of what the trace keeps of an answer.
 const (
-	// maxExcerpt bounds a body excerpt, "…" included.
-	maxExcerpt = 512
-	// errorBodyBytes is how much of an error answer's body is read for its
-	// excerpt, before and after decompression: small enough to cost
-	// nothing, large enough for any error document worth showing and to
-	// hold a key that straddles the excerpt's end, so it is cut out whole
-	// before the cut.
-	errorBodyBytes = 4 << 10
-	// capturedBodyBytes is how much of a 2xx body is kept while it is
-	// decoded, for the excerpt of one that turns out invalid.
+	maxExcerpt        = 512     // a body excerpt, "…" included
+	errorBodyBytes    = 4 << 10 // read of an error body, room for a key at the cut
 	capturedBodyBytes = 2 * maxExcerpt
-	// maxHeaderShown bounds a header value shown (Content-Type,
-	// Retry-After); maxShown any other text kept from a request or an
-	// answer: a URL, a redirect's Location, a note, an error.
-	maxHeaderShown = 256
-	maxShown       = 2 << 10
-	// drainBytes is how much of a body is read after its answer is known,
-	// so the connection can be reused; a body with more left than that is
-	// not worth the wait.
-	drainBytes = 4 << 10
+	maxHeaderShown    = 256
+	maxShown          = 2 << 10 // a URL, a Location, a note, an error
+	drainBytes        = 4 << 10 // read after the answer, so the connection is reused
 )
 
 // answer is what the trace shows of a response beyond its status.
@@ -58,9 +39,7 @@ func (a *answer) fill(r *TraceRequest) {
 	r.HoldOffUntil, r.BodyExcerpt = a.holdOffUntil, a.excerpt
 }
 
-// noteHeaders keeps the headers of resp worth showing: Content-Type always,
-// Location for a redirect, Retry-After for an answer that is not 2xx, and
-// WWW-Authenticate, which says why a 401 refused the key.
+// noteHeaders keeps the headers of resp worth showing.
 func (c *Client) noteHeaders(a *answer, resp *http.Response) {
 	a.contentType = c.shown(resp.Header.Get("Content-Type"), maxHeaderShown)
 	status := resp.StatusCode
@@ -74,9 +53,7 @@ func (c *Client) noteHeaders(a *answer, resp *http.Response) {
 	}
 }
 
-// shownLocation renders a redirect's Location as the service sent it,
-// relative or not, redacted as trace URLs are: what a proxy or a login
-// page wrote is what tells its story.
+// shownLocation renders a redirect's Location as sent, redacted.
 func (c *Client) shownLocation(resp *http.Response) string {
 	loc := resp.Header.Get("Location")
 	if loc == "" {
@@ -84,15 +61,12 @@ func (c *Client) shownLocation(resp *http.Response) string {
 	}
 	u, err := url.Parse(loc)
 	if err != nil {
-		// Shown as it came, it could carry credentials RedactURL would
-		// have removed.
 		return "(not a valid URL)"
 	}
 	return c.shown(RedactURL(u), maxShown)
 }
 
-// shown makes text from the service fit for a page: the key cut out,
-// control characters escaped, and at most limit bytes.
+// shown makes text from the service fit for a page: redacted, escaped, cut.
 func (c *Client) shown(s string, limit int) string {
 	if s == "" {
 		return ""
@@ -100,15 +74,10 @@ func (c *Client) shown(s string, limit int) string {
 	return cutText(escapeControls(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
 }
 
-// readErrorBody reads the start of an error answer's body, at most
-// errorBodyBytes of it, decompressed when it is gzip. The bytes read are
-// counted by wire. What cannot be read (a broken connection, a corrupt
-// stream, an unknown coding) leaves what was read so far, possibly
-// nothing: an excerpt is a courtesy, never a failure.
+// readErrorBody reads the start of an error answer's body, decompressed, if it can.
 func readErrorBody(wire *limitedReader, h http.Header) []byte {
 	wire.n = errorBodyBytes
-	// LimitReader stops at the bound without the probe for more that
-	// wire would make, which would read a byte it does not count.
+	// LimitReader spares wire's probe for more, a byte it would not count.
 	raw, _ := io.ReadAll(io.LimitReader(wire, errorBodyBytes))
 	gz, err := gzipEncoded(h, nil)
 	switch {
@@ -125,11 +94,8 @@ func readErrorBody(wire *limitedReader, h http.Header) []byte {
 	return plain
 }
 
-// excerpt renders the start of a body for the trace: the value of a
-// top-level "detail", "message" or "error" string when the body is a JSON
-// object with one (Django REST framework's errors are {"detail": "…"}),
-// else the body as text; with the key cut out before the text is cut to
-// maxExcerpt bytes, so no part of it survives at the cut.
+// excerpt renders the start of a body for the trace: its JSON message, else
+// the text, redacted before it is cut so no part of a key survives.
 func (c *Client) excerpt(body []byte) string {
 	text := jsonMessage(body)
 	if text == "" {
@@ -141,12 +107,10 @@ func (c *Client) excerpt(body []byte) string {
 	return cutText(escapeControls(c.redact.clean(text)), maxExcerpt)
 }
 
-// messageFields are the members of a JSON error document that say what
-// went wrong, in the order they are looked for.
+// messageFields say what went wrong in a JSON error document, in order.
 var messageFields = []string{"detail", "message", "error"}
 
-// jsonMessage returns the first non-empty string among the messageFields
-// of a JSON object, "" when body is no such object.
+// jsonMessage returns the first non-empty messageFields string of a JSON object.
 func jsonMessage(body []byte) string {
 	var doc map[string]json.RawMessage
 	if json.Unmarshal(body, &doc) != nil {
@@ -162,8 +126,7 @@ func jsonMessage(body []byte) string {
 }
 
 // escapeControls writes control characters other than tab and line feed
-// as Go escapes (\x1b, \u0085), so text from the service can neither
-// drive a terminal nor break a page, and a person still sees what came.
+// as Go escapes, so text from the service cannot drive a terminal.
 func escapeControls(s string) string {
 	if strings.IndexFunc(s, isControl) < 0 {
 		return s
@@ -186,21 +149,15 @@ func isControl(r rune) bool {
 	return (r < 0x20 && r != '\t' && r != '\n') || (r >= 0x7f && r <= 0x9f)
 }
 
-// cutText cuts s to at most limit bytes, "…" included, at the start of a
-// UTF-8 character.
+// cutText cuts s to at most limit bytes, "…" included, at a character start.
 func cutText(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	cut := limit - len(fieldEllipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fieldEllipsis
+	return runeCut(s, limit-len(fieldEllipsis)) + fieldEllipsis
 }
 
-// prefixReader passes a body through, keeping a copy of its first
-// capturedBodyBytes for the excerpt of a body that turns out invalid.
+// prefixReader passes a body through, keeping its first capturedBodyBytes.
 type prefixReader struct {
 	r      io.Reader
 	prefix []byte

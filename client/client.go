@@ -1,8 +1,5 @@
 // Package client reads the deployment service's JSON API: the root, the
-// project and location lists, and location detail views. It owns everything
-// HTTP: the base URL and its path prefix, headers and the key, pagination,
-// size limits, the redirect policy, rate limiting and the classification of
-// failures. It knows nothing of Prometheus metric names.
+// project and location lists, and location detail views.
 package client
 
 import (
@@ -16,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/version"
@@ -29,50 +27,29 @@ const (
 	DefaultMaxResponseBytes = 64 << 20
 )
 
-// Observer is told about every request the client makes. The collector
-// implements it with the long-lived request metrics.
+// Observer is told about every request sent (status 0 when no response
+// came) and every failed request, sent or not.
 type Observer interface {
-	// ObserveRequest is called once per HTTP request sent; status is 0 when
-	// no response came.
 	ObserveRequest(endpoint Endpoint, status int, d time.Duration)
-	// ObserveError is called once per failed request, sent or not.
 	ObserveError(endpoint Endpoint, reason Reason)
 }
 
 // Config is everything a Client needs. BaseURL and HTTPClientConfig are
 // required; zero limits take the defaults above.
 type Config struct {
-	// BaseURL is the service's base URL, possibly with a path prefix.
-	BaseURL *url.URL
-	// HTTPClientConfig carries TLS, proxy and the authorization (type Token,
-	// with the key inline or in a file that is re-read on every request).
+	BaseURL          *url.URL // may have a path prefix
 	HTTPClientConfig config.HTTPClientConfig
-	// UserAgent defaults to deployment_service_exporter/<version>.
-	UserAgent string
-	// Transport, when set, carries the requests: the Clients of one
-	// module share it, with its connections. It was built by NewTransport
-	// from HTTPClientConfig and UserAgent, which are not read again. When
-	// nil, the Client builds a transport of its own from them, which keeps
-	// up to Concurrency idle connections rather than one.
-	Transport *Transport
-	// Concurrency is the most requests in flight at once.
-	Concurrency int
-	// MaxPages is the most pages read for one list.
-	MaxPages int
-	// MaxResponseBytes is the largest body read, counted after
-	// decompression; the compressed bytes are bounded too (maxCompressed).
-	MaxResponseBytes int64
-	// RateLimit is the most requests per second, 0 for no limit.
-	RateLimit float64
-	// DisableGzip stops the client from asking for gzip. Answers that come
-	// gzip all the same are still decompressed.
-	DisableGzip bool
-	// Observer, when set, is told about every request.
-	Observer Observer
-	// HoldOffs, when set, keeps the hold-offs of the Client's origin, as
-	// it does for the other Clients given it; when nil, the Client keeps
-	// its own.
-	HoldOffs *HoldOffs
+	UserAgent        string // defaults to deployment_service_exporter/<version>
+	// Transport, when set, is shared by the Clients of one module and was
+	// built by NewTransport from HTTPClientConfig and UserAgent.
+	Transport        *Transport
+	Concurrency      int     // requests in flight at once
+	MaxPages         int     // pages read for one list
+	MaxResponseBytes int64   // largest body, counted after decompression
+	RateLimit        float64 // requests per second, 0 for no limit
+	DisableGzip      bool    // stop asking for gzip; gzip answers are still read
+	Observer         Observer
+	HoldOffs         *HoldOffs // shared hold-offs by origin; nil for the Client's own
 }
 
 // Client reads the API of one service. It is safe for concurrent use.
@@ -89,13 +66,11 @@ type Client struct {
 	gzip      bool
 	observer  Observer
 	redact    *secrets
-	// holdOffs keeps the hold-off of the origin, under holdKey.
-	holdOffs *HoldOffs
-	holdKey  string
+	holdOffs  *HoldOffs
+	holdKey   string
 }
 
-// WithDefaults returns cfg with the limits it leaves at zero set to the
-// defaults a Client uses for them.
+// WithDefaults returns cfg with its zero limits set to the defaults.
 func (cfg Config) WithDefaults() Config {
 	cfg.Concurrency = orDefault(cfg.Concurrency, DefaultConcurrency)
 	cfg.MaxPages = orDefault(cfg.MaxPages, DefaultMaxPages)
@@ -141,8 +116,7 @@ func New(cfg Config) (*Client, error) {
 		CheckRedirect: redirectPolicy(c.origin),
 	}
 	if cfg.RateLimit > 0 {
-		// A burst of one spaces requests evenly, which is what a service
-		// that publishes a rate limit expects.
+		// A burst of one spaces requests evenly.
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
 	}
 	if c.observer == nil {
@@ -151,9 +125,7 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// ErrURLCredentials is the error of a base URL with a user or password in
-// it. Where the key should go instead depends on the caller: the key flags
-// for --api.url, the module for /probe.
+// ErrURLCredentials is the error of a base URL with a user or password in it.
 var ErrURLCredentials = errors.New("URL must not carry credentials")
 
 // ParseBaseURL parses and checks a base URL. Its errors never repeat the
@@ -169,8 +141,7 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// validateBaseURL checks that u can serve as a base URL: absolute http or
-// https, a host, and no credentials, query or fragment.
+// validateBaseURL checks that u is an absolute http or https base URL.
 func validateBaseURL(u *url.URL) error {
 	switch {
 	case u == nil:
@@ -179,10 +150,8 @@ func validateBaseURL(u *url.URL) error {
 		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
 	case u.Host == "" || u.Hostname() == "":
 		return errors.New("URL has no host")
-	case !isASCII(u.Hostname()):
-		// Go's transport dials the IDNA form of such a host, in which
-		// "。" and "．" become dots: what a target was matched as would
-		// not be what is dialled.
+	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }):
+		// Go dials the IDNA form, so what was matched would not be what is dialled.
 		return errors.New("URL host must be ASCII: give an internationalised name in its xn-- form")
 	case u.User != nil:
 		return ErrURLCredentials
@@ -200,12 +169,10 @@ func validateBaseURL(u *url.URL) error {
 }
 
 // Close closes the idle connections of the Client's transport, those of
-// the other Clients sharing it too, and those of its requests in flight
-// as they end. Requests sent after Close still work.
+// Clients sharing it too; requests sent after Close still work.
 func (c *Client) Close() { c.lease.release() }
 
-// HoldOff reports until when the client refuses to send requests because
-// the service answered 429 or 503 with Retry-After, and that status.
+// HoldOff reports until when the client holds off after a 429 or 503, and that status.
 func (c *Client) HoldOff() (until time.Time, status int) {
 	h := c.holdOffs.get(c.holdKey)
 	return h.until, h.status
@@ -216,27 +183,22 @@ func (c *Client) heldOff(now time.Time) (int, bool) {
 	return status, now.Before(until)
 }
 
-// holdOff starts or extends the hold-off by d from now, and returns the
-// end of the hold-off in force.
+// holdOff extends the hold-off by d from now, returning the end in force.
 func (c *Client) holdOff(d time.Duration, status int) time.Time {
 	return c.holdOffs.extend(c.holdKey, time.Now().Add(d), status)
 }
 
 // Result is what every call reports, whatever happened.
 type Result struct {
-	// Status is the HTTP status of the last response, 0 when none came.
-	Status int
-	// Duration is the wall time of the call, all pages together.
-	Duration time.Duration
-	// Err is nil on success, else usually an *Error.
-	Err error
+	Status   int           // of the last response, 0 when none came
+	Duration time.Duration // all pages together
+	Err      error         // usually an *Error
 }
 
 // DetailResult is the outcome of LocationDetail.
 type DetailResult struct {
 	Result
-	// Fields holds the requested top-level scalar fields that were present.
-	Fields map[string]string
+	Fields map[string]string // the requested top-level scalar fields present
 }
 
 // Root reads the API root and checks that it is a JSON object.
@@ -257,48 +219,29 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
 	var sent time.Duration
 	res.Status, sent, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader, _ *http.Response) error {
-		// Field values become label values: a service that echoes the key
-		// in one must not put it on /metrics.
 		var err error
 		res.Fields, err = decodeObject(body, fields, c.redact.clean)
 		return err
 	})
-	// The time of the request itself, not of its wait for a turn: with a
-	// large subset the last ids would otherwise look slow. A request never
-	// sent took no time.
+	// The time from sending, not from waiting for a turn.
 	res.Duration = sent
 	return res
 }
 
-// decodeFunc reads a response body, bounded by the size limit and
-// decompressed. resp is the response it came with, for its headers and the
-// URL it answered (resp.Request.URL, after redirects); its Body must not be
-// read.
+// decodeFunc reads a bounded, decompressed body; resp gives its headers and URL.
 type decodeFunc func(body io.Reader, resp *http.Response) error
 
 // exchange is what one request leaves for its caller and the trace.
 type exchange struct {
-	// sent is when the request went out, zero when it was never sent.
-	sent time.Time
-	// wire counts the body bytes read from the connection: compressed
-	// ones when the answer is gzip.
-	wire int64
-	// answer is what the trace shows of the response, filled only when
-	// the poll is traced.
-	answer answer
-	// phases times the steps of the exchange, when the poll is traced.
+	sent   time.Time // zero when never sent
+	wire   int64     // body bytes read off the connection
+	answer answer    // filled only when traced
 	phases *phaseTimer
 }
 
-// get sends one GET request and hands the body, bounded by the size limit
-// and decompressed, to decode. It returns the status of the response (0
-// when none came) and an *Error on any failure, having reported the
-// request to the observer and to the poll's trace. holding tells that the
-// caller already holds a request slot, as a list walk does for all its
-// pages.
-//
-// It also returns how long the request took from the moment it was sent,
-// 0 when it was never sent.
+// get sends one GET request, hands its body to decode and reports it to the
+// observer and the trace. It returns the status, the time since sending and
+// an *Error on failure; holding tells that the caller holds a request slot.
 func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode decodeFunc) (int, time.Duration, error) {
 	rec := TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
 	var x exchange
@@ -336,26 +279,14 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 		return 0, &Error{Endpoint: ep, Reason: ReasonTimeout, Err: err}
 	}
 	defer release()
-	// A hold-off may have begun while this request waited for its turn.
+	// A hold-off may have begun while this request waited.
 	if status, held := c.heldOff(time.Now()); held {
 		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
 	}
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := c.newRequest(ctx, u, x)
 	if err != nil {
 		return 0, c.fail(ep, ReasonNetwork, 0, errors.New("cannot build the request"))
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.gzip {
-		// prometheus/common's transport disables Go's transparent
-		// compression, so the client asks and decompresses itself, which
-		// also lets the size limit apply to the decompressed bytes.
-		req.Header.Set("Accept-Encoding", "gzip")
-	}
-
-	if traceFrom(ctx) != nil {
-		x.phases = &phaseTimer{}
-		req = req.WithContext(httptrace.WithClientTrace(ctx, x.phases.clientTrace()))
 	}
 	start := time.Now()
 	x.sent = start
@@ -364,14 +295,12 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 	}
 	resp, err := c.http.Do(req)
 	if errors.Is(err, ErrKeyUnavailable) {
-		// Never sent, and no fault of the service: no request and no
-		// failure reason are counted.
+		// Never sent and no fault of the service: nothing is counted.
 		x.sent = time.Time{}
 		return 0, &Error{Endpoint: ep, Err: scrubURLError(err)}
 	}
 	if err != nil {
-		// A request the guard stopped was never sent: it is an error, not
-		// a request without an answer.
+		// A request the guard stopped was never sent.
 		if !errors.Is(err, errForeignOrigin) {
 			c.observer.ObserveRequest(ep, 0, time.Since(start))
 		}
@@ -382,13 +311,29 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 	return status, err
 }
 
-// readResponse checks the status and size of resp and decodes its body.
-// Every body byte read, the drain's included, is counted in x.wire; when
-// the poll is traced, x.answer gets what the trace shows of the response.
+// newRequest builds a GET request for u, timing its phases when traced.
+func (c *Client) newRequest(ctx context.Context, u *url.URL, x *exchange) (*http.Request, error) {
+	if traceFrom(ctx) != nil {
+		x.phases = &phaseTimer{}
+		ctx = httptrace.WithClientTrace(ctx, x.phases.clientTrace())
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.gzip {
+		// Decompressing ourselves lets the size limit count decompressed bytes.
+		req.Header.Set("Accept-Encoding", "gzip")
+	}
+	return req, nil
+}
+
+// readResponse checks the status of resp and decodes its body.
 func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, x *exchange, decode decodeFunc) (int, error) {
 	wire := &limitedReader{r: resp.Body}
 	defer func() {
-		// Draining a little lets the connection be reused.
+		// Draining lets the connection be reused.
 		drained, _ := io.CopyN(io.Discard, resp.Body, drainBytes)
 		_ = resp.Body.Close()
 		x.wire = wire.read + drained
@@ -399,38 +344,41 @@ func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Respo
 	}
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
-		// The body of an error says what went wrong; its start is read
-		// whether or not the poll is traced, since draining reads it anyway.
 		body := readErrorBody(wire, resp.Header)
 		if traced {
 			x.answer.excerpt = c.excerpt(body)
 		}
 		return status, c.statusError(ep, resp, &x.answer)
 	}
+	return status, c.readBody(ctx, ep, resp, wire, x, decode)
+}
+
+// readBody bounds a 2xx body, decompresses it and decodes it.
+func (c *Client) readBody(ctx context.Context, ep Endpoint, resp *http.Response, wire *limitedReader, x *exchange, decode decodeFunc) error {
+	status := resp.StatusCode
 	gz, err := gzipEncoded(resp.Header, c.redact.clean)
 	if err != nil {
-		return status, c.fail(ep, ReasonInvalidBody, status, err)
+		return c.fail(ep, ReasonInvalidBody, status, err)
 	}
 	wire.n = c.maxBytes
 	if gz {
 		wire.n = maxCompressed(c.maxBytes)
 	}
 	if resp.ContentLength > wire.n {
-		return status, c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
+		return c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
 	}
 	var body io.Reader = wire
 	if gz {
 		zr, err := newGunzipReader(wire)
 		if err != nil {
-			return status, c.fail(ep, c.bodyReason(ctx, err), status, err)
+			return c.fail(ep, c.bodyReason(ctx, err), status, err)
 		}
 		defer zr.release()
 		body = &limitedReader{r: zr, n: c.maxBytes}
 	}
 	var prefix *prefixReader
-	if traced {
-		// Only the start of a body that turns out invalid is shown: a
-		// good body is never kept.
+	if traceFrom(ctx) != nil {
+		// Only the start of an invalid body is shown.
 		prefix = &prefixReader{r: body}
 		body = prefix
 	}
@@ -439,9 +387,9 @@ func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Respo
 		if prefix != nil && reason == ReasonInvalidBody {
 			x.answer.excerpt = c.excerpt(prefix.prefix)
 		}
-		return status, c.fail(ep, reason, status, err)
+		return c.fail(ep, reason, status, err)
 	}
-	return status, nil
+	return nil
 }
 
 // bodyReason classifies an error met while reading and decoding a body.
@@ -452,13 +400,11 @@ func (c *Client) bodyReason(ctx context.Context, err error) Reason {
 	return classifyTransport(ctx, err)
 }
 
-// statusError reports an answer that is not 2xx, and starts a hold-off
-// when a 429 or 503 asks for one, noting its end in a.
+// statusError reports a non-2xx answer, and starts any hold-off it asks for.
 func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error {
 	status := resp.StatusCode
 	err := fmt.Errorf("unexpected status %s", http.StatusText(status))
 	if status >= 300 && status <= 399 {
-		// Only redirects that the policy refused reach this point.
 		if why := c.refusedRedirect(resp); why != "" {
 			err = fmt.Errorf("unexpected status %s: %s", http.StatusText(status), why)
 		}
@@ -473,9 +419,7 @@ func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error
 	return e
 }
 
-// fail reports a failed request and builds its error, with the secrets cut
-// out of the message in case the service echoed one, and the message cut
-// to maxShown bytes.
+// fail reports a failed request and builds its error, redacted and cut.
 func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error {
 	c.observer.ObserveError(ep, reason)
 	raw := err.Error()
@@ -485,12 +429,8 @@ func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error 
 	return &Error{Endpoint: ep, Reason: reason, Status: status, Err: err}
 }
 
-// acquire waits for a free request slot, unless the caller holds one, and
-// for the rate limiter, both within ctx, so a request that cannot start
-// before the deadline fails as a timeout instead of blocking the scrape.
-// Root and list requests (high) go before detail views. The rate limiter
-// is waited for while holding the slot, so the slots' priority order is
-// also the order of the turns.
+// acquire waits within ctx for a request slot, unless the caller holds one,
+// then for the rate limiter; root and list requests (high) go first.
 func (c *Client) acquire(ctx context.Context, high, holding bool) (func(), error) {
 	release := func() {}
 	if !holding {
@@ -508,8 +448,7 @@ func (c *Client) acquire(ctx context.Context, high, holding bool) (func(), error
 	return release, nil
 }
 
-// scrubURLError drops the URL from a *url.Error: URLs are logged by
-// endpoint label, and a proxy URL could carry credentials.
+// scrubURLError drops the URL, which could carry credentials, from a *url.Error.
 func scrubURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -518,16 +457,12 @@ func scrubURLError(err error) error {
 	return err
 }
 
-// limitedReader reads at most n bytes and fails with errTooLarge when the
-// body holds more, so an oversized answer is an error, never a truncation.
+// limitedReader reads at most n bytes, failing with errTooLarge past them.
 type limitedReader struct {
 	r    io.Reader
 	n    int64
 	read int64
-	// err is the first error other than io.EOF that r returned, so that a
-	// decompressor's complaint about a stream cut short can be told from
-	// the connection breaking.
-	err error
+	err  error
 }
 
 func (l *limitedReader) Read(p []byte) (int, error) {
@@ -566,13 +501,4 @@ func orDefault[T int | int64](v, def T) T {
 		return def
 	}
 	return v
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			return false
-		}
-	}
-	return true
 }

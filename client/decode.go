@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -12,24 +13,17 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// errInvalidBody is wrapped by every error about a body that is not valid
-// JSON of the expected shape, as opposed to an error reading the body.
+// errInvalidBody is wrapped by every error about a body not of the expected JSON shape.
 var errInvalidBody = errors.New("invalid body")
 
 const (
-	// maxStringValue caps the "next" link.
-	maxStringValue = 16 << 10
-	// maxRun caps each run of string characters, digits or whitespace that
-	// reaches the tokenizer, whose buffer holds a whole token.
-	maxRun = maxStringValue + 1
-	// maxFieldValue is the longest field value decodeObject returns whole.
-	maxFieldValue = 1024
-	// fieldEllipsis ends a field value that was cut.
-	fieldEllipsis = "…"
+	maxStringValue = 16 << 10           // the "next" link
+	maxRun         = maxStringValue + 1 // a run of string, digits or space the tokenizer sees
+	maxFieldValue  = 1024               // longest field value returned whole
+	fieldEllipsis  = "…"
 )
 
-// bodyError reports a body that is not JSON, or not of the expected shape.
-// It matches errInvalidBody; err is the tokenizer's error, if any.
+// bodyError reports a body that is not JSON of the expected shape.
 type bodyError struct {
 	msg string
 	err error
@@ -54,26 +48,20 @@ func withContext(err error, format string, args ...any) error {
 
 // listPage is what one page of a list view tells the exporter.
 type listPage struct {
-	Entries  int    // number of entries on this page
-	Count    int64  // envelope "count"
-	HasCount bool   // envelope carried an integer "count"
-	Next     string // envelope "next" ("" when null, absent or empty)
-	HasNext  bool   // envelope carried "next", a string or null
-	// NextNamed tells that "next" was a string, even an empty one, which
-	// names the page itself.
-	NextNamed bool
-	Envelope  bool    // body was an envelope rather than a plain array
-	IDs       []int64 // ids among the first wantIDs entries, in order
-	// NoID counts the entries among the first wantIDs without a usable id:
-	// none, two, or one that is not a non-negative integer fitting 64 bits.
-	NoID int
-	// FirstNoID is the index on this page of the first of them.
+	Entries   int
+	Count     int64
+	HasCount  bool
+	Next      string
+	HasNext   bool // "next" was a string or null
+	NextNamed bool // "next" was a string, even empty
+	Envelope  bool
+	IDs       []int64 // among the first wantIDs entries
+	NoID      int     // entries among those without a usable id
 	FirstNoID int
 }
 
-// decodeListPage reads one list body: a plain JSON array of objects or an
-// envelope {"count", "next", "results"}, keeping the ids of its first
-// wantIDs entries. The whole body is checked to be JSON.
+// decodeListPage reads one list body, an array of objects or an envelope
+// {"count", "next", "results"}, keeping the ids of its first wantIDs entries.
 func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 	d := newDecoder(r)
 	var page listPage
@@ -98,9 +86,7 @@ func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 }
 
 // decodeObject reads one JSON object body and returns the requested
-// top-level scalar fields that are present: strings unquoted, numbers as
-// written, true and false. clean, when set, is applied to each value before
-// a value longer than maxFieldValue is cut.
+// top-level scalar fields present, each cleaned, when clean is set, and cut.
 func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[string]string, error) {
 	d := newDecoder(r)
 	k, err := d.peek()
@@ -161,17 +147,20 @@ func (d *decoder) field(f string, seen map[string]bool, out map[string]string, c
 	return nil
 }
 
-// cutField cuts a value longer than maxFieldValue bytes at the last
-// character boundary within them, and appends fieldEllipsis.
+// cutField cuts a value longer than maxFieldValue bytes and appends fieldEllipsis.
 func cutField(v string) string {
 	if len(v) <= maxFieldValue {
 		return v
 	}
-	cut := maxFieldValue
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
-		cut--
+	return runeCut(v, maxFieldValue) + fieldEllipsis
+}
+
+// runeCut cuts s to at most n bytes, at the start of a character.
+func runeCut(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return v[:cut] + fieldEllipsis
+	return s[:n]
 }
 
 // decoder reads one body through the tokenizer.
@@ -183,8 +172,7 @@ type decoder struct {
 
 func newDecoder(r io.Reader) *decoder {
 	d := &decoder{in: clipReader{r: r}}
-	// Duplicate names are checked where they matter, and invalid UTF-8
-	// becomes U+FFFD, as encoding/json does.
+	// Invalid UTF-8 becomes U+FFFD, as in encoding/json.
 	d.dec = jsontext.NewDecoder(&d.in, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	d.in.dec = d.dec
 	return d
@@ -247,16 +235,14 @@ func (d *decoder) value() ([]byte, error) {
 	return v, nil
 }
 
-// unquote returns the text of a JSON string read by value, valid until the
-// next call. The tokenizer has checked it: the only error left is invalid
-// UTF-8, which is replaced.
+// unquote returns the text of a JSON string read by value, valid until the next call.
 func (d *decoder) unquote(v []byte) []byte {
 	d.buf, _ = jsontext.AppendUnquote(d.buf[:0], v)
 	return d.buf
 }
 
 // wrongKind reports that the next value, of kind k, is not what was
-// expected, once it is skipped so that a syntax error in it comes first.
+// expected, after skipping it so that a syntax error in it comes first.
 func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	if err := d.skip(); err != nil {
 		return err
@@ -273,8 +259,7 @@ func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	return shapeError("%s, got %s", what, kind)
 }
 
-// members reads the members of an object whose '{' is read, calling member
-// with each name, which must read the value.
+// members calls member, which reads the value, for each member of an object.
 func (d *decoder) members(member func(name []byte) error) error {
 	for {
 		k, err := d.peek()
@@ -306,41 +291,29 @@ func (d *decoder) end() error {
 	return shapeError("another value after the top-level value at offset %d", d.dec.InputOffset())
 }
 
-// envelope reads the members of a paginated envelope. A member the
-// exporter reads may appear once only, as parsers disagree on which copy wins.
+// envelope reads a paginated envelope, whose members read may appear once.
 func (d *decoder) envelope(page *listPage, wantIDs int) error {
 	if err := d.read(); err != nil {
 		return err
 	}
-	var results, count, next bool
-	once := func(seen *bool, name string) error {
-		if *seen {
+	var seen [3]bool // results, count, next
+	err := d.members(func(name []byte) error {
+		i := slices.Index([]string{"results", "count", "next"}, string(name))
+		if i < 0 {
+			return d.skip()
+		} else if seen[i] {
 			return shapeError("envelope has %q twice", name)
 		}
-		*seen = true
-		return nil
-	}
-	err := d.members(func(name []byte) error {
-		switch string(name) {
-		case "results":
-			if err := once(&results, "results"); err != nil {
-				return err
-			}
+		seen[i] = true
+		switch i {
+		case 0:
 			return d.results(page, wantIDs)
-		case "count":
-			if err := once(&count, "count"); err != nil {
-				return err
-			}
+		case 1:
 			return d.count(page)
-		case "next":
-			if err := once(&next, "next"); err != nil {
-				return err
-			}
-			return d.next(page)
 		}
-		return d.skip()
+		return d.next(page)
 	})
-	if err == nil && !results {
+	if err == nil && !seen[0] {
 		err = shapeError(`envelope has no "results"`)
 	}
 	return err
@@ -427,8 +400,7 @@ func (d *decoder) entries(page *listPage, wantIDs int) error {
 	}
 }
 
-// entryID reads one entry and adds its id to page, or counts it in
-// page.NoID when it has no usable one.
+// entryID reads one entry and adds its id to page, or counts it in NoID.
 func (d *decoder) entryID(page *listPage) error {
 	if err := d.read(); err != nil {
 		return err
@@ -466,28 +438,23 @@ func parseID(v []byte) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// clipReader feeds the tokenizer, which holds a whole token in its buffer.
-// While the tokenizer holds less than maxRun unread bytes it passes the body
-// on as it is; past that, it cuts each run of string characters, digits or
-// whitespace after maxRun, checking what it drops as the tokenizer would.
+// clipReader bounds the tokenizer's buffer, which holds a whole token: it
+// cuts each run of string characters, digits or whitespace after maxRun,
+// checking what it drops as the tokenizer would.
 type clipReader struct {
-	r   io.Reader
-	dec *jsontext.Decoder
-	err error // io.EOF, the first read error, or a *bodyError
-	// cut tells that the state below is kept: inStr tells whether the bytes
-	// are in a string, where esc is -1 after a backslash or the hex digits
-	// of \u still to come; outside, class is the run's (' ' or '0'), if any.
-	cut   bool
+	r     io.Reader
+	dec   *jsontext.Decoder
+	err   error // io.EOF, the first read error, or a *bodyError
+	cut   bool  // the state below is kept
 	inStr bool
-	esc   int8
-	class byte
+	esc   int8 // -1 after a backslash, else the \u hex digits to come
+	class byte // of the run outside strings: ' ' or '0'
 	run   int
 }
 
 func (c *clipReader) Read(p []byte) (int, error) {
 	for empty := 0; c.err == nil; {
-		// The tokenizer's unread bytes start where its last token ended,
-		// outside any string, so the state there is known.
+		// The unread bytes start outside any string, so the state is known.
 		unread := c.dec.UnreadBuffer()
 		if cut := len(unread)+len(p) > maxRun; cut != c.cut {
 			*c = clipReader{r: c.r, dec: c.dec, cut: cut}
@@ -526,8 +493,7 @@ func (c *clipReader) Read(p []byte) (int, error) {
 	return 0, c.err
 }
 
-// drop returns how many bytes at the start of p only lengthen a run
-// already past maxRun, to be dropped.
+// drop returns how many bytes at the start of p lengthen a run past maxRun.
 func (c *clipReader) drop(p []byte) int {
 	i := 0
 	switch {
@@ -548,8 +514,8 @@ func (c *clipReader) drop(p []byte) int {
 	return i
 }
 
-// step moves the state over the next byte b and tells whether to keep it.
-// It fails on an escape that it would drop and the tokenizer would refuse.
+// step moves the state over b and tells whether to keep it; it fails on an
+// escape it would drop and the tokenizer would refuse.
 func (c *clipReader) step(b byte) (bool, error) {
 	switch {
 	case c.inStr && c.esc == 0:

@@ -11,8 +11,7 @@ import (
 	"time"
 )
 
-// Reason classifies why a request failed. The values are the contract's
-// `reason` label values, so they must never change.
+// Reason classifies why a request failed: the contract's `reason` label values.
 type Reason string
 
 // The failure reasons of the contract.
@@ -25,15 +24,13 @@ const (
 	ReasonPagination  Reason = "pagination"
 )
 
-// Reasons lists every failure reason, so that counters can be exported at
-// zero before the first failure.
+// Reasons lists every failure reason.
 var Reasons = []Reason{
 	ReasonTimeout, ReasonNetwork, ReasonHTTPStatus,
 	ReasonInvalidBody, ReasonTooLarge, ReasonPagination,
 }
 
-// Endpoint names one of the API views the client reads. The values are the
-// contract's `endpoint` label values.
+// Endpoint names an API view read: the contract's `endpoint` label values.
 type Endpoint string
 
 // The endpoints of the contract.
@@ -47,28 +44,22 @@ const (
 // Endpoints lists every endpoint in a stable order.
 var Endpoints = []Endpoint{EndpointRoot, EndpointProjects, EndpointLocations, EndpointLocationDetail}
 
-// ErrHeldOff is wrapped by errors of requests that were not sent because
-// the service asked the exporter to back off (429 or 503 with Retry-After).
+// ErrHeldOff is wrapped by errors of requests not sent during a hold-off.
 var ErrHeldOff = errors.New("holding off after the service asked to retry later")
 
 // errTooLarge is returned by the body reader once the body passes the limit.
 var errTooLarge = errors.New("response body exceeds the size limit")
 
-// Error describes a failed request. It never carries the key, headers or
-// the body: only the endpoint, a classification and the HTTP status.
+// Error describes a failed request, never with the key, headers or body.
 type Error struct {
-	Endpoint Endpoint
-	Reason   Reason
-	// Status is the HTTP status of the response, 0 when none came.
-	Status int
-	// RetryAfter is how long the service asked the exporter to wait, taken
-	// from the Retry-After header of a 429 or 503; 0 when it asked nothing.
-	RetryAfter time.Duration
+	Endpoint   Endpoint
+	Reason     Reason
+	Status     int           // 0 when no response came
+	RetryAfter time.Duration // asked by a 429 or 503, 0 when none
 	Err        error
 }
 
-// Error implements error: the endpoint, the reason and the status, then
-// the cause.
+// Error implements error.
 func (e *Error) Error() string {
 	what := string(e.Reason)
 	if what == "" {
@@ -83,8 +74,7 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// ReasonOf returns the failure reason of err, or "" when err is nil or not
-// a request failure (such as a hold-off).
+// ReasonOf returns the failure reason of err, "" when it has none.
 func ReasonOf(err error) Reason {
 	var e *Error
 	if errors.As(err, &e) {
@@ -93,9 +83,7 @@ func ReasonOf(err error) Reason {
 	return ""
 }
 
-// classifyTransport turns an error of http.Client.Do or of reading a body
-// into a reason. Deadlines and cancellations are timeouts: the poll ran out
-// of time, whether its own or Prometheus'.
+// classifyTransport turns an error of sending or reading a body into a reason.
 func classifyTransport(ctx context.Context, err error) Reason {
 	switch {
 	case errors.Is(err, errTooLarge), headersTooLarge(err):
@@ -112,36 +100,25 @@ func classifyTransport(ctx context.Context, err error) Reason {
 	return ReasonNetwork
 }
 
-// headersTooLarge tells whether err is net/http's for an answer whose
-// headers pass the transport's MaxResponseHeaderBytes, which it does not
-// export: HTTP/1's message, or HTTP/2's.
+// headersTooLarge tells whether err is net/http's for headers over MaxResponseHeaderBytes.
 func headersTooLarge(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "server response headers exceeded") ||
 		strings.Contains(msg, "response header list larger than advertised limit")
 }
 
-// maxRetryAfter bounds a hold-off, so a wrong header cannot silence the
-// exporter for days.
+// maxRetryAfter bounds a hold-off.
 const maxRetryAfter = 10 * time.Minute
 
-// parseRetryAfter reads a Retry-After header in either of its forms:
-// delay-seconds or an HTTP date. It returns 0 for an absent or broken header.
+// parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0 when broken.
 func parseRetryAfter(h string, now time.Time) time.Duration {
 	if h == "" {
 		return 0
 	}
 	var d time.Duration
-	if isDigits(h) {
+	if strings.Trim(h, "0123456789") == "" {
 		secs, err := strconv.ParseInt(h, 10, 64)
-		if err != nil {
-			// Too many digits for an int64: far beyond the bound anyway.
-			return maxRetryAfter
-		}
-		if secs <= 0 {
-			return 0
-		}
-		if secs > int64(maxRetryAfter/time.Second) {
+		if err != nil || secs > int64(maxRetryAfter/time.Second) { // err: too many digits
 			return maxRetryAfter
 		}
 		d = time.Duration(secs) * time.Second
@@ -152,13 +129,4 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 		return 0
 	}
 	return min(d, maxRetryAfter)
-}
-
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -5,15 +5,12 @@ import (
 	"time"
 )
 
-// maxHoldOffs bounds the origins whose hold-offs are kept: ten times the
-// /probe pairs, so that only a flood of distinct origins, each answering
-// 429 within ten minutes, can push one out, the one ending soonest first.
+// maxHoldOffs bounds the origins kept: ten times the /probe pairs.
 const maxHoldOffs = 10_000
 
-// HoldOffs keeps, by origin, the hold-offs that services asked for with a
-// 429 or 503 and Retry-After. Clients that share one hold off together,
-// and a Client dropped from a cache forgets nothing: a new one for the
-// same origin finds the hold-off in force. It is safe for concurrent use.
+// HoldOffs keeps by origin the hold-offs that services asked for with a 429
+// or 503 and Retry-After, so Clients of one origin hold off together. It is
+// safe for concurrent use.
 type HoldOffs struct {
 	mu sync.Mutex
 	m  map[string]holdOff
@@ -35,8 +32,7 @@ func (h *HoldOffs) get(origin string) holdOff {
 	return h.m[origin]
 }
 
-// extend starts or extends origin's hold-off until the given time, and
-// returns the end of the hold-off in force.
+// extend extends origin's hold-off to until, returning the end in force.
 func (h *HoldOffs) extend(origin string, until time.Time, status int) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -17,18 +17,15 @@ import (
 	"github.com/prometheus/common/config"
 )
 
-// Files read for a module are bounded: a key, a header value, a client
-// certificate or its key take maxKeyFileBytes, and a CA file, which may
-// hold all of a system's roots, maxCAFileBytes.
+// Bounds of the files read for a module.
 const (
 	maxKeyFileBytes = 64 << 10
 	maxCAFileBytes  = 1 << 20
 )
 
 // readFile reads the file at path if it is a regular file of at most max
-// bytes. It opens the file without blocking, so that a FIFO is refused
-// rather than waited on, as are devices and directories. Its errors do not
-// name the file; the caller's do.
+// bytes, opening it without blocking so a FIFO is refused, not waited on.
+// Its errors do not name the file.
 func readFile(path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -67,8 +64,7 @@ func checkFileInfo(fi fs.FileInfo, max int64) error {
 	return nil
 }
 
-// pathless returns the cause of a file operation's error without the
-// operation and path that os puts in front of it.
+// pathless returns the cause of a file error without its operation and path.
 func pathless(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -95,9 +91,7 @@ func (s fileSecret) Description() string { return "file " + s.path }
 
 func (fileSecret) Immutable() bool { return false }
 
-// CheckFiles reads every file that cfg names as a request will, and
-// returns an error naming the first setting and file that cannot be read,
-// so that the configuration is refused rather than every poll failing.
+// CheckFiles reads every file that cfg names, naming the first that cannot be read.
 func CheckFiles(cfg *config.HTTPClientConfig) error {
 	for _, f := range moduleFiles(cfg) {
 		if _, err := readFile(f.path, f.max); err != nil {
@@ -138,17 +132,14 @@ func moduleFiles(cfg *config.HTTPClientConfig) []namedFile {
 	return out
 }
 
-// headerFilesGuard stands in front of prometheus/common's headers round
-// tripper, which reads http_headers files with no check on every request:
-// a file that is no longer a regular file of at most maxKeyFileBytes
-// stops the request before it is read.
+// headerFilesGuard stops a request whose http_headers files are no longer
+// regular files within maxKeyFileBytes, before prometheus/common reads them.
 type headerFilesGuard struct {
 	files []string
 	next  http.RoundTripper
 }
 
-// guardHeaderFiles returns next behind a headerFilesGuard when h names
-// files.
+// guardHeaderFiles returns next behind a headerFilesGuard when h names files.
 func guardHeaderFiles(h *config.Headers, next http.RoundTripper) http.RoundTripper {
 	g := headerFilesGuard{next: next}
 	for _, hdr := range h.Headers {
@@ -176,9 +167,7 @@ func (g headerFilesGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return g.next.RoundTrip(req)
 }
 
-// ReadKeyFile reads a key file as the transport will (surrounding
-// whitespace, such as a trailing newline, trimmed) and checks that the key
-// can be sent, so a bad file is refused at start rather than on every poll.
+// ReadKeyFile reads a key file as the transport will and checks that the key can be sent.
 func ReadKeyFile(path string) (string, error) {
 	b, err := readFile(path, maxKeyFileBytes)
 	if err != nil {
@@ -194,23 +183,12 @@ func ReadKeyFile(path string) (string, error) {
 	return key, nil
 }
 
-// ValidKey tells whether key can be sent in an Authorization header: not
-// empty, and without control characters such as line breaks.
+// ValidKey tells whether key is non-empty and free of control characters.
 func ValidKey(key string) bool {
-	if key == "" {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
+	return key != "" && !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
-// keyLookup returns how to find the current key, for redaction: inline, or
-// read from the file that the transport reads too, whose cache it also
-// returns for the guard's check (nil for an inline key).
+// keyLookup returns the current key's lookup and the key file's cache, if any.
 func keyLookup(a *config.Authorization) (redactor, *keyFileCache) {
 	switch {
 	case a == nil:
@@ -223,9 +201,7 @@ func keyLookup(a *config.Authorization) (redactor, *keyFileCache) {
 	return func() string { return key }, nil
 }
 
-// keyFileCache re-reads a key file only when it changed: a new file swapped
-// in by a rename (a different inode, as Kubernetes does), or one rewritten
-// in place (another size or modification time).
+// keyFileCache re-reads a key file only when its inode, size or time changed.
 type keyFileCache struct {
 	path string
 
@@ -240,8 +216,7 @@ func (k *keyFileCache) key() string {
 	return key
 }
 
-// read returns the current key, trimmed, or the error of reading the file
-// (whose message gives the cause, never the file's content).
+// read returns the current key, trimmed, or the error of reading the file.
 func (k *keyFileCache) read() (string, error) {
 	fi, err := os.Stat(k.path)
 	if err != nil {

@@ -12,9 +12,8 @@ import (
 	"github.com/prometheus/common/config"
 )
 
-// secretsOf finds every secret of cfg, for redaction: the key, the
-// secret and file http_headers, the proxy's password and its secret
-// CONNECT headers. It also returns the key file's cache, for the guard.
+// secretsOf finds every secret of cfg, for redaction, and returns the key
+// file's cache for the guard.
 func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
 	s := &secrets{}
 	key, keyFile := keyLookup(cfg.Authorization)
@@ -32,22 +31,7 @@ func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
 			}
 		}
 	}
-	proxies := []*url.URL{cfg.ProxyURL.URL}
-	if cfg.ProxyFromEnvironment {
-		for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-			v := os.Getenv(name)
-			if !strings.Contains(v, "://") {
-				v = "http://" + v
-			}
-			if u, err := url.Parse(v); err == nil {
-				proxies = append(proxies, u)
-			}
-		}
-	}
-	for _, u := range proxies {
-		if u == nil {
-			continue
-		}
+	for _, u := range proxyURLs(cfg) {
 		if pw, ok := u.User.Password(); ok {
 			fixed(pw)
 		}
@@ -60,26 +44,40 @@ func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
 	return s, keyFile
 }
 
-// redactor returns the current value of one secret of a module, "" when
-// it has none.
+// proxyURLs lists the proxies that cfg may use, for their passwords.
+func proxyURLs(cfg *config.HTTPClientConfig) []*url.URL {
+	var proxies []*url.URL
+	if cfg.ProxyURL.URL != nil {
+		proxies = append(proxies, cfg.ProxyURL.URL)
+	}
+	if cfg.ProxyFromEnvironment {
+		for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+			v := os.Getenv(name)
+			if !strings.Contains(v, "://") {
+				v = "http://" + v
+			}
+			if u, err := url.Parse(v); err == nil {
+				proxies = append(proxies, u)
+			}
+		}
+	}
+	return proxies
+}
+
+// redactor returns the current value of one secret, "" when none.
 type redactor func() string
 
 // secretRun is the shortest run of a secret's characters that text may
-// never show; minSecret the shortest secret cut out at all, as shorter
-// ones would cut common words out of every message.
+// never show; shorter secrets than minSecret are not cut, as they would
+// cut common words.
 const (
-	secretRun = 12
-	minSecret = 4
+	secretRun    = 12
+	minSecret    = 4
+	secretMarker = "<secret>"
 )
 
-// secretMarker stands for what redaction cut out.
-const secretMarker = "<secret>"
-
-// secrets cuts every secret of a module (the key, header secrets and
-// files, a proxy's password) out of text that came from outside: a next
-// link, an error message, a body excerpt. It cuts whole occurrences and
-// every run of secretRun of their characters, in any letter case. The
-// secrets are looked up only when there is text to clean.
+// secrets cuts every secret of a module, whole and every run of secretRun
+// of its characters in any letter case, out of text from outside.
 type secrets struct {
 	sources []redactor
 
@@ -112,17 +110,12 @@ func (s *secrets) matcher() *secretMatcher {
 	return s.m
 }
 
-// secretMatcher finds secrets in text, comparing characters folded (see
-// fold).
+// secretMatcher finds secrets in text, comparing characters folded.
 type secretMatcher struct {
-	// may tells which ASCII bytes occur in a secret, in either case;
-	// bytes of other characters always may.
-	may      [utf8.RuneSelf]bool
+	may      [utf8.RuneSelf]bool // ASCII bytes that occur in a secret
 	shortest int
-	// runs holds every run of secretRun characters of the secrets at
-	// least that long; short the shorter ones whole.
-	runs  map[[secretRun]rune]struct{}
-	short [][]rune
+	runs     map[[secretRun]rune]struct{} // runs of the long secrets
+	short    [][]rune                     // the short secrets whole
 }
 
 func newSecretMatcher(vals []string) *secretMatcher {
@@ -158,15 +151,14 @@ func newSecretMatcher(vals []string) *secretMatcher {
 	return m
 }
 
-// redact replaces each stretch of text made of secrets by secretMarker.
-// Only stretches of bytes that may belong to a secret, at least as long
-// as the shortest, are looked at closely.
+// redact replaces each stretch of text made of secrets by secretMarker,
+// looking closely only at stretches of bytes that may belong to one.
 func (m *secretMatcher) redact(text string) string {
 	if m.shortest == 0 {
 		return text
 	}
 	var b strings.Builder
-	done := 0 // bytes of text written to b
+	done := 0
 	for start := 0; start < len(text); {
 		end := start
 		for end < len(text) && (text[end] >= utf8.RuneSelf || m.may[text[end]]) {
@@ -226,8 +218,7 @@ func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, en
 	return done
 }
 
-// fold maps the characters that are the same letter in another case (k,
-// K and the Kelvin sign K) to one of them.
+// fold maps the cases of a letter (k, K, the Kelvin sign) to one of them.
 func fold(r rune) rune {
 	if r < utf8.RuneSelf {
 		if 'a' <= r && r <= 'z' {

@@ -9,19 +9,15 @@ import (
 	"strings"
 )
 
-// Bounds of a /probe target, checked before anything is kept or sent: a
-// URL of at most MaxTargetBytes, and a host no longer than a DNS name may
-// be (RFC 1035), MaxHostBytes with no label over MaxLabelBytes.
+// Bounds of a /probe target; the host's are a DNS name's (RFC 1035).
 const (
 	MaxTargetBytes = 2048
-	MaxHostBytes   = 253
-	MaxLabelBytes  = 63
+	maxHostBytes   = 253
+	maxLabelBytes  = 63
 )
 
-// ParseTarget checks a /probe target, as ParseBaseURL does and within the
-// bounds above, and returns it in one spelling (see normalizeBaseURL). An
-// IPv6 address with a zone is refused: the zone names an interface of the
-// exporter's host, not a service. Its errors never repeat raw.
+// ParseTarget checks a /probe target as ParseBaseURL does and within the
+// bounds above, and returns it in one spelling. Its errors never repeat raw.
 func ParseTarget(raw string) (*url.URL, error) {
 	if len(raw) > MaxTargetBytes {
 		return nil, fmt.Errorf("URL is longer than %d bytes", MaxTargetBytes)
@@ -35,19 +31,18 @@ func ParseTarget(raw string) (*url.URL, error) {
 		return nil, errors.New("URL host must not be an IPv6 address with a zone (%25)")
 	}
 	if !HostWithinBounds(host) {
-		return nil, fmt.Errorf("URL host is longer than %d bytes or has a label longer than %d", MaxHostBytes, MaxLabelBytes)
+		return nil, fmt.Errorf("URL host is longer than %d bytes or has a label longer than %d", maxHostBytes, maxLabelBytes)
 	}
 	return normalizeBaseURL(u), nil
 }
 
-// HostWithinBounds tells whether host is at most MaxHostBytes long with no
-// dot-separated label over MaxLabelBytes.
+// HostWithinBounds tells whether host is within maxHostBytes and maxLabelBytes.
 func HostWithinBounds(host string) bool {
-	if len(host) > MaxHostBytes {
+	if len(host) > maxHostBytes {
 		return false
 	}
 	for l := range strings.SplitSeq(host, ".") {
-		if len(l) > MaxLabelBytes {
+		if len(l) > maxLabelBytes {
 			return false
 		}
 	}
@@ -57,11 +52,8 @@ func HostWithinBounds(host string) bool {
 // defaultPorts are the ports a scheme implies.
 var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
-// normalizeBaseURL spells a checked base URL one way: scheme and host in
-// lower case, an IPv6 address in its canonical form (RFC 5952), the
-// scheme's default port dropped, the port without leading zeros, and no
-// trailing slash on the path (the client puts "/api/" after the path
-// whether or not it ends with one).
+// normalizeBaseURL spells a checked base URL one way: lower case, canonical
+// IPv6, no default port or leading zeros, no trailing slash.
 func normalizeBaseURL(u *url.URL) *url.URL {
 	n := *u
 	n.Scheme = strings.ToLower(u.Scheme)
@@ -73,10 +65,9 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 		host += ":" + port
 	}
 	n.Host = host
-	// Escapes that change the meaning, such as %2F, stay; those of
-	// characters that need none go, as RFC 3986 section 6.2.2 has it.
+	// Escapes that change the meaning stay (RFC 3986 section 6.2.2).
 	raw := normalizeEscapes(strings.TrimRight(u.EscapedPath(), "/"))
-	n.Path, _ = url.PathUnescape(raw) // raw holds only valid escapes
+	n.Path, _ = url.PathUnescape(raw)
 	n.RawPath = ""
 	if raw != n.EscapedPath() {
 		n.RawPath = raw

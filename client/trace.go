@@ -10,82 +10,47 @@ import (
 	"time"
 )
 
-// maxTraceRequests bounds a trace, so a poll with a large detail subset
-// cannot hold on to unbounded memory through the recent-polls page.
-const maxTraceRequests = 500
-
-// maxTraceExcerptBytes bounds the body excerpts of one trace, counting
-// each distinct excerpt once: 500 detail views failing with 512-byte
-// bodies would otherwise keep 250 KiB per poll, 25 MB over the recent
-// polls. Identical excerpts ("Not found." from many detail views) share
-// their bytes and cost nothing more.
-const maxTraceExcerptBytes = 32 << 10
-
-// excerptNotKept stands for an excerpt past maxTraceExcerptBytes.
-const excerptNotKept = "(not kept: this poll's body excerpts reached their bound)"
-
-// maxTraceTextBytes bounds the rest of a trace's text (URLs, notes, errors,
-// headers), each string of which is cut to maxShown bytes: a service that
-// names 16 KiB next links then costs a poll no more than any other.
-const maxTraceTextBytes = 128 << 10
+// Bounds of one trace: its records, its distinct body excerpts and the
+// rest of its text.
+const (
+	maxTraceRequests     = 500
+	maxTraceExcerptBytes = 32 << 10
+	maxTraceTextBytes    = 128 << 10
+	excerptNotKept       = "(not kept: this poll's body excerpts reached their bound)"
+)
 
 // Trace records what the requests of one poll did, for the debug views.
-// Everything in it has passed through redaction: no secret, no
-// Authorization value, no credentials in URLs.
+// Everything in it has been redacted.
 type Trace struct {
-	mu       sync.Mutex
-	requests []TraceRequest
-	dropped  int
-	// excerpts holds each distinct body excerpt kept, excerptBytes their
-	// size.
-	excerpts     map[string]string
+	mu           sync.Mutex
+	requests     []TraceRequest
+	dropped      int
+	excerpts     map[string]string // distinct excerpts share their bytes
 	excerptBytes int
 	textBytes    int
 }
 
 // TraceRequest is one request of a poll, or one pagination decision.
 type TraceRequest struct {
-	Start    time.Time
-	Endpoint Endpoint
-	Method   string
-	// URL is redacted: no user info, and the values of query parameters
-	// that look like credentials replaced.
-	URL    string
-	Status int
-	// Bytes counts the body bytes read off the connection: compressed
-	// ones when the answer was gzip, so a refused gzip bomb shows how
-	// little of it was read.
-	Bytes    int64
-	Duration time.Duration
-	Reason   Reason
-	Error    string
-	// Page is the page number within a list walk, 0 outside lists.
-	Page int
-	// Note tells what the walk did after this page.
-	Note string
-	// BodyExcerpt is the start of the response body, or its JSON detail,
-	// message or error field, with the key cut out; empty when there was
-	// no body or it was not kept.
-	BodyExcerpt string
-	// ContentType is the response's Content-Type header.
-	ContentType string
-	// Location is a redirect's Location header as sent, redacted as URL
-	// is.
-	Location string
-	// WWWAuthenticate is the WWW-Authenticate header of an answer that is
-	// not 2xx: a 401's says which scheme and why.
+	Start           time.Time
+	Endpoint        Endpoint
+	Method          string
+	URL             string // redacted
+	Status          int
+	Bytes           int64 // read off the connection, compressed when gzip
+	Duration        time.Duration
+	Reason          Reason
+	Error           string
+	Page            int    // within a list walk, 0 outside lists
+	Note            string // what the walk did after this page
+	NoteFailed      bool   // the walk stopped here, failing the list
+	BodyExcerpt     string // the start of the body or its JSON message
+	ContentType     string
+	Location        string // a redirect's, redacted
 	WWWAuthenticate string
-	// NoteFailed tells that the walk stopped at this note, failing the
-	// list.
-	NoteFailed bool
-	// Phases are the times from the request's start to each step of the
-	// exchange; zero for a step that did not happen (a reused connection
-	// needs no DNS, connect or TLS).
-	Phases Phases
-	// RetryAfter is the Retry-After header as the service sent it, and
-	// HoldOffUntil the end of the hold-off it started; zero when none.
-	RetryAfter   string
-	HoldOffUntil time.Time
+	Phases          Phases
+	RetryAfter      string
+	HoldOffUntil    time.Time // end of the hold-off started, if any
 }
 
 // Requests returns a copy of the recorded requests, in the order they
@@ -96,10 +61,8 @@ func (t *Trace) Requests() ([]TraceRequest, int) {
 	return append([]TraceRequest(nil), t.requests...), t.dropped
 }
 
-// add keeps r, its strings cut to maxShown bytes, unless the trace holds
-// maxTraceRequests records or maxTraceTextBytes of their strings already:
-// then r is counted as dropped, save the note of a failed walk, which
-// says why the list failed.
+// add keeps r, its strings cut, unless the trace is full: then r is
+// counted as dropped, save the note of a failed walk.
 func (t *Trace) add(r TraceRequest) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -119,8 +82,7 @@ func (t *Trace) add(r TraceRequest) {
 	t.requests = append(t.requests, r)
 }
 
-// keepExcerpt returns the copy of s the trace keeps: one shared with an
-// identical excerpt, or excerptNotKept past the bound; t.mu is held.
+// keepExcerpt returns the copy of s the trace keeps; t.mu is held.
 func (t *Trace) keepExcerpt(s string) string {
 	if kept, ok := t.excerpts[s]; ok {
 		return kept
@@ -149,8 +111,7 @@ func traceFrom(ctx context.Context) *Trace {
 	return t
 }
 
-// sensitiveParam matches query parameter names whose values are never
-// shown.
+// sensitiveParam matches query parameter names whose values are hidden.
 var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)
 
 // RedactURL renders u for people: without user info, and with the values of
@@ -160,16 +121,13 @@ func RedactURL(u *url.URL) string {
 	c.User = nil
 	if c.RawQuery != "" {
 		q, err := url.ParseQuery(c.RawQuery)
-		// Pairs the parser cannot read (a ";", a bad escape) are dropped
-		// by re-encoding, as they could hide a credential.
-		redacted := err != nil
+		redacted := err != nil // re-encoding drops what could not be read
 		for name := range q {
 			if sensitiveParam.MatchString(name) {
 				q[name] = []string{"REDACTED"}
 				redacted = true
 			}
 		}
-		// A query with nothing to hide stays as it was written.
 		if redacted {
 			c.RawQuery = q.Encode()
 		}
@@ -177,8 +135,7 @@ func RedactURL(u *url.URL) string {
 	return c.String()
 }
 
-// redactedError keeps the chain of err for errors.Is and errors.As while its
-// message has the key removed.
+// redactedError keeps the chain of err under a redacted message.
 type redactedError struct {
 	msg string
 	err error
@@ -187,16 +144,15 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// Phases are the moments of one exchange, each measured from the start of
-// the request: what blackbox_exporter's debug output calls phases.
+// Phases are the moments of one exchange from the start of the request,
+// zero for a step that did not happen.
 type Phases struct {
 	DNS, Connect, TLS, FirstByte time.Duration
-	// Reused tells that the request went over an idle connection.
-	Reused bool
+	Reused                       bool // over an idle connection
 }
 
-// phaseTimer records the phases of one exchange through httptrace. Its
-// hooks may run on the transport's goroutines, hence the lock.
+// phaseTimer records the phases of one exchange; its hooks may run on the
+// transport's goroutines.
 type phaseTimer struct {
 	mu     sync.Mutex
 	start  time.Time
