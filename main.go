@@ -50,7 +50,7 @@ func main() {
 	// SIGHUPs are caught from the process's first moments (package
 	// sighup); those that came before the configuration could be
 	// reloaded wait in the channel and reload it once serving.
-	os.Exit(run(os.Args[1:], sighup.Signals()))
+	os.Exit(runService(func() int { return run(os.Args[1:], sighup.Signals()) }))
 }
 
 // run parses args, validates them and serves until the server fails,
