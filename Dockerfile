@@ -26,7 +26,9 @@
 
 # The builder runs on the build machine's platform and cross-compiles for the
 # target's: Go needs no emulator for that, so a multi-platform build is fast.
-FROM --platform=$BUILDPLATFORM golang:1.26.8-bookworm AS builder
+# Its Go is the release toolchain of go.mod's toolchain line (the image does
+# not switch toolchains by itself: GOTOOLCHAIN=local).
+FROM --platform=$BUILDPLATFORM golang:1.27.3-bookworm AS builder
 
 WORKDIR /src
 # Dependencies first, so they stay cached while the code changes.
@@ -44,9 +46,12 @@ ARG REVISION
 ARG BRANCH
 ARG BUILD_USER=docker
 ARG BUILD_DATE
+# v1.0.0 builds the FIPS 140-3 variant (tag X.Y.Z-fips): Go's validated
+# cryptographic module, always on.
+ARG GOFIPS140=off
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS="${TARGETOS}" GOARCH="${TARGETARCH}" \
+    CGO_ENABLED=0 GOOS="${TARGETOS}" GOARCH="${TARGETARCH}" GOFIPS140="${GOFIPS140}" \
     VERSION="${VERSION}" REVISION="${REVISION}" BRANCH="${BRANCH}" \
     BUILD_USER="${BUILD_USER}" BUILD_DATE="${BUILD_DATE}" \
     OUTPUT=/out/deployment_service_exporter \

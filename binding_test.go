@@ -319,7 +319,7 @@ func TestClientCertificatesAndProxyCredentialsBindToTargets(t *testing.T) {
 func TestKeyFilesMustBeRegularFiles(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "key.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+	if err := mkfifo(fifo); err != nil {
 		t.Fatal(err)
 	}
 	start := exec.Command(binary, "--web.listen-address="+freeAddr(t), "--api.url=http://127.0.0.1:1", "--api.key-file=/dev/zero")
@@ -374,7 +374,7 @@ func TestUnreadableKeyFileSaidPlainly(t *testing.T) {
 	if err := os.Remove(keyFile); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(keyFile, 0o600); err != nil {
+	if err := mkfifo(keyFile); err != nil {
 		t.Fatal(err)
 	}
 	_, m := e.get(t, "/metrics")

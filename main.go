@@ -47,7 +47,7 @@ func main() {
 	if version.Version == "" {
 		version.Version = "devel" // built without the release ldflags
 	}
-	os.Exit(run(os.Args[1:], sighup.Signals()))
+	os.Exit(runService(func() int { return run(os.Args[1:], sighup.Signals()) }))
 }
 
 // run serves as args ask, reloading on every signal of hup; it returns the exit code.

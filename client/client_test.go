@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -800,7 +799,7 @@ func TestUnusableKeyFileSendsNothing(t *testing.T) {
 			if err := os.Remove(keyFile); err != nil {
 				return err
 			}
-			return syscall.Mkfifo(keyFile, 0o600)
+			return mkfifo(keyFile)
 		}, "cannot read the key file " + keyFile + ": it is a FIFO, not a regular file"},
 		{"removed", func() error { return os.Remove(keyFile) }, "cannot read the key file " + keyFile + ": no such file or directory"},
 	} {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/prometheus/common/config"
@@ -17,7 +16,7 @@ import (
 func specialFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+	if err := mkfifo(fifo); err != nil {
 		t.Fatal(err)
 	}
 	big := filepath.Join(dir, "big")
@@ -96,7 +95,7 @@ func TestHeaderFileReplacedSendsNothing(t *testing.T) {
 	if err := os.Remove(file); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(file, 0o600); err != nil {
+	if err := mkfifo(file); err != nil {
 		t.Fatal(err)
 	}
 	r := c.Root(context.Background())

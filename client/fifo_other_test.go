@@ -1,0 +1,8 @@
+//go:build !unix
+
+package client
+
+import "errors"
+
+// mkfifo is unsupported where there are no named pipes.
+func mkfifo(string) error { return errors.ErrUnsupported }
