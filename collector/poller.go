@@ -233,11 +233,7 @@ func (p *Poller) leave(c *pollCall, cause error) bool {
 	if c.waiters > 0 {
 		return false
 	}
-	if errors.Is(cause, context.DeadlineExceeded) {
-		c.run.settle()
-	} else {
-		c.run.abandon()
-	}
+	c.run.end(errors.Is(cause, context.DeadlineExceeded))
 	c.cancel(cause)
 	if p.inflight == c {
 		p.inflight = nil
@@ -321,7 +317,7 @@ func (p *Poller) stop() {
 	defer p.mu.Unlock()
 	p.stopped = true
 	if c := p.inflight; c != nil && !c.held {
-		c.run.abandon()
+		c.run.end(false)
 		c.cancel(errDropped)
 	}
 	p.inflight = nil
