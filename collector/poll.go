@@ -356,7 +356,9 @@ func (p *pollRun) snapshot() *Snapshot {
 	}
 	ids := p.subsetIDs()
 	s.Details = p.book.view(ids)
-	s.HoldOffUntil = holdOffAt(p.t.Client, now)
+	if until, _ := p.t.Client.HoldOff(); now.Before(until) {
+		s.HoldOffUntil = until
+	}
 	listFailed := p.locations == nil || p.locations.Err != nil
 	switch d := &p.detailSum; {
 	case d.tried || d.failed:

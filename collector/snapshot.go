@@ -66,13 +66,6 @@ func (s *Snapshot) checkedDetails() []locationState {
 	return out
 }
 
-func holdOffAt(c *client.Client, now time.Time) time.Time {
-	if until, _ := c.HoldOff(); now.Before(until) {
-		return until
-	}
-	return time.Time{}
-}
-
 // at returns s as served at now, without a hold-off that has ended since; s is shared.
 func (s *Snapshot) at(now time.Time) *Snapshot {
 	if s.HoldOffUntil.IsZero() || now.Before(s.HoldOffUntil) {
