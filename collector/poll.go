@@ -52,7 +52,6 @@ type pollRun struct {
 
 // detailSummary sums up the detail views as the location_detail endpoint.
 type detailSummary struct {
-	tried               bool
 	firstStart, lastEnd time.Time
 	failed              bool
 	failedStatus        int
@@ -60,10 +59,9 @@ type detailSummary struct {
 }
 
 func (d *detailSummary) add(start, end time.Time, status int, err error) {
-	if !d.tried || start.Before(d.firstStart) {
+	if d.firstStart.IsZero() || start.Before(d.firstStart) {
 		d.firstStart = start
 	}
-	d.tried = true
 	d.lastEnd = maxTime(d.lastEnd, end)
 	if err != nil {
 		d.fail(status, err)
@@ -361,7 +359,7 @@ func (p *pollRun) snapshot() *Snapshot {
 	}
 	listFailed := p.locations == nil || p.locations.Err != nil
 	switch d := &p.detailSum; {
-	case d.tried || d.failed:
+	case !d.firstStart.IsZero() || d.failed:
 		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: d.status(), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
 	case len(ids) > 0 || p.t.wantsDetails() && listFailed:
 		s.Endpoints[client.EndpointLocationDetail] = uncheckedDetails(p.t.Client, s.HoldOffUntil)
