@@ -49,8 +49,7 @@ type flagValues struct {
 	httpConfigFile         string
 	disableExporterMetrics bool
 	maxRequests            int64
-	// locationsGiven is true when any --locations.* flag is on the
-	// command line: then --demo takes them as given, not its own subset.
+	// locationsGiven: --demo takes the --locations.* flags as given, not its own subset.
 	locationsGiven bool
 }
 
@@ -64,26 +63,20 @@ const (
 // defaultMaxRequests is the default of --web.max-requests, node_exporter's.
 const defaultMaxRequests = 40
 
-// settings is the validated configuration of the single target behind
-// /metrics. base is nil when no single target is configured.
+// settings is the validated configuration of the target behind /metrics; base is nil without one.
 type settings struct {
-	base   *url.URL
-	target collector.TargetSettings
-	// demoURL is the embedded sample service's base URL with --demo.
-	demoURL string
-	// demoFaults make the sample service fail on purpose.
+	base       *url.URL
+	target     collector.TargetSettings
+	demoURL    string
 	demoFaults demoFaults
 	// externalURL is where people reach the exporter, nil when unknown.
 	externalURL *url.URL
-	// maxRequests bounds the scrapes (/metrics and /probe) served at once;
-	// 0 is no limit.
-	maxRequests int
-	// exporterMetrics adds the go_*, process_* and promhttp_* metrics.
+	// maxRequests bounds the scrapes served at once; 0 is no limit.
+	maxRequests     int
 	exporterMetrics bool
 }
 
-// validate checks the flags and returns one error naming what to fix:
-// first the limits, then the service to watch.
+// validate checks the flags and returns one error naming what to fix.
 func validate(f flagValues) (*settings, error) {
 	if err := validateLimits(f); err != nil {
 		return nil, err
@@ -122,7 +115,7 @@ func validate(f flagValues) (*settings, error) {
 // validateLimits checks the numeric flags, the ranges they take and the
 // flags that exclude one another.
 func validateLimits(f flagValues) error {
-	// In the order they are checked: the first that fails is reported.
+	// The first that fails is reported.
 	for _, c := range []struct {
 		bad bool
 		msg string
@@ -156,10 +149,8 @@ func validateLimits(f flagValues) error {
 	return nil
 }
 
-// validateTarget checks the service behind /metrics (its URL, key and
-// HTTP client file) and completes s with it. In demo mode the URL and key
-// come from the sample service later; with only --config.file there is no
-// such service, and s.base stays nil.
+// validateTarget checks the service behind /metrics and completes s with it; with
+// --demo the URL and key come later, with only --config.file s.base stays nil.
 func validateTarget(f flagValues, s *settings) error {
 	if f.demo {
 		if f.apiURL != "" {
@@ -192,9 +183,8 @@ func validateTarget(f flagValues, s *settings) error {
 	return nil
 }
 
-// httpClientConfig returns the HTTP client settings of the service behind
-// /metrics: those of --api.http-config.file, if given, with the key from
-// the key flags unless the file has its own authorization.
+// httpClientConfig returns the HTTP client settings of the service behind /metrics,
+// with the key unless --api.http-config.file has its own authorization.
 func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 	keyGiven := strings.TrimSpace(f.key) != "" || f.keyFile != ""
 	if f.httpConfigFile == "" {
@@ -202,8 +192,7 @@ func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 		if err != nil {
 			return nil, err
 		}
-		// prometheus/common's defaults, as a module and the file start
-		// from: HTTP/2 is the same whichever way the client is set up.
+		// prometheus/common's defaults, as a module and the file start from.
 		hc := config.DefaultHTTPClientConfig
 		hc.Authorization = auth
 		return &hc, nil
@@ -243,9 +232,8 @@ func parseBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// keyAuthorization turns the key source into a Token authorization. A key
-// file is read once here to fail early, then re-read on every request, so a
-// rotated key (even one swapped in by a rename) needs no restart.
+// keyAuthorization turns the key source into a Token authorization; a key file is
+// read here to fail early, then on every request, so rotation needs no restart.
 func keyAuthorization(key, keyFile string) (*config.Authorization, error) {
 	key = strings.TrimSpace(key)
 	switch {

@@ -14,12 +14,8 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// failureLog decides how loud the failures of a target's polls are: a
-// failure is logged at warn when it starts or changes kind (endpoint ×
-// reason × status), at debug while it lasts, and at info once when the
-// endpoint answers well again, so that a revoked key does not bury
-// everything else. The detail views are followed as one. A poll that sent
-// nothing because of a hold-off leaves the state as it was.
+// failureLog logs a failure at warn when it starts or changes kind, at debug while
+// it lasts and at info when it ends; detail views are followed as one.
 type failureLog struct {
 	mu      sync.Mutex
 	failing map[client.Endpoint]*failingRun
@@ -27,8 +23,7 @@ type failureLog struct {
 
 // failingRun is a run of polls in which an endpoint failed.
 type failingRun struct {
-	// kind is the reason and status of the failure ("http_status 401"),
-	// for the detail views every kind among the failed ones.
+	// kind is the reason and status ("http_status 401"), every failed kind for details.
 	kind  string
 	since time.Time
 	polls int
@@ -59,8 +54,7 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 	f.logDetails(logger, s)
 }
 
-// logDetails follows the detail views as one: their kinds of failure
-// together, with one line that sums them up.
+// logDetails follows the detail views as one, with one line that sums them up.
 func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 	checked := s.checkedDetails()
 	for _, d := range checked {
@@ -70,8 +64,7 @@ func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 	}
 	st, ok := s.Endpoints[client.EndpointLocationDetail]
 	if !ok {
-		// No detail view was asked for in this poll; a run of failures
-		// stays open until one is.
+		// No detail view was asked for: a run of failures stays open until one is.
 		return
 	}
 	tally := detailFailures(s)
@@ -98,9 +91,7 @@ func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 		"failed", failed, "total", len(checked), "location_ids", failingIDs(checked), "kinds", kind, "status", st.Status, "err", st.Err)
 }
 
-// step moves ep's run of failures on by one poll started at start, whose
-// failure is kind ("" when the endpoint answered well), and logs what that
-// calls for: what names the endpoint in the messages, attrs the failure.
+// step moves ep's run of failures on by one poll, kind "" when it answered well, and logs it.
 func (f *failureLog) step(logger *slog.Logger, what string, start time.Time, ep client.Endpoint, kind string, attrs ...any) {
 	run := f.failing[ep]
 	switch {
@@ -128,8 +119,7 @@ func sinceAttr(t time.Time) slog.Attr {
 // shownIDs is how many failing locations a log line names.
 const shownIDs = 5
 
-// failingIDs names the first few failing locations of checked, by id,
-// and how many more there are.
+// failingIDs names the first few failing locations of checked, and how many more.
 func failingIDs(checked []locationState) string {
 	var ids []string
 	more := 0

@@ -12,19 +12,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	// zstd lets promhttp answer "Accept-Encoding: zstd", which Prometheus
-	// 3 sends with --enable-feature=zstd-scrape; it links
-	// github.com/klauspost/compress, a pure-Go library without further
-	// dependencies (about 350 KB of binary).
+	// zstd answers Prometheus 3's zstd-scrape feature.
 	_ "github.com/prometheus/client_golang/prometheus/promhttp/zstd"
 )
 
-// scrapeTimeoutHeader is where Prometheus tells how long it will wait.
 const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 
-// Handler serves one scrape: it polls through its Poller within the
-// scrape's budget and serves the snapshot on a registry of its own, next to
-// the long-lived gatherer (nil for /probe, which serves only the poll).
+// Handler serves one scrape: it polls within the scrape's budget and serves the
+// snapshot beside the long-lived gatherer (nil for /probe).
 type Handler struct {
 	poller   *Poller
 	metrics  *Metrics
@@ -33,8 +28,7 @@ type Handler struct {
 	logger   *slog.Logger
 }
 
-// NewHandler returns a handler for p. timeout is --api.timeout, the upper
-// bound of a poll whatever Prometheus allows.
+// NewHandler returns a handler for p; timeout is --api.timeout.
 func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -46,8 +40,6 @@ func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout ti
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := scrapeContext(r, h.timeout)
 	defer cancel()
-	// Gatherers sorts the families it merges and checks them, as a
-	// registry would.
 	g := prometheus.Gatherers{h.metrics.gatherer(h.poller.Poll(ctx))}
 	if h.gatherer != nil {
 		g = append(g, h.gatherer)
@@ -55,8 +47,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveGatherer(w, r, g, h.logger)
 }
 
-// NewGathererHandler serves g as every scrape endpoint of the exporter
-// does: in the format and encoding the scraper asks for.
+// NewGathererHandler serves g in the format and encoding the scraper asks for.
 func NewGathererHandler(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -67,34 +58,24 @@ func NewGathererHandler(g prometheus.Gatherer, logger *slog.Logger) http.Handler
 }
 
 // serveGatherer writes g's metrics, unless Prometheus has already hung up.
-// The format follows the Accept header: OpenMetrics for Prometheus 2.5 and
-// later (3.x asks for it first), protobuf when native histograms are
-// scraped, the classic text format otherwise (curl, promtool). The body is
-// compressed with zstd or gzip when Accept-Encoding asks for it.
 func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer, logger *slog.Logger) {
 	if r.Context().Err() != nil {
 		logger.Debug("Scrape abandoned before the answer was ready")
 		return
 	}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:          scrapeErrorLog{ctx: r.Context(), logger: logger},
-		ErrorHandling:     promhttp.ContinueOnError,
-		EnableOpenMetrics: true,
-		// Counters and histograms carry when they began; OpenMetrics
-		// shows it as _created, so a reset is known for one.
+		ErrorLog:                            scrapeErrorLog{ctx: r.Context(), logger: logger},
+		ErrorHandling:                       promhttp.ContinueOnError,
+		EnableOpenMetrics:                   true,
 		EnableOpenMetricsTextCreatedSamples: true,
-		// zstd first: Prometheus asks for "zstd,gzip" when its zstd-scrape
-		// feature is on, and promhttp breaks ties by this order.
+		// zstd first: promhttp breaks the tie in Prometheus's "zstd,gzip" by this order.
 		OfferedCompressions: offeredCompressions,
 	}).ServeHTTP(w, r)
 }
 
-// offeredCompressions are the encodings served, by preference.
 var offeredCompressions = []promhttp.Compression{promhttp.Zstd, promhttp.Gzip, promhttp.Identity}
 
-// scrapeErrorLog passes promhttp's errors to the log, at debug level once
-// Prometheus has hung up: writes to a closed connection are expected then
-// and would otherwise fill the log with an error per metric family.
+// scrapeErrorLog logs promhttp's errors, at debug level once Prometheus has hung up.
 type scrapeErrorLog struct {
 	ctx    context.Context
 	logger *slog.Logger
@@ -109,8 +90,7 @@ func (l scrapeErrorLog) Println(v ...any) {
 	l.logger.Error("Cannot serve metrics", "err", msg)
 }
 
-// scrapeContext is the context of a poll for request r: its deadline is
-// scrapeBudget's, and it remembers the scrape timeout that set it.
+// scrapeContext is the context of a poll for r, with scrapeBudget's deadline.
 func scrapeContext(r *http.Request, limit time.Duration) (context.Context, context.CancelFunc) {
 	ctx := r.Context()
 	if v := r.Header.Get(scrapeTimeoutHeader); v != "" {
@@ -119,9 +99,8 @@ func scrapeContext(r *http.Request, limit time.Duration) (context.Context, conte
 	return context.WithTimeout(ctx, scrapeBudget(r, limit))
 }
 
-// scrapeBudget is the time a poll may take for request r: the scrape
-// timeout Prometheus sends, less a margin to encode the answer, and never
-// more than limit.
+// scrapeBudget is the time a poll may take for r: the scrape timeout less a
+// margin to encode and send the answer, at most limit.
 func scrapeBudget(r *http.Request, limit time.Duration) time.Duration {
 	v := r.Header.Get(scrapeTimeoutHeader)
 	if v == "" {
@@ -132,8 +111,6 @@ func scrapeBudget(r *http.Request, limit time.Duration) time.Duration {
 		return limit
 	}
 	t := time.Duration(secs * float64(time.Second))
-	// A tenth of the timeout, between 50ms and 500ms, is room enough to
-	// encode the answer and cross the network back.
 	margin := min(max(t/10, 50*time.Millisecond), 500*time.Millisecond)
 	budget := t - margin
 	if budget < t/2 {

@@ -7,39 +7,31 @@ import (
 	"time"
 )
 
-// locationBook remembers, for one target, the last check of every
-// location of its detail subset and how long detail views take. A subset
-// larger than one poll can check is checked in turns, so each location's
-// series come from its last check, whichever poll made it.
+// locationBook remembers a target's last check of each subset location and
+// recent detail durations; a large subset is checked in turns across polls.
 type locationBook struct {
-	mu   sync.Mutex
-	last map[int64]locationState
-	// recent holds the durations of the last detail views that ran to
-	// their end, for usual.
-	recent [recentDetails]time.Duration
-	n, i   int
-	// usualCache is usual's value, recomputed after each observe.
+	mu         sync.Mutex
+	last       map[int64]locationState
+	recent     [recentDetails]time.Duration
+	n, i       int
 	usualCache time.Duration
 	dirty      bool
 }
 
-// recentDetails is how many detail durations the estimate looks at: a
-// few polls' worth on a small subset, well under one poll's on a large one.
+// recentDetails is how many detail durations usual looks at.
 const recentDetails = 64
 
 func newLocationBook() *locationBook {
 	return &locationBook{last: make(map[int64]locationState)}
 }
 
-// lastChecked returns when id was last checked; zero when never.
 func (b *locationBook) lastChecked(id int64) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.last[id].Checked
 }
 
-// record keeps ls as its location's last check, unless a later check is
-// kept already: a poll cut short may report after the next one.
+// record keeps ls unless a later check is kept: a poll cut short may report late.
 func (b *locationBook) record(ls locationState) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -48,7 +40,7 @@ func (b *locationBook) record(ls locationState) {
 	}
 }
 
-// keepOnly forgets every location not in ids: it left the subset.
+// keepOnly forgets every location that left the subset.
 func (b *locationBook) keepOnly(ids map[int64]bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -59,7 +51,6 @@ func (b *locationBook) keepOnly(ids map[int64]bool) {
 	}
 }
 
-// ids returns the locations the book holds, sorted.
 func (b *locationBook) ids() []int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -71,8 +62,7 @@ func (b *locationBook) ids() []int64 {
 	return out
 }
 
-// view returns the last checks of those of ids that have one, sorted by
-// id: a location never checked has no series yet.
+// view returns the last checks of those of ids that have one, sorted by id.
 func (b *locationBook) view(ids []int64) []locationState {
 	b.mu.Lock()
 	out := make([]locationState, 0, min(len(ids), len(b.last)))
@@ -86,7 +76,6 @@ func (b *locationBook) view(ids []int64) []locationState {
 	return out
 }
 
-// observe adds the duration of a detail view that ran to its end.
 func (b *locationBook) observe(d time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -96,9 +85,8 @@ func (b *locationBook) observe(d time.Duration) {
 	b.dirty = true
 }
 
-// usual is the time a detail view of this target usually needs at most:
-// half as much again as the 95th percentile of the recent ones, so that
-// ordinary jitter fits. It is 0 while none has run to its end.
+// usual is 1.5 times the 95th percentile of recent detail durations, so that
+// ordinary jitter fits; 0 while none has run to its end.
 func (b *locationBook) usual() time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -111,9 +99,8 @@ func (b *locationBook) usual() time.Duration {
 	return b.usualCache
 }
 
-// detailQueue holds the detail views a poll has yet to start, the
-// location checked longest ago first (never checked before all), then in
-// the order they came. Its user locks it.
+// detailQueue holds the detail views a poll has yet to start, the location
+// checked longest ago first, then in the order they came.
 type detailQueue []queuedDetail
 
 type queuedDetail struct {
@@ -121,7 +108,6 @@ type queuedDetail struct {
 	last time.Time
 }
 
-// add puts d after every view whose location was checked as long ago.
 func (q *detailQueue) add(d queuedDetail) {
 	i, _ := slices.BinarySearchFunc(*q, d.last, func(e queuedDetail, t time.Time) int {
 		if e.last.After(t) {

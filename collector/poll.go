@@ -14,13 +14,10 @@ import (
 // Target is one watched service and what to read from it.
 type Target struct {
 	Client *client.Client
-	// DetailIDs are the locations whose detail views are read on every poll.
-	DetailIDs []int64
-	// DetailLimit, used when DetailIDs is empty, reads the detail views of
-	// the first DetailLimit locations of the list.
+	// DetailIDs are the detail subset; without them, the list's first DetailLimit.
+	DetailIDs   []int64
 	DetailLimit int
-	// InfoFields are the detail view fields exposed as info labels.
-	InfoFields []string
+	InfoFields  []string // detail view fields exposed as info labels
 }
 
 func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLimit > 0 }
@@ -33,56 +30,44 @@ type pollRun struct {
 	book  *locationBook
 	start time.Time
 	trace *client.Trace
-	wg    sync.WaitGroup
+	allIn chan struct{} // closed when active falls to 0
 
-	mu        sync.Mutex
-	wake      *sync.Cond // on mu: the queue changed, or the poll ends
-	budget    time.Duration
-	root      *client.Result
-	projects  *client.ListResult
-	locations *client.ListResult
-	// subset holds the detail ids met in this poll, in order; seen the
-	// same as a set.
-	subset []int64
-	seen   map[int64]bool
-	queue  detailQueue
-	// closed tells that no more ids will join the queue.
-	closed    bool
-	detailSum detailSummary
-	// listsOut counts the list calls running, workers the detail workers.
+	mu                sync.Mutex
+	wake              *sync.Cond // on mu: the queue changed, or the poll ends
+	budget            time.Duration
+	root              *client.Result
+	projects          *client.ListResult
+	locations         *client.ListResult
+	subset            []int64 // detail ids met in this poll, in order
+	seen              map[int64]bool
+	queue             detailQueue
+	closed            bool // no more ids will join the queue
+	detailSum         detailSummary
 	listsOut, workers int
-	// active counts the calls whose results are out; the last one settles
-	// the poll, so a finished poll is never taken for abandoned.
-	active int
+	active            int // calls whose results are out
 	// settled: every result is in, or a deadline ended the poll; cancelled:
 	// every scrape gave up on it before that.
 	settled, cancelled bool
 }
 
-// detailSummary sums up the detail views as the location_detail endpoint:
-// up when every one answered well, with the highest failed status.
+// detailSummary sums up the detail views as the location_detail endpoint.
 type detailSummary struct {
-	tried               bool
 	firstStart, lastEnd time.Time
 	failed              bool
 	failedStatus        int
 	err                 error
 }
 
-// add folds one detail view that ran from start to end into the summary.
 func (d *detailSummary) add(start, end time.Time, status int, err error) {
-	if !d.tried || start.Before(d.firstStart) {
+	if d.firstStart.IsZero() || start.Before(d.firstStart) {
 		d.firstStart = start
 	}
-	d.tried = true
 	d.lastEnd = maxTime(d.lastEnd, end)
 	if err != nil {
 		d.fail(status, err)
 	}
 }
 
-// fail folds a failure with the status of its response (0 when none came)
-// into the summary.
 func (d *detailSummary) fail(status int, err error) {
 	d.failed = true
 	d.failedStatus = max(d.failedStatus, status)
@@ -91,8 +76,7 @@ func (d *detailSummary) fail(status int, err error) {
 	}
 }
 
-// status is the location_detail status code: the highest status among the
-// failed views, 0 when none of them got a response, 200 when none failed.
+// status is the highest status of the failed views, 200 when none failed.
 func (d *detailSummary) status() int {
 	if d.failed {
 		return d.failedStatus
@@ -103,7 +87,7 @@ func (d *detailSummary) status() int {
 func newPollRun(ctx context.Context, t *Target, book *locationBook, trace *client.Trace, budget time.Duration) *pollRun {
 	p := &pollRun{
 		ctx: ctx, t: t, book: book, start: time.Now(), trace: trace, budget: budget,
-		seen: make(map[int64]bool), active: 1,
+		seen: make(map[int64]bool), active: 1, allIn: make(chan struct{}),
 	}
 	p.wake = sync.NewCond(&p.mu)
 	return p
@@ -112,7 +96,6 @@ func newPollRun(ctx context.Context, t *Target, book *locationBook, trace *clien
 // run reads the whole API once: root, both lists and the explicit detail
 // views at once, and ids drawn from the list as their page arrives.
 func (p *pollRun) run() *Snapshot {
-	// Workers wake when the poll ends, whatever they wait for.
 	stop := context.AfterFunc(p.ctx, func() {
 		p.mu.Lock()
 		p.wake.Broadcast()
@@ -133,27 +116,21 @@ func (p *pollRun) run() *Snapshot {
 	p.addWorkers()
 	p.done()
 	p.mu.Unlock()
-	p.wg.Wait()
+	<-p.allIn
 	return p.snapshot()
 }
 
-// pollLists is how many list calls a poll starts: root, projects and
-// locations.
+// pollLists is how many list calls a poll starts: root, projects and locations.
 const pollLists = 3
 
-// spawn runs call in a goroutine of its own, as one of the calls whose
-// results are out until it calls done; p.mu is held.
+// spawn runs call, which calls done at its end, in a goroutine; p.mu is held.
 func (p *pollRun) spawn(call func()) {
 	p.active++
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		call()
-	}()
+	go call()
 }
 
-// addWorkers starts detail workers in the client's slots that the lists
-// leave free (under a rate limit, once they are done); p.mu is held.
+// addWorkers starts detail workers in the slots the lists leave free
+// (under a rate limit, once they are done); p.mu is held.
 func (p *pollRun) addWorkers() {
 	if !p.t.wantsDetails() || p.listsOut > 0 && p.t.Client.RateLimited() {
 		return
@@ -163,17 +140,16 @@ func (p *pollRun) addWorkers() {
 	}
 }
 
-// done marks one call's results as in, settling the poll with the last;
-// p.mu is held.
+// done marks one call's results as in, settling the poll with the last; p.mu is held.
 func (p *pollRun) done() {
 	p.active--
 	if p.active == 0 {
 		p.settled = true
+		close(p.allIn)
 	}
 }
 
-// listDone marks one list call's results as in, freeing its slot for a
-// detail worker; p.mu is held.
+// listDone marks a list call as in, freeing its slot for a worker; p.mu is held.
 func (p *pollRun) listDone() {
 	p.listsOut--
 	p.addWorkers()
@@ -196,8 +172,7 @@ func (p *pollRun) readProjects() {
 	p.listDone()
 }
 
-// readLocations reads the locations list; without explicit ids, its first
-// DetailLimit ids are the detail subset.
+// readLocations reads the locations list, and the detail subset from it in limit mode.
 func (p *pollRun) readLocations() {
 	want, onIDs := 0, func([]int64) {}
 	limitMode := len(p.t.DetailIDs) == 0 && p.t.DetailLimit > 0
@@ -228,8 +203,7 @@ func (p *pollRun) readLocations() {
 	p.listDone()
 }
 
-// enqueue puts the detail view of id in the queue, once per poll even
-// when a shifting list shows an id twice; p.mu is held.
+// enqueue queues id once per poll, even if a shifting list shows it twice; p.mu is held.
 func (p *pollRun) enqueue(id int64) {
 	if p.seen[id] {
 		return
@@ -240,14 +214,12 @@ func (p *pollRun) enqueue(id int64) {
 	p.wake.Signal()
 }
 
-// closeQueue tells the workers that no more ids will come; p.mu is held.
 func (p *pollRun) closeQueue() {
 	p.closed = true
 	p.wake.Broadcast()
 }
 
-// nextDetail waits for the next id to check and the time to check it.
-// It reports false when there is none left to start in this poll.
+// nextDetail waits for the next id and the time to check it; false when none is left.
 func (p *pollRun) nextDetail() (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -258,13 +230,11 @@ func (p *pollRun) nextDetail() (int64, bool) {
 		case len(p.queue) > 0 && p.timeForDetail():
 			return p.queue.next(), true
 		}
-		// Waits for an id, a scrape with more time joining, or the end.
 		p.wake.Wait()
 	}
 }
 
-// checkDetails is one worker: it checks detail views from the queue until
-// none is left to start.
+// checkDetails is one worker, checking queued detail views until none is left.
 func (p *pollRun) checkDetails() {
 	defer func() {
 		p.mu.Lock()
@@ -282,7 +252,6 @@ func (p *pollRun) checkDetails() {
 	}
 }
 
-// errNoDetail stands for the detail views of a poll that checked none.
 var errNoDetail = errors.New("no detail view was checked in this poll")
 
 // timeForDetail tells whether the poll has the time a detail view usually
@@ -292,17 +261,15 @@ func (p *pollRun) timeForDetail() bool {
 	return usual == 0 || time.Until(p.deadline()) >= min(usual, p.budget/2)
 }
 
-// deadline is when the poll ends, unless a scrape with more time joins
-// it; p.mu is held.
+// deadline is when the poll ends unless a scrape with more time joins; p.mu is held.
 func (p *pollRun) deadline() time.Time {
 	return p.start.Add(p.budget - handoffMargin(p.budget))
 }
 
-// checked folds the outcome of a detail view into the poll and the book;
-// a view never sent or cut short tells nothing of its location.
+// checked folds a detail view into the poll and the book; one never sent or
+// cut short tells nothing of its location.
 func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult) {
 	if errors.Is(r.Err, client.ErrHeldOff) {
-		// Not sent: a hold-off began during the poll.
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.detailSum.fail(r.Status, r.Err)
@@ -321,8 +288,7 @@ func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult)
 	p.detailSum.add(start, end, r.Status, r.Err)
 }
 
-// cutShort tells whether a failed detail view was cut short by the poll's
-// end before it had the usual time, rather than slow on its own.
+// cutShort tells whether a failed view was cut by the poll's end before its usual time.
 func (p *pollRun) cutShort(r client.DetailResult) bool {
 	switch cause := context.Cause(p.ctx); {
 	case cause == nil || client.ReasonOf(r.Err) != client.ReasonTimeout:
@@ -358,8 +324,7 @@ func (p *pollRun) subsetIDs() []int64 {
 	return ids
 }
 
-// snapshot turns what has arrived into a Snapshot; lists not yet in are
-// down as too late.
+// snapshot turns what has arrived into a Snapshot; lists not yet in are too late.
 func (p *pollRun) snapshot() *Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -389,20 +354,20 @@ func (p *pollRun) snapshot() *Snapshot {
 	}
 	ids := p.subsetIDs()
 	s.Details = p.book.view(ids)
-	s.HoldOffUntil = holdOffAt(p.t.Client, now)
+	if until, _ := p.t.Client.HoldOff(); now.Before(until) {
+		s.HoldOffUntil = until
+	}
 	listFailed := p.locations == nil || p.locations.Err != nil
 	switch d := &p.detailSum; {
-	case d.tried || d.failed:
+	case !d.firstStart.IsZero() || d.failed:
 		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: d.status(), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
 	case len(ids) > 0 || p.t.wantsDetails() && listFailed:
-		// None checked: down, never up from the kept results of earlier polls.
 		s.Endpoints[client.EndpointLocationDetail] = uncheckedDetails(p.t.Client, s.HoldOffUntil)
 	}
 	return s
 }
 
-// uncheckedDetails is location_detail in a poll that checked no detail
-// view: down, with the status of the hold-off when one is in force.
+// uncheckedDetails is location_detail, down, in a poll that checked no view.
 func uncheckedDetails(c *client.Client, heldUntil time.Time) endpointState {
 	if heldUntil.IsZero() {
 		return endpointState{Err: errNoDetail}
@@ -411,36 +376,23 @@ func uncheckedDetails(c *client.Client, heldUntil time.Time) endpointState {
 	return endpointState{Status: status, Err: client.ErrHeldOff}
 }
 
-// setBudget records the time the poll was given, which grows when a scrape
-// with more time joins it.
+// setBudget grows the poll's budget when a scrape with more time joins it.
 func (p *pollRun) setBudget(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.budget = d
-	// Workers waiting for time check again.
 	p.wake.Broadcast()
 }
 
-// settle marks the poll's outcome as fixed: every result has arrived, or
-// the deadline has passed and what is still out will be a timeout.
-func (p *pollRun) settle() {
+// end fixes the outcome once no scrape waits: a deadline settles the poll, any
+// other cause abandons it unless every result is in.
+func (p *pollRun) end(byDeadline bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.cancelled = p.cancelled || !byDeadline && !p.settled
 	p.settled = true
 }
 
-// abandon marks the poll as given up by every scrape, unless its outcome
-// is already fixed: a complete poll stays complete.
-func (p *pollRun) abandon() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.settled {
-		p.cancelled = true
-	}
-}
-
-// abandoned tells whether every scrape gave up on the poll before all its
-// results arrived, so that what it holds is cut short by the cancellation.
 func (p *pollRun) abandoned() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -18,8 +18,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// maxProbeTargets bounds the pollers kept for /probe, since targets come
-// from requests; the least recently used one goes first.
+// maxProbeTargets bounds the pollers kept for /probe; the least recently used goes first.
 const maxProbeTargets = 1000
 
 // ModuleLookup finds a module by name; its error is the 400's reason.
@@ -28,62 +27,41 @@ type ModuleLookup func(name string) (ProbeModule, error)
 // ProbeModule is what /probe needs of a module.
 type ProbeModule struct {
 	Settings TargetSettings
-	// Version describes the module (compared with reflect.DeepEqual), so
-	// that a reload replaces the pollers of changed modules only: the
-	// others keep their hold-off, minimum interval and last poll.
+	// Version is compared on reload: only pollers of changed modules are replaced.
 	Version any
-	// CheckTarget says why the module may not be used with a target, in
-	// /probe's spelling, or returns nil when it may; nil allows any.
-	// It guards the module's credentials: a refused target is sent
-	// nothing.
+	// CheckTarget says why the module may not be used with a target; nil allows any.
 	CheckTarget func(target *url.URL) error
 }
 
-// ProbeHandler serves /probe?target=<base URL>&module=<name>: a poll of any
-// service on a registry of its own, with the families that /metrics has
-// for its service, the exporter's own (deployment_service_exporter_*, go_*,
-// process_*, promhttp_*) left out. It keeps one poller per target and
-// module, so min interval, hold-off and shared polls apply to each of
-// them as they do to /metrics, and so do the request counters and
-// histogram: counted since the pair was first probed, until it leaves the
-// cache.
+// ProbeHandler serves /probe?target=<base URL>&module=<name> from one poller
+// per target and module, each with its own interval, hold-off and request metrics.
 type ProbeHandler struct {
-	lookup ModuleLookup
-	recent *PollLog
-	logger *slog.Logger
-	// maxTargets is maxProbeTargets, lowered by tests.
+	lookup     ModuleLookup
+	recent     *PollLog
+	logger     *slog.Logger
 	maxTargets int
-	// ExternalURL, when set, is where people reach the exporter: each
-	// target's deployment_service_target_info links to its page there.
-	// Set it before serving.
+	// ExternalURL, when set, is where target_info links point; set it before serving.
 	ExternalURL *url.URL
-	// HoldOffs keeps the hold-offs of every pair's origin, so that a pair
-	// dropped from the cache forgets none. NewProbeHandler sets one; give
-	// the /metrics client's instead before serving, to share it.
+	// HoldOffs keeps every origin's hold-off, so a pair dropped from the cache forgets none.
 	HoldOffs *client.HoldOffs
 
 	mu      sync.Mutex
 	pollers map[probeKey]*probeEntry
 	modules map[string]*probeModule
-	// books keeps the location checks of pairs that a reload replaced,
-	// until the pair is built again: the locations still in its subset
-	// keep their last results.
+	// books keeps the location checks of pairs a reload replaced, until rebuilt.
 	books map[probeKey]keptLocations
 }
 
 type probeKey struct{ target, module string }
 
-// probeModule is what the targets of one module share: the transport with
-// its connections, TLS settings and key source, and the descriptors of
-// the per-scrape metrics.
+// probeModule is what one module's targets share: transport, key source and descriptors.
 type probeModule struct {
 	version   any
 	transport *client.Transport
 	metrics   *Metrics
 }
 
-// probeEntry is one target × module pair: its poller and the metrics
-// kept across its scrapes.
+// probeEntry is one target × module pair: its poller and its lasting metrics.
 type probeEntry struct {
 	version  any
 	poller   *Poller
@@ -123,7 +101,6 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := scrapeContext(r, e.timeout)
 	defer cancel()
 	snap := e.poller.Poll(ctx)
-	// Gathered after the poll, so the counters include its requests.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(e.metrics.collector(snap), e.requests, e.info)
 	if q.Get("debug") == "true" {
@@ -133,10 +110,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveGatherer(w, r, reg, h.logger)
 }
 
-// writeDebug answers /probe?debug=true, as blackbox_exporter's debug
-// output does: the module's settings, the poll with each request and its
-// phases, the answer that started a hold-off in force, and the metrics
-// the probe would have returned.
+// writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.
 func (h *ProbeHandler) writeDebug(w http.ResponseWriter, target *url.URL, module string, s TargetSettings, snap *Snapshot, reg prometheus.Gatherer) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	var b strings.Builder
@@ -172,9 +146,8 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, target *url.URL, module
 	_, _ = io.WriteString(w, b.String())
 }
 
-// parseTarget checks a /probe target (see client.ParseTarget) and returns
-// it in one spelling, so that spellings of one service share one poller.
-// Its errors never repeat the target, which could carry credentials.
+// parseTarget checks a /probe target and returns it in one spelling, so that
+// spellings of one service share one poller; its errors never repeat the target.
 func parseTarget(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
@@ -196,10 +169,8 @@ func moduleName(m string) string {
 	return m
 }
 
-// pair looks the module up and returns its pair with target, or the
-// status and reason of a refusal. Both happen under h.mu, so that a
-// reload's Prune cannot come between them: a pair of the old module is
-// pruned, never built after it.
+// pair looks the module up and returns its pair with target, or a refusal, under
+// h.mu so that a reload's Prune cannot come between.
 func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeModule, int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -217,8 +188,7 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 	return e, m, http.StatusBadRequest, err
 }
 
-// entry returns the poller for target and module m, building one when
-// there is none or the module changed since; h.mu is held.
+// entry returns the poller for target and m, building one when needed; h.mu is held.
 func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*probeEntry, error) {
 	settings, version := m.Settings, m.Version
 	key := probeKey{target: target.String(), module: moduleName(module)}
@@ -251,8 +221,6 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 		e.poller.takeLocations(old)
 		delete(h.books, key)
 	}
-	// Only now that the new pair is known to work does an old one make
-	// room for it.
 	if len(h.pollers) >= h.maxTargets {
 		h.evictOldest()
 	}
@@ -260,9 +228,7 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 	return e, nil
 }
 
-// keepBook keeps the location checks of a pair being replaced, for its
-// next poller; h.mu is held. The stash is bounded like the cache: a pair
-// never probed again gives up its place.
+// keepBook stashes a replaced pair's location checks, bounded like the cache; h.mu is held.
 func (h *ProbeHandler) keepBook(key probeKey, p *Poller) {
 	if _, ok := h.books[key]; !ok && len(h.books) >= h.maxTargets {
 		for k := range h.books {
@@ -277,9 +243,7 @@ func (h *ProbeHandler) targetError(module string, err error) error {
 	return fmt.Errorf("module %q cannot poll this target: %s", module, strings.ReplaceAll(err.Error(), "\n", " "))
 }
 
-// module returns what the targets of the named module share, built anew
-// when the module changed; h.mu is held. The targets of the old version
-// keep theirs until they are dropped.
+// module returns what the named module's targets share, rebuilt when it changed; h.mu is held.
 func (h *ProbeHandler) module(name string, s TargetSettings, version any) (*probeModule, error) {
 	if m, ok := h.modules[name]; ok && reflect.DeepEqual(m.version, version) {
 		return m, nil
@@ -293,10 +257,8 @@ func (h *ProbeHandler) module(name string, s TargetSettings, version any) (*prob
 	return m, nil
 }
 
-// Prune drops the pollers whose module is gone or changed, as a reload
-// leaves them: their polls in flight are cancelled, so that nothing more
-// is sent with the old module, and their connections close. Their request
-// counters restart if the pair is probed again.
+// Prune drops the pollers whose module is gone or changed after a reload,
+// cancelling their polls and closing their connections.
 func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -322,8 +284,7 @@ func (h *ProbeHandler) Prune() {
 	}
 }
 
-// drop forgets a pair and closes its client's connections: at once, or
-// as soon as a poll still in flight ends; h.mu is held.
+// drop forgets a pair and closes its connections once no poll is in flight; h.mu is held.
 func (h *ProbeHandler) drop(key probeKey, e *probeEntry) {
 	e.poller.target.Client.Close()
 	delete(h.pollers, key)

@@ -15,34 +15,26 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// PollRecord is one poll as the pages, the text view and the debug view
-// show it. It holds only redacted text, and is never changed once kept.
+// PollRecord is one poll as the pages show it, redacted and never changed once kept.
 type PollRecord struct {
 	ID       uint64
 	Start    time.Time
 	Duration time.Duration
-	// Target is the redacted base URL; Module the module name, empty for
-	// the service behind /metrics.
-	Target, Module string
-	// Up is deployment_service_up: root and both lists answered well.
-	Up bool
-	// Summary says in one line what failed or was slow, or "ok".
-	State   PollState
-	Summary string
-	// Projects and Locations are the list counts, when the lists were read.
+	// Target is the redacted base URL; Module is empty for /metrics.
+	Target, Module      string
+	Up                  bool
+	State               PollState
+	Summary             string
 	Projects, Locations Count
-	// HeldOff tells that a hold-off, asked with HoldOffStatus, kept requests
-	// of the poll unsent; HeldOffUntil is the latest end of one it met.
+	// HeldOffUntil is the latest end of a hold-off that kept requests unsent.
 	HeldOff       bool
 	HoldOffStatus int
 	HeldOffUntil  time.Time
-	// HoldOffPollID, in a copy from the log, names the poll that met it.
 	HoldOffPollID uint64
-	// Requests are in endpoint order; Dropped counts those not kept.
+	// Dropped counts the requests not kept.
 	Requests []client.TraceRequest
 	Dropped  int
 
-	// metUntil is the end of a hold-off an answer in this poll started.
 	metUntil time.Time
 	size     int
 }
@@ -63,15 +55,13 @@ func (s PollState) String() string {
 	return [...]string{"ok", "slow", "partial", "failed"}[s]
 }
 
-// slowAnswer is the wait for an answer's first byte past which the pages
-// call it slow: the latency at which DeploymentServiceAPISlow warns.
+// slowAnswer is the first-byte wait past which a page calls an answer slow, as DeploymentServiceAPISlow does.
 const slowAnswer = 2 * time.Second
 
 // Slow tells whether r's first byte came after slowAnswer.
 func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > slowAnswer }
 
-// NotSent tells whether r was never sent: the client gives a reason for
-// every request that failed once sent.
+// NotSent tells whether r was never sent: the client gives a reason for every failed sent one.
 func NotSent(r client.TraceRequest) bool { return r.Note == "" && r.Reason == "" && r.Error != "" }
 
 // StatusText renders r's status: "not sent", "no response" or the code.
@@ -98,7 +88,6 @@ func newPollRecord(target, module string, s *Snapshot) *PollRecord {
 	return rec
 }
 
-// sum orders rec's requests and says how the poll of s went.
 func (rec *PollRecord) sum(s *Snapshot) {
 	slices.SortStableFunc(rec.Requests, func(a, b client.TraceRequest) int {
 		return cmp.Or(cmp.Compare(slices.Index(client.Endpoints, a.Endpoint), slices.Index(client.Endpoints, b.Endpoint)),
@@ -120,13 +109,11 @@ func (rec *PollRecord) sum(s *Snapshot) {
 	}
 }
 
-// detailID is the id a detail view's URL ends with, 0 for other URLs.
 func detailID(u string) int64 {
 	id, _ := strconv.ParseInt(path.Base(u), 10, 64)
 	return id
 }
 
-// slowText names each endpoint with a slow answer, and its slowest.
 func slowText(reqs []client.TraceRequest) string {
 	var parts []string
 	for _, ep := range client.Endpoints {
@@ -143,7 +130,6 @@ func slowText(reqs []client.TraceRequest) string {
 	return strings.Join(parts, ", ")
 }
 
-// holdOffEnd is the latest hold-off end that the requests of a poll set.
 func holdOffEnd(reqs []client.TraceRequest) time.Time {
 	var end time.Time
 	for _, r := range reqs {
@@ -152,8 +138,7 @@ func holdOffEnd(reqs []client.TraceRequest) time.Time {
 	return end
 }
 
-// failure is one thing that went wrong in a poll: which endpoint, how and
-// with which status (0 when no response came).
+// failure is one thing that went wrong in a poll; status is 0 when no response came.
 type failure struct {
 	what   string
 	status int
@@ -166,10 +151,8 @@ func (f failure) String() string {
 	return fmt.Sprintf("%s %d", f.what, f.status)
 }
 
-// summarize tells how a poll went, in one line that names every failure
-// with its status, the highest status first. The detail views are counted
-// one by one rather than taken from the location_detail endpoint, whose
-// status need not be a failing one.
+// summarize tells how a poll went in one line naming every failure, highest status first;
+// detail views are counted one by one.
 func summarize(s *Snapshot) (PollState, string) {
 	var order []failure
 	groups := map[failure][]string{}
@@ -213,9 +196,8 @@ type detailTally struct {
 	count map[failure]int
 }
 
-// detailFailures groups the detail views this poll checked and found
-// failing by kind and status. When none failed but the location_detail
-// endpoint did, that failure stands for them.
+// detailFailures groups this poll's failing detail views by kind and status,
+// or falls back on the location_detail endpoint's failure.
 func detailFailures(s *Snapshot) detailTally {
 	t := detailTally{count: map[failure]int{}}
 	checked := s.checkedDetails()
@@ -236,8 +218,7 @@ func detailFailures(s *Snapshot) detailTally {
 	return t
 }
 
-// failureKind names how err failed: its reason, or what kept the request
-// from being sent or waited for.
+// failureKind names how err failed: its reason, or what kept it from being sent or waited for.
 func failureKind(err error) string {
 	switch {
 	case errors.Is(err, client.ErrHeldOff):
@@ -250,7 +231,6 @@ func failureKind(err error) string {
 	return string(client.ReasonOf(err))
 }
 
-// ModuleName names a poll's module: the one behind /metrics has none.
 func ModuleName(module string) string {
 	if module == "" {
 		return "(flags)"
@@ -271,8 +251,7 @@ func (rec *PollRecord) KeyRefused() string {
 	return ""
 }
 
-// NotSentText says why r was not sent: a hold-off, with its status and
-// end, or what stopped it.
+// NotSentText says why r was not sent.
 func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
 	if r.Status == 0 {
 		return r.Error
@@ -287,8 +266,7 @@ func untilText(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
 }
 
-// textView is the debug view of a poll, for curl users. Excerpts are
-// quoted, so control characters from the service cannot reach a terminal.
+// textView is the debug view of a poll; excerpts are quoted to keep control characters off terminals.
 var textView = template.Must(template.New("poll").Funcs(template.FuncMap{
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
@@ -317,14 +295,11 @@ Started {{rfc3339nano .Start}}, took {{duration .Duration}}, up {{.Up}}: {{.Summ
 // WriteText writes the debug view of rec as plain text.
 func (rec *PollRecord) WriteText(w io.Writer) error { return textView.Execute(w, rec) }
 
-// writeAnswerText writes what the service sent back to r, indented.
 func writeAnswerText(w io.Writer, r client.TraceRequest) {
 	_ = textView.ExecuteTemplate(w, "answer", r)
 }
 
-// PhasesText renders when each phase of an exchange ended, counted from
-// the request's start, as blackbox_exporter's debug output does; "" when
-// none was timed.
+// PhasesText renders when each phase of an exchange ended, from the request's start; "" when none was timed.
 func PhasesText(p client.Phases) string {
 	var parts []string
 	if p.Reused {

@@ -138,7 +138,7 @@ func (r *rig) expireNow(t *testing.T) {
 		t.Fatal("no poll in flight to expire")
 	}
 	p.inflight = nil
-	c.run.settle()
+	c.run.end(true)
 	c.cancel(&deadlineError{limit: "the test"})
 }
 

@@ -7,45 +7,31 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// Snapshot is what one poll of the API found, as plain values. Turning it
-// into metrics is a pure function of it, so "absent, never zero" is decided
-// here and only here.
+// Snapshot is what one poll of the API found, as plain values.
 type Snapshot struct {
-	// Start is when the poll began; Duration its wall time.
-	Start    time.Time
-	Duration time.Duration
-	// Endpoints holds root, projects and locations, plus location_detail
-	// when any detail view was requested.
-	Endpoints map[client.Endpoint]endpointState
-	// Projects and Locations are the list counts, when the lists were read.
+	Start               time.Time
+	Duration            time.Duration
+	Endpoints           map[client.Endpoint]endpointState
 	Projects, Locations Count
-	// Details holds the last check of every location of the detail subset
-	// checked so far, by this poll or an earlier one, sorted by id.
+	// Details holds each subset location's last check, by this poll or an earlier one.
 	Details []locationState
-	// HoldOffUntil is when the hold-off in force as the snapshot was made
-	// ends, the zero time when none was: the service answered 429 or 503
-	// with Retry-After, and the exporter sends it nothing until then.
+	// HoldOffUntil ends the Retry-After hold-off in force at the snapshot; zero if none.
 	HoldOffUntil time.Time
 
-	trace *client.Trace
-	// budget is the time the poll was given.
+	trace  *client.Trace
 	budget time.Duration
 }
 
-// reusableFor tells whether a scrape with the given budget may be answered
-// from this poll inside the minimum interval. A poll that ran out of time
-// is not reused for a scrape that has more time than it had: one scrape
-// with a tiny timeout must not blank the answers for the whole interval.
+// reusableFor tells whether a scrape with budget may reuse this poll: one that
+// ran out of time is not reused for a scrape with more time than it had.
 func (s *Snapshot) reusableFor(budget time.Duration) bool {
 	return !s.timedOut() || s.budget >= budget-budget/20
 }
 
-// late tells whether err stands for a request that ran out of time.
 func late(err error) bool {
 	return errors.Is(err, errTooLate) || client.ReasonOf(err) == client.ReasonTimeout
 }
 
-// timedOut tells whether anything in the poll ran out of time.
 func (s *Snapshot) timedOut() bool {
 	for _, st := range s.Endpoints {
 		if late(st.Err) {
@@ -60,8 +46,7 @@ func (s *Snapshot) timedOut() bool {
 	return false
 }
 
-// onlyOutOfTime tells whether every list that failed in the poll, the
-// root included, failed for lack of time.
+// onlyOutOfTime tells whether every list that failed, root included, ran out of time.
 func (s *Snapshot) onlyOutOfTime() bool {
 	for _, ep := range upEndpoints {
 		if st := s.Endpoints[ep]; st.Err != nil && !late(st.Err) {
@@ -71,7 +56,6 @@ func (s *Snapshot) onlyOutOfTime() bool {
 	return true
 }
 
-// checkedDetails returns the detail views checked by this poll itself.
 func (s *Snapshot) checkedDetails() []locationState {
 	var out []locationState
 	for _, d := range s.Details {
@@ -82,17 +66,7 @@ func (s *Snapshot) checkedDetails() []locationState {
 	return out
 }
 
-// holdOffAt returns the end of c's hold-off when one is in force at now,
-// else the zero time.
-func holdOffAt(c *client.Client, now time.Time) time.Time {
-	if until, _ := c.HoldOff(); now.Before(until) {
-		return until
-	}
-	return time.Time{}
-}
-
-// at returns s as served at now: a hold-off that has ended since the poll
-// is no longer in force. s itself is shared and never changed.
+// at returns s as served at now, without a hold-off that has ended since; s is shared.
 func (s *Snapshot) at(now time.Time) *Snapshot {
 	if s.HoldOffUntil.IsZero() || now.Before(s.HoldOffUntil) {
 		return s
@@ -102,20 +76,16 @@ func (s *Snapshot) at(now time.Time) *Snapshot {
 	return &c
 }
 
-// endpointState is how one endpoint answered during a poll.
+// endpointState is how one endpoint answered during a poll; Status is 0 when no response came.
 type endpointState struct {
-	// Status is the HTTP status of the last response, 0 when none came.
 	Status   int
 	Duration time.Duration
-	// Err is nil when the endpoint answered well.
-	Err error
+	Err      error
 }
 
-// ok tells whether the endpoint answered well.
 func (e endpointState) ok() bool { return e.Err == nil }
 
-// Count is a list count that may be unknown: a list that could not be read
-// has no count, which is not the same as a count of zero.
+// Count is a list count; Known is false when the list could not be read.
 type Count struct {
 	Value int64
 	Known bool
@@ -127,16 +97,12 @@ type locationState struct {
 	Status   int
 	Duration time.Duration
 	Err      error
-	// Fields holds the requested info fields found in the detail view.
-	Fields map[string]string
-	// Checked is when the check was sent.
-	Checked time.Time
+	Fields   map[string]string
+	Checked  time.Time
 }
 
-// upEndpoints are the endpoints that deployment_service_up depends on.
 var upEndpoints = []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations}
 
-// up tells whether all three lists and the root answered well.
 func (s *Snapshot) up() bool {
 	for _, ep := range upEndpoints {
 		if st, ok := s.Endpoints[ep]; !ok || !st.ok() {
@@ -146,9 +112,7 @@ func (s *Snapshot) up() bool {
 	return true
 }
 
-// failedSnapshot stands for a poll that sent nothing: every endpoint is
-// down with the given status and error, and every location of the subset
-// keeps the result of its last check.
+// failedSnapshot stands for a poll that sent nothing: lists are down and the subset keeps its last checks.
 func failedSnapshot(start time.Time, t *Target, book *locationBook, status int, err error) *Snapshot {
 	s := &Snapshot{Start: start, Endpoints: make(map[client.Endpoint]endpointState, 4)}
 	for _, ep := range upEndpoints {

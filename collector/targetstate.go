@@ -30,9 +30,8 @@ type PollLog struct {
 	recent     int
 }
 
-// TargetState is what is kept of one target: its latest poll and, until a
-// poll is ok again, its first failing poll and the one that met the
-// answer starting its hold-off.
+// TargetState is one target's latest poll and, until one is ok again, its first
+// failing poll and the one that met the answer starting its hold-off.
 type TargetState struct {
 	Latest, Failing, HoldOff *PollRecord
 }
@@ -79,7 +78,6 @@ func (l *PollLog) Add(rec *PollRecord) {
 	}
 }
 
-// bytes counts the distinct records of st.
 func (st *TargetState) bytes() int {
 	n := 0
 	for i, r := range st.records() {
@@ -116,8 +114,7 @@ func (l *PollLog) evictOldest(keep targetKey) {
 	delete(l.targets, oldest)
 }
 
-// metAnswer finds the kept poll whose answer started the hold-off in force
-// during rec, of any target of its origin; l.mu is held.
+// metAnswer finds the kept poll, of any target of rec's origin, whose answer started its hold-off.
 func (l *PollLog) metAnswer(rec *PollRecord) *PollRecord {
 	if rec.HeldOffUntil.IsZero() {
 		return nil
@@ -140,7 +137,6 @@ func (l *PollLog) HoldOffPoll(rec *PollRecord) uint64 {
 	return l.view(rec).HoldOffPollID
 }
 
-// view is a copy of rec with its HoldOffPollID; l.mu is held.
 func (l *PollLog) view(rec *PollRecord) *PollRecord {
 	if rec == nil {
 		return nil
@@ -160,7 +156,6 @@ func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 	return l.view(r), r != nil
 }
 
-// find returns the kept poll with the given id, or nil; l.mu is held.
 func (l *PollLog) find(id uint64) *PollRecord {
 	for _, st := range l.targets {
 		for _, r := range st.records() {
@@ -213,8 +208,7 @@ func (l *PollLog) Recent() []*PollRecord {
 	return out
 }
 
-// TargetPage is the address of a target's page under the exporter's
-// external URL, "" without one.
+// TargetPage is a target's page under the external URL, "" without one.
 func TargetPage(external *url.URL, target, module string) string {
 	if external == nil {
 		return ""

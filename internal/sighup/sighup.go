@@ -1,5 +1,4 @@
-// Package sighup catches SIGHUP from the first moments of the process, which
-// Go would otherwise end: it imports nothing heavy, so its init runs early.
+// Package sighup catches SIGHUP from the process's first moments, as its init runs early.
 package sighup
 
 import (
@@ -14,6 +13,5 @@ func init() {
 	signal.Notify(hup, syscall.SIGHUP)
 }
 
-// Signals delivers the SIGHUPs since the process began; those that arrive
-// while one waits are merged into it, as one reload covers them all.
+// Signals delivers SIGHUPs since the process began, merging those that queue.
 func Signals() <-chan os.Signal { return hup }
