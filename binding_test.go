@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -151,6 +153,57 @@ func TestProbeKeyGoesOnlyToListedTargets(t *testing.T) {
 	}
 }
 
+// TestProbeRefusesAddressSpellingsAndLongTargets: through the binary, a
+// lone "*" host matches no address however it is spelt (a zone, brackets,
+// a number a resolver reads as one), and targets beyond the bounds are a
+// 400 that repeats nothing of them, even for a credentialed wildcard:
+// none of them reaches the recorder.
+func TestProbeRefusesAddressSpellingsAndLongTargets(t *testing.T) {
+	rec := newRecorder(t)
+	port := mustURL(t, rec.URL).Port()
+	dir := t.TempDir()
+	cfg := writeTestFile(t, dir, "config.yml", `modules:
+  star:
+    targets: ["http://*:`+port+`/deploy"]
+    http_client_config: {authorization: {type: Token, credentials: key-star-789}}
+  wild:
+    targets: ["http://*.deploy.example.com:`+port+`"]
+    http_client_config: {authorization: {type: Token, credentials: key-wild-456}}
+`)
+	e := startExporter(t, nil, "--config.file="+cfg)
+	long := strings.Repeat("a", 100_000)
+	for _, r := range []struct {
+		module, target string
+		code           int
+	}{
+		{"star", "http://[::ffff:127.0.0.1%25lo]:" + port + "/deploy", http.StatusBadRequest},
+		{"star", "http://[::1%25x]:" + port + "/deploy", http.StatusBadRequest},
+		{"star", "http://[::ffff:127.0.0.1]:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://[::ffff:7f00:1]:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://2130706433:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://0x7f000001:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://017700000001:" + port + "/deploy", http.StatusForbidden},
+		{"star", "http://localhost:" + port + "/deploy/" + long, http.StatusBadRequest},
+		{"wild", "http://" + long[:64] + ".deploy.example.com:" + port, http.StatusBadRequest},
+		{"wild", "http://" + long + ".deploy.example.com:" + port, http.StatusBadRequest},
+	} {
+		code, body := e.get(t, "/probe?module="+r.module+"&target="+url.QueryEscape(r.target))
+		if code != r.code || strings.Count(body, "\n") != 1 || strings.Contains(body, long[:64]) {
+			t.Errorf("module %s, target %.80s: %d %.200q, want a one-line %d that does not repeat it", r.module, r.target, code, body, r.code)
+		}
+	}
+	if got := rec.requests(); len(got) != 0 {
+		t.Fatalf("refused targets got requests: %q", got)
+	}
+	if strings.Contains(e.stderr.String(), long[:64]) {
+		t.Error("the log repeats a refused target")
+	}
+	// The pattern does match a name, so the recorder would have seen them.
+	if code, _ := e.get(t, "/probe?module=star&target="+url.QueryEscape("http://localhost:"+port+"/deploy")); code != http.StatusOK || len(rec.requests()) == 0 {
+		t.Errorf("a name the pattern matches: %d, %d requests", code, len(rec.requests()))
+	}
+}
+
 // TestBadModuleRefusedEverywhere: a module with a key and no targets is a
 // bad file at start, on reload (the old file keeps serving) and for
 // --config.check, each time with a line naming the module.
@@ -208,6 +261,137 @@ func TestBadModuleRefusedEverywhere(t *testing.T) {
 	if code, _ := e.get(t, "/probe?module=leaky&target="+url.QueryEscape(svc.URL())); code != http.StatusBadRequest {
 		t.Errorf("the refused file's module answers %d", code)
 	}
+}
+
+// TestClientCertificatesAndProxyCredentialsBindToTargets: a client
+// certificate, a proxy's password and proxy_connect_header lend the
+// module's authority as a key does, so a module with any of them and no
+// targets is refused at start, by --config.check and on reload.
+func TestClientCertificatesAndProxyCredentialsBindToTargets(t *testing.T) {
+	dir := t.TempDir()
+	bad := "modules:\n" +
+		"  cert:\n    http_client_config: {tls_config: {cert_file: c.pem, key_file: k.pem}}\n" +
+		"  proxy:\n    http_client_config: {proxy_url: 'http://u:proxy-pw-321@127.0.0.1:3128'}\n" +
+		"  connect:\n    http_client_config: {proxy_url: 'http://127.0.0.1:3128', proxy_connect_header: {Proxy-Authorization: [Basic connect-secret-654]}}\n"
+	badPath := writeTestFile(t, dir, "bad.yml", bad)
+	want := []string{
+		`module "cert": carries credentials (http_client_config.tls_config (a client certificate)) but lists no targets`,
+		`module "connect": carries credentials (http_client_config.proxy_connect_header) but lists no targets`,
+		`module "proxy": carries credentials (http_client_config.proxy_url (a password)) but lists no targets`,
+	}
+	secrets := []string{"proxy-pw-321", "connect-secret-654"}
+
+	code, stdout, stderr := runCheck(t, "--config.file="+badPath)
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if code != 1 || stdout != "" || len(lines) != len(want) {
+		t.Fatalf("--config.check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("--config.check line %q lacks %q", lines[i], w)
+		}
+	}
+
+	start := exec.Command(binary, "--web.listen-address="+freeAddr(t), "--config.file="+badPath)
+	start.Env = cleanEnv()
+	var startErr bytes.Buffer
+	start.Stderr = &startErr
+	if err := start.Run(); err == nil || strings.Count(strings.TrimSpace(startErr.String()), "\n") != 0 || !strings.Contains(startErr.String(), "carries credentials") {
+		t.Errorf("start: %v, want one line refusing the file:\n%s", err, startErr.String())
+	}
+
+	cfgPath := writeTestFile(t, dir, "config.yml", "modules:\n  default: {}\n")
+	e := startExporter(t, nil, "--config.file="+cfgPath)
+	writeTestFile(t, dir, "config.yml", bad)
+	if code, body := e.do(t, http.MethodPost, "/-/reload"); code != http.StatusInternalServerError || !strings.Contains(body, want[0]) {
+		t.Errorf("reload: %d %q", code, body)
+	}
+	for _, secret := range secrets {
+		if strings.Contains(stderr+startErr.String()+e.stderr.String(), secret) {
+			t.Errorf("a proxy secret reached the output")
+		}
+	}
+}
+
+// TestKeyFilesMustBeRegularFiles: a key file that is a device or a FIFO
+// is refused with one line naming it at start, by --config.check and on
+// reload, and the reload answers at once instead of waiting on the FIFO.
+func TestKeyFilesMustBeRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "key.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := exec.Command(binary, "--web.listen-address="+freeAddr(t), "--api.url=http://127.0.0.1:1", "--api.key-file=/dev/zero")
+	start.Env = cleanEnv()
+	var startErr bytes.Buffer
+	start.Stderr = &startErr
+	if err := start.Run(); err == nil || strings.Count(strings.TrimSpace(startErr.String()), "\n") != 0 ||
+		!strings.Contains(startErr.String(), "--api.key-file: cannot read the key file /dev/zero: it is a device, not a regular file") {
+		t.Errorf("start with /dev/zero: %v\n%s", err, startErr.String())
+	}
+
+	withKey := func(file string) string {
+		return "modules:\n  default:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials_file: " + file + "}}\n"
+	}
+	bad := writeTestFile(t, dir, "bad.yml", withKey(fifo))
+	if code, _, stderr := runCheck(t, "--config.file="+bad); code != 1 || !strings.Contains(stderr, fifo+": it is a FIFO, not a regular file") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("--config.check with a FIFO: exit %d, %q", code, stderr)
+	}
+
+	writeTestFile(t, dir, "key", "key-k\n")
+	cfgPath := writeTestFile(t, dir, "config.yml", withKey("key"))
+	e := startExporter(t, nil, "--config.file="+cfgPath)
+	writeTestFile(t, dir, "config.yml", withKey(fifo))
+	for range 2 {
+		if code, body := e.do(t, http.MethodPost, "/-/reload"); code != http.StatusInternalServerError || !strings.Contains(body, fifo+": it is a FIFO") {
+			t.Errorf("reload with a FIFO: %d %q", code, body)
+		}
+	}
+	writeTestFile(t, dir, "config.yml", withKey("key"))
+	if code, body := e.do(t, http.MethodPost, "/-/reload"); code != http.StatusOK {
+		t.Errorf("reload after the FIFO: %d %q", code, body)
+	}
+}
+
+// TestUnreadableKeyFileSaidPlainly: once the key file behind /metrics
+// can no longer be read (here a FIFO took its place), nothing is sent,
+// the endpoints are down, the log names the file, and no failure of the
+// service or the network is counted.
+func TestUnreadableKeyFileSaidPlainly(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "key-k", Locations: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	dir := t.TempDir()
+	keyFile := writeTestFile(t, dir, "key", "key-k\n")
+	e := startExporter(t, nil, "--api.url="+svc.URL(), "--api.key-file="+keyFile, "--api.timeout=5s")
+	if _, m := e.get(t, "/metrics"); !strings.Contains(m, "deployment_service_up 1") {
+		t.Fatalf("before: %s", m)
+	}
+	sent := svc.Service.TotalRequests()
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(keyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, m := e.get(t, "/metrics")
+	for _, want := range []string{
+		`deployment_service_endpoint_up{endpoint="root"} 0`,
+		`deployment_service_request_errors_total{endpoint="root",reason="network"} 0`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
+	if n := svc.Service.TotalRequests(); n != sent {
+		t.Errorf("%d requests sent without a key", n-sent)
+	}
+	eventually(t, "the log names the key file", func() bool {
+		return strings.Contains(e.stderr.String(), "cannot read the key file "+keyFile+": it is a FIFO, not a regular file")
+	})
 }
 
 // runCheck runs the binary with --config.check and args.

@@ -10,11 +10,8 @@ import (
 	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 )
 
-// checkConfig answers --config.check: it checks the flags, the
-// configuration file and the HTTP client file as a start would, building
-// every HTTP client so that missing CA, certificate and key files show,
-// and prints each problem on a line of its own or OK. It serves nothing
-// and returns the exit code.
+// checkConfig answers --config.check: it checks everything a start would,
+// prints each problem on a line or OK, and returns the exit code.
 func checkConfig(f flagValues, stdout, stderr io.Writer) int {
 	var problems []string
 	if f.configFile == "" && f.httpConfigFile == "" && f.apiURL == "" && !f.demo {
@@ -37,8 +34,7 @@ func checkConfig(f flagValues, stdout, stderr io.Writer) int {
 }
 
 // checkMetricsTarget checks the flags of the service behind /metrics and
-// builds its HTTP client. Without --api.url it still reads
-// --api.http-config.file, which a later start with one would use.
+// builds its HTTP client; without --api.url it still reads its file.
 func checkMetricsTarget(f flagValues) error {
 	var hc config.HTTPClientConfig
 	switch {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -186,6 +187,11 @@ func TestDocsReadme(t *testing.T) {
 	quick := "```sh\ngo run . --demo\ngo test ./...\n```"
 	if i := strings.Index(readme, quick); i < 0 || strings.Contains(readme[:i], "```") {
 		t.Errorf("README.md does not begin with the quick start:\n%s", quick)
+	}
+	// The Go it asks for is go.mod's.
+	goLine := regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(readDoc(t, "go.mod"))
+	if want := "Needs Go " + goLine[1] + " or later."; !strings.Contains(readme, want) {
+		t.Errorf("README.md does not say %q, as go.mod asks", want)
 	}
 	// deploy/test/lib_k8s.sh runs the block that follows each marker.
 	for _, marker := range []string{
@@ -517,4 +523,65 @@ func TestDocsHelpParsing(t *testing.T) {
 	if want := []string{"DEPLOYMENT_SERVICE_URL"}; !slices.Equal(env, want) {
 		t.Errorf("environment %v, want %v", env, want)
 	}
+}
+
+// TestDocsConfigCheckSample runs the --config.check session of the probe
+// page on the file it shows (with a key file for each relative
+// credentials_file) and compares what the binary prints, line for line.
+func TestDocsConfigCheckSample(t *testing.T) {
+	_, section, _ := strings.Cut(readDoc(t, "docs/probe.md"), "\n## Checking a configuration\n")
+	file, session := fencedBlock(section, "yaml"), fencedBlock(section, "")
+	name, ok := strings.CutPrefix(strings.SplitN(file, "\n", 2)[0], "# ")
+	if !ok {
+		t.Fatalf("the yaml block of the section does not begin with its file name:\n%s", file)
+	}
+	if _, err := os.Stat("/etc/ssl/staging-ca.pem"); err == nil {
+		t.Skip("the sample's missing CA file exists on this machine")
+	}
+	dir := t.TempDir()
+	writeTestFile(t, dir, name, file)
+	for _, m := range regexp.MustCompile(`credentials_file: ([^\s}/][^\s}]*)`).FindAllStringSubmatch(file, -1) {
+		writeTestFile(t, dir, m[1], "key\n")
+	}
+	lines := strings.Split(strings.TrimSpace(session), "\n")
+	if len(lines) < 4 || !strings.HasPrefix(lines[0], "$ deployment_service_exporter --config.check ") || lines[len(lines)-2] != "$ echo $?" {
+		t.Fatalf("the session is not a run of --config.check followed by echo $?:\n%s", session)
+	}
+	cmd := exec.Command(binary, strings.Fields(lines[0])[2:]...)
+	cmd.Dir, cmd.Env = dir, cleanEnv()
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(lines[1:len(lines)-2], "\n"); strings.TrimSpace(string(out)) != want {
+		t.Errorf("docs/probe.md shows:\n%s\nthe binary prints:\n%s", want, out)
+	}
+	if want := lines[len(lines)-1]; strconv.Itoa(code) != want {
+		t.Errorf("docs/probe.md shows the exit status %s, the binary exits %d", want, code)
+	}
+}
+
+// fencedBlock returns the content of the first fenced code block of doc
+// whose info string is lang, "" when there is none.
+func fencedBlock(doc, lang string) string {
+	var open string
+	var block []string
+	wanted := false
+	for line := range strings.SplitSeq(doc, "\n") {
+		wasOpen := open != ""
+		var isFence bool
+		open, isFence = inFence(open, line)
+		switch {
+		case isFence && !wasOpen:
+			wanted = strings.TrimSpace(strings.TrimLeft(line, " `~")) == lang
+		case isFence && wanted:
+			return strings.Join(block, "\n") + "\n"
+		case wanted && wasOpen:
+			block = append(block, line)
+		}
+	}
+	return ""
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/alecthomas/units"
+
+	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
 // The kingpin values below replace kingpin's own for the exporter's flags:
@@ -167,3 +170,60 @@ func switchWithValue(app *kingpin.Application, args []string) string {
 	}
 	return ""
 }
+
+// demoView is a view of the sample service: an endpoint, or the detail
+// view of one location when id is positive.
+type demoView struct {
+	endpoint string
+	id       int
+}
+
+// demoFaults is the repeatable --demo.fault flag, ENDPOINT:FAULT. Faults
+// given for one view add up, so that it can be slow and fail.
+type demoFaults struct {
+	specs  []string
+	faults map[demoView]sampleservice.Fault
+}
+
+func (d *demoFaults) Set(s string) error {
+	endpoint, fault, ok := strings.Cut(s, ":")
+	if !ok {
+		return fmt.Errorf("%q is not ENDPOINT:FAULT, such as root:500, locations:429/30 or projects:delay/2.5s", s)
+	}
+	v := demoView{endpoint: endpoint}
+	if id, ok := strings.CutPrefix(endpoint, sampleservice.EndpointLocationDetail+"/"); ok {
+		n, err := strconv.ParseUint(id, 10, 31)
+		if err != nil || n == 0 {
+			return fmt.Errorf("%q: the location id is a whole number from 1, such as location_detail/3", s)
+		}
+		v = demoView{sampleservice.EndpointLocationDetail, int(n)}
+	} else if !slices.Contains([]string{sampleservice.EndpointRoot, sampleservice.EndpointProjects, sampleservice.EndpointLocations, sampleservice.EndpointLocationDetail}, endpoint) {
+		return fmt.Errorf("%q: the endpoint is root, projects, locations, location_detail or location_detail/<id>", s)
+	}
+	f := d.faults[v]
+	kind, arg, withArg := strings.Cut(fault, "/")
+	status, _ := strconv.Atoi(kind)
+	delay, delayErr := time.ParseDuration(arg)
+	_, secondsErr := strconv.ParseUint(arg, 10, 31)
+	switch {
+	case kind == "delay" && delayErr == nil && delay > 0:
+		f.Delay = delay
+	case (kind == "429" || kind == "503") && withArg && secondsErr == nil:
+		f.Status, f.RetryAfter = status, arg
+	case !withArg && slices.Contains([]string{"401", "403", "404", "500", "502", "503"}, kind):
+		f.Status, f.RetryAfter = status, ""
+	default:
+		return fmt.Errorf("%q: the fault is 401, 403, 404, 500, 502, 503, 429/<seconds>, 503/<seconds> or delay/<duration>, such as delay/2.5s", s)
+	}
+	if d.faults == nil {
+		d.faults = map[demoView]sampleservice.Fault{}
+	}
+	d.faults[v] = f
+	d.specs = append(d.specs, s)
+	return nil
+}
+
+func (d *demoFaults) String() string { return strings.Join(d.specs, " ") }
+
+// IsCumulative tells kingpin that the flag may be repeated.
+func (*demoFaults) IsCumulative() bool { return true }

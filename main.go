@@ -37,25 +37,20 @@ import (
 
 const exporterName = "deployment_service_exporter"
 
-// defaultListenAddress lies outside the 9100–9999 range that Prometheus
-// allocates to exporters, so it cannot collide with a registered one.
+// defaultListenAddress lies outside the range Prometheus allocates to exporters.
 const defaultListenAddress = ":10044"
+
+// demoListenAddress is --demo's: the demo is for this machine.
+const demoListenAddress = "127.0.0.1:10044"
 
 func main() {
 	if version.Version == "" {
-		// Built without the release ldflags (go run, go build): say so in
-		// the User-Agent and build info instead of leaving them blank.
-		version.Version = "devel"
+		version.Version = "devel" // built without the release ldflags
 	}
-	// SIGHUPs are caught from the process's first moments (package
-	// sighup); those that came before the configuration could be
-	// reloaded wait in the channel and reload it once serving.
 	os.Exit(run(os.Args[1:], sighup.Signals()))
 }
 
-// run parses args, validates them and serves until the server fails,
-// reloading the configuration on every signal of hup. It returns the
-// process exit code.
+// run serves as args ask, reloading on every signal of hup; it returns the exit code.
 func run(args []string, hup <-chan os.Signal) int {
 	cmd, err := parseArgs(args)
 	if err != nil {
@@ -74,37 +69,30 @@ func run(args []string, hup <-chan os.Signal) int {
 	for _, w := range ineffectiveFlags(cmd.flags) {
 		logger.Warn("Setting without effect", "detail", w)
 	}
-	x, err := build(s, cmd.flags, logger)
-	if err != nil {
-		msg := "Invalid configuration"
-		var se *startError
-		if errors.As(err, &se) {
-			msg, err = se.msg, se.err
-		}
-		logger.Error(msg, "err", err)
+	x := build(s, cmd.flags, logger)
+	if x == nil {
 		return 1
 	}
 	defer x.close()
 	return serve(x, cmd.web, hup, logger)
 }
 
-// command is what the command line asks for: the exporter's own flags,
-// the toolkit's listen flags and the log settings.
+// command is what the command line asks for.
 type command struct {
 	flags flagValues
 	web   *web.FlagConfig
 	log   *promslog.Config
 }
 
-// parseArgs parses the command line. --help and --version answer and exit
-// inside; any other error is the one to print before exiting with 2.
+// parseArgs parses the command line; --help and --version answer and exit.
 func parseArgs(args []string) (*command, error) {
 	app := kingpin.New(exporterName, "Prometheus exporter for a deployment service's HTTP JSON API.")
 	cmd := &command{log: &promslog.Config{}}
-	locationsGiven := addFlags(app, &cmd.flags)
+	addFlags(app, &cmd.flags)
 	cmd.web = kingpinflag.AddFlags(app, defaultListenAddress)
+	var listenGiven bool
+	app.GetFlag("web.listen-address").IsSetByUser(&listenGiven)
 	flag.AddFlags(app, cmd.log)
-	// --version and --help are answers, not errors: they go to stdout.
 	app.UsageWriter(os.Stdout)
 	app.Version(version.Print(exporterName))
 	app.HelpFlag.Short('h')
@@ -116,15 +104,14 @@ func parseArgs(args []string) (*command, error) {
 		return nil, err
 	}
 	cmd.flags.key = os.Getenv(keyEnv)
-	cmd.flags.locationsGiven = locationsGiven[0] || locationsGiven[1] || locationsGiven[2]
+	if cmd.flags.demo && !listenGiven {
+		*cmd.web.WebListenAddresses = []string{demoListenAddress}
+	}
 	return cmd, nil
 }
 
-// addFlags defines the exporter's own flags on app, parsed into f. The
-// flags of the returned array are set when the corresponding --locations.*
-// flag is on the command line.
-func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
-	var given [3]bool
+// addFlags defines the exporter's own flags on app, parsed into f.
+func addFlags(app *kingpin.Application, f *flagValues) {
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
 	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)
 	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default(defaultTimeout.String()).SetValue((*durationValue)(&f.timeout))
@@ -134,94 +121,99 @@ func addFlags(app *kingpin.Application, f *flagValues) *[3]bool {
 	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").SetValue((*float64Value)(&f.rateLimit))
 	app.Flag("api.gzip", "Ask the service for gzip-compressed answers (--no-api.gzip: do not); --api.max-response-bytes bounds the decompressed body.").Default("true").BoolVar(&f.gzip)
 	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").SetValue((*durationValue)(&f.minInterval))
-	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&given[0]).SetValue((*int64ListValue)(&f.detailIDs))
-	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&given[1]).Default("0").SetValue((*intValue)(&f.detailLimit))
-	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&given[2]).StringsVar(&f.infoFields)
+	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&f.locationsGiven).SetValue((*int64ListValue)(&f.detailIDs))
+	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&f.locationsGiven).Default("0").SetValue((*intValue)(&f.detailLimit))
+	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&f.locationsGiven).StringsVar(&f.infoFields)
 	app.Flag("api.http-config.file", "YAML file of prometheus/common HTTP client settings (tls_config, proxy_url, http_headers, ...) for the service behind /metrics; an authorization of type Token in it replaces the key flags.").StringVar(&f.httpConfigFile)
 	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
 	app.Flag("config.check", "Check --config.file, --api.http-config.file and the other flags as a start would (building every module's HTTP client), print what is wrong or OK, and exit 1 or 0 without serving.").BoolVar(&f.configCheck)
-	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s.", demoDetailLimit, demoInfoField)).BoolVar(&f.demo)
+	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s. Listens on %s unless --web.listen-address is given.", demoDetailLimit, demoInfoField, demoListenAddress)).BoolVar(&f.demo)
+	app.Flag("demo.fault", "Make the sample service of --demo fail on purpose, as ENDPOINT:FAULT; repeatable. ENDPOINT: root, projects, locations, location_detail (every detail view) or location_detail/<id>. FAULT: 401, 403, 404, 500, 502, 503, 429/<seconds> or 503/<seconds> (with that Retry-After), or delay/<duration>, such as projects:delay/2.5s.").SetValue(&f.demoFaults)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").StringVar(&f.externalURL)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
-	app.Flag("web.max-requests", "Most scrape requests (metrics path and /probe together) served at once; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intValue)(&f.maxRequests))
-	return &given
+	app.Flag("web.max-requests", "Most scrape requests served at once on the metrics path, and as many on /probe; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intValue)(&f.maxRequests))
 }
 
 // endpoints is what build puts together for serve.
 type endpoints struct {
 	handler http.Handler
-	// reload reloads the configuration file, as SIGHUP and POST /-/reload do.
-	reload func() error
-	// close releases what build started (the sample service of --demo).
-	close func()
+	reload  func() error
+	close   func() // stops the sample service of --demo
 }
 
-// startError is a failure of build with the message it is logged under.
-type startError struct {
-	msg string
-	err error
-}
-
-func (e *startError) Error() string { return e.msg + ": " + e.err.Error() }
-
-func (e *startError) Unwrap() error { return e.err }
-
-// build turns the validated settings into the registry, the configuration
-// store and the handlers of every endpoint, starting the sample service
-// first with --demo.
-func build(s *settings, f flagValues, logger *slog.Logger) (*endpoints, error) {
+// build turns the settings into handlers, starting the sample service with
+// --demo. On failure it logs why and returns nil.
+func build(s *settings, f flagValues, logger *slog.Logger) *endpoints {
 	reg := newRegistry(s.exporterMetrics)
 	store := moduleconfig.NewStore(f.configFile, reg, logger)
 	if err := store.Reload(); err != nil {
-		return nil, &startError{"Invalid configuration", err}
+		logger.Error("Invalid configuration", "err", err)
+		return nil
 	}
 	logger.Info("Starting "+exporterName, "version", version.Info())
 	logger.Info("Build context", "build_context", version.BuildContext())
 
 	x := &endpoints{close: func() {}}
 	if f.demo {
-		demo, err := sampleservice.Start(sampleservice.DefaultOptions())
+		demo, err := startDemo(s, logger)
 		if err != nil {
-			return nil, &startError{"Cannot start the sample service", err}
+			logger.Error("Cannot start the sample service", "err", err)
+			return nil
 		}
-		// The process is ending: nothing is left to tell of a failure.
 		x.close = func() { _ = demo.Close() }
-		s.base, _ = parseBaseURL(demo.URL())
-		s.demoURL = demo.URL()
-		s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
-			Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
-		}
-		logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
 	}
 
 	recent := collector.NewPollLog(collector.DefaultRecentPolls)
 	mux, reload, err := routes(s, f.metricsPath, reg, store, recent, logger)
 	if err != nil {
 		x.close()
-		return nil, &startError{"Invalid configuration", err}
+		logger.Error("Invalid configuration", "err", err)
+		return nil
 	}
 	x.handler, x.reload = mux, reload
-	return x, nil
+	return x
 }
 
-// serve answers HTTP with x, reloading the configuration file on every
-// signal of hup, until the server fails. It returns the process exit code.
+// startDemo starts the sample service of --demo with its faults, and points
+// the settings of the metrics path at it.
+func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) {
+	demo, err := sampleservice.Start(sampleservice.DefaultOptions())
+	if err != nil {
+		return nil, err
+	}
+	s.base, _ = parseBaseURL(demo.URL())
+	s.demoURL = demo.URL()
+	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
+		Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
+	}
+	logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
+	for v, fault := range s.demoFaults.faults {
+		if v.id > 0 {
+			demo.Service.SetDetailFault(v.id, fault)
+		} else {
+			demo.Service.SetFault(v.endpoint, fault)
+		}
+	}
+	if len(s.demoFaults.specs) > 0 {
+		logger.Warn("Demo mode: the sample service fails on purpose", "faults", s.demoFaults.String())
+	}
+	return demo, nil
+}
+
+// serve answers HTTP with x until the server stops, and returns the exit code.
 func serve(x *endpoints, toolkitFlags *web.FlagConfig, hup <-chan os.Signal, logger *slog.Logger) int {
 	go reloadOnSignal(hup, x.reload, logger)
-	srv := &http.Server{Handler: x.handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(x.handler)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
-	// shutDown is closed once the server has stopped after a signal, its
-	// scrapes in flight answered: Serve returns as soon as it begins.
+	// shutDown is closed once the scrapes in flight at a signal have answered.
 	shutDown := make(chan struct{})
 	go func() {
 		defer close(shutDown)
 		sig := <-stop
 		logger.Info("Shutting down", "signal", sig.String())
-		// Scrapes in flight get a moment to answer; a service manager
-		// that waits longer than that kills the process anyway.
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
@@ -235,28 +227,25 @@ func serve(x *endpoints, toolkitFlags *web.FlagConfig, hup <-chan os.Signal, log
 	return 1
 }
 
-// shutdownGrace is how long scrapes in flight may take to answer once a
-// SIGTERM asks the exporter to stop.
+// newServer returns the HTTP server for h, with timeouts so clients cannot hold its fds.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+}
+
+// shutdownGrace is how long scrapes in flight may take to answer after SIGTERM.
 const shutdownGrace = 5 * time.Second
 
-// newRegistry returns the registry of the metrics kept across scrapes,
-// with the build info and, unless --web.disable-exporter-metrics, the Go
-// runtime and process metrics.
+// newRegistry returns the registry of the metrics kept across scrapes.
 func newRegistry(exporterMetrics bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(versioncollector.NewCollector(exporterName))
 	if exporterMetrics {
 		reg.MustRegister(
+			// go_gc_heap_allocs_bytes_total stands in for go_memstats_alloc_bytes_total,
+			// which clashes with go_memstats_alloc_bytes (docs/metrics.md).
 			withoutMetric{
-				// The runtime's own name for the heap's allocated bytes,
-				// in place of the memstats counter left out below.
 				Collector: collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 					collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/allocs:bytes$`)})),
-				// A counter go_memstats_alloc_bytes_total beside the gauge
-				// go_memstats_alloc_bytes makes one OpenMetrics family
-				// twice (client_golang#829): strict parsers refuse the
-				// whole answer, and Prometheus 3 records the gauge's
-				// metadata as a counter's.
 				name: "go_memstats_alloc_bytes_total",
 			},
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -269,19 +258,6 @@ func newRegistry(exporterMetrics bool) *prometheus.Registry {
 type withoutMetric struct {
 	prometheus.Collector
 	name string
-}
-
-func (c withoutMetric) Describe(ch chan<- *prometheus.Desc) {
-	inner := make(chan *prometheus.Desc)
-	go func() {
-		c.Collector.Describe(inner)
-		close(inner)
-	}()
-	for d := range inner {
-		if !strings.Contains(d.String(), `fqName: "`+c.name+`"`) {
-			ch <- d
-		}
-	}
 }
 
 func (c withoutMetric) Collect(ch chan<- prometheus.Metric) {
@@ -297,47 +273,32 @@ func (c withoutMetric) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// routes wires every HTTP endpoint of the exporter. It returns the mux and
-// how to reload the configuration file, as SIGHUP and POST /-/reload do.
-func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (*http.ServeMux, func() error, error) {
+// routes wires every HTTP endpoint; it returns the handler and how to reload.
+func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (http.Handler, func() error, error) {
 	mux := http.NewServeMux()
-	metrics := collector.NewGathererHandler(reg, logger)
-	single := ""
-	if s.base != nil {
-		single = client.RedactURL(s.base)
-		// Only with a single target: without one there are no requests
-		// to count, and /metrics has just the exporter's own metrics.
-		requests := collector.NewRequestMetrics(reg)
-		s.target.Client.Observer = requests
-		p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
-			Logger: logger.With("target", single, "module", collector.ModuleName("")), Recent: recent, Name: single,
-			Polls: requests, TimeoutName: "--api.timeout",
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		// Kept across scrapes like the request metrics: the service's name
-		// for alerts, as every /probe answer carries its target's.
-		page := ""
-		if s.externalURL != nil {
-			page = collector.PageURL(s.externalURL, "")
-		}
-		reg.MustRegister(collector.NewTargetInfo(single, page))
-		metrics = collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger)
+	s.target.Client.HoldOffs = client.NewHoldOffs() // shared with /probe
+	metrics, single, err := metricsHandler(s, reg, recent, logger)
+	if err != nil {
+		return nil, nil, err
 	}
-	limit := newScrapeLimit(s.maxRequests)
-	metrics = limit.wrap(metrics)
+	// A limit for each path, so that slow probes cannot starve /metrics.
+	metrics = newScrapeLimit(s.maxRequests).wrap(metrics)
 	if s.exporterMetrics {
 		// Outside the limit, so that the 503s it answers are counted.
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
 	}
-	mux.Handle(metricsPath, metrics)
+	// At the root, metrics answer / alone: another path is a 404 and polls nothing.
+	pattern := metricsPath
+	if metricsPath == "/" {
+		pattern = "/{$}"
+	}
+	mux.Handle(pattern, metrics)
 	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
 	probe.ExternalURL = s.externalURL
-	mux.Handle("/probe", limit.wrap(probe))
+	probe.HoldOffs = s.target.Client.HoldOffs
+	mux.Handle("/probe", newScrapeLimit(s.maxRequests).wrap(probe))
 	mux.Handle("GET /sd", serviceDiscovery(store, logger))
-	// After a reload, the targets of changed or removed modules go at once,
-	// with their connections, rather than when next probed.
+	// After a reload, targets of changed or removed modules go at once.
 	reload := func() error {
 		if err := store.Reload(); err != nil {
 			return err
@@ -345,22 +306,53 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		probe.Prune()
 		return nil
 	}
+	lifecycleRoutes(mux, store.Ready, reload, logger)
+	ui := &pages{metricsPath: metricsPath, singleTarget: single, demo: s.demoURL, modules: store.ModuleNames, recent: recent, logger: logger}
+	mux.HandleFunc("GET /polls/{id}", ui.poll)
+	if metricsPath != "/" {
+		mux.HandleFunc("GET /{$}", ui.landing)
+	}
+	return withSecurityHeaders(mux), reload, nil
+}
+
+// metricsHandler returns the handler of the metrics path and the name of
+// the service behind it ("": none, only the exporter's own metrics).
+func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.PollLog, logger *slog.Logger) (http.Handler, string, error) {
+	if s.base == nil {
+		return collector.NewGathererHandler(reg, logger), "", nil
+	}
+	single := client.RedactURL(s.base)
+	requests := collector.NewRequestMetrics(reg)
+	s.target.Client.Observer = requests
+	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
+		Logger: logger.With("target", single, "module", collector.ModuleName("")), Recent: recent, Name: single,
+		Polls: requests, TimeoutName: "--api.timeout",
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	page := ""
+	if s.externalURL != nil {
+		page = collector.PageURL(s.externalURL, "")
+	}
+	reg.MustRegister(collector.NewTargetInfo(single, page))
+	return collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger), single, nil
+}
+
+// lifecycleRoutes adds /-/healthy, /-/ready and /-/reload to mux.
+func lifecycleRoutes(mux *http.ServeMux, ready func() bool, reload func() error, logger *slog.Logger) {
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "Healthy")
 	})
 	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !store.Ready() {
+		if !ready() {
 			http.Error(w, "Not ready: no configuration loaded", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = fmt.Fprintln(w, "Ready")
 	})
-	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			http.Error(w, "Use POST to reload the configuration", http.StatusMethodNotAllowed)
-			return
-		}
+	// Other methods get a 405 with Allow: POST from the mux.
+	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		if err := reload(); err != nil {
 			logger.Error("Configuration refused; the previous one stays in use", "err", err)
 			http.Error(w, "Configuration refused, the previous one stays in use: "+err.Error(), http.StatusInternalServerError)
@@ -368,19 +360,10 @@ func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *mo
 		}
 		_, _ = fmt.Fprintln(w, "Configuration reloaded")
 	})
-	ui := &pages{metricsPath: metricsPath, singleTarget: single, demo: s.demoURL, modules: store.ModuleNames, recent: recent, logger: logger}
-	mux.HandleFunc("GET /polls/{id}", ui.poll)
-	if metricsPath != "/" {
-		mux.HandleFunc("GET /{$}", ui.landing)
-	}
-	return mux, reload, nil
 }
 
-// scrapeLimit bounds the scrape requests served at once across the
-// handlers it wraps, as --web.max-requests asks. A request over the limit
-// gets a 503 at once rather than a place in a queue: Prometheus retries on
-// its next interval, and a queue would only pile up scrapes that time out.
-// A nil scrapeLimit is no limit.
+// scrapeLimit bounds the requests served at once (nil: no limit). One over
+// gets a 503 at once: a queue would only pile up scrapes that time out.
 type scrapeLimit chan struct{}
 
 func newScrapeLimit(n int) scrapeLimit {
@@ -406,8 +389,7 @@ func (l scrapeLimit) wrap(h http.Handler) http.Handler {
 }
 
 // reloadOnSignal reloads the configuration file on every signal of hup,
-// for the life of the process. A signal queued while the exporter started
-// reloads at once, so a file changed meanwhile is read.
+// those queued while the exporter started included.
 func reloadOnSignal(hup <-chan os.Signal, reload func() error, logger *slog.Logger) {
 	for range hup {
 		if err := reload(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"io"
 	"log"
 	"maps"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
@@ -207,9 +208,80 @@ func TestDemoEndToEnd(t *testing.T) {
 	if !strings.Contains(landing, `id="demo"`) || !strings.Contains(landing, "embedded sample service") {
 		t.Errorf("the landing page of --demo does not say it shows the sample service:\n%s", landing)
 	}
+	for _, path := range []string{"/", "/metrics"} {
+		if resp, _ := fetch(t, "http://"+e.addr+path, nil); resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Content-Security-Policy") == "" {
+			t.Errorf("%s lacks the security headers: %v", path, resp.Header)
+		}
+	}
 	if code, _ := e.get(t, "/-/healthy"); code != http.StatusOK {
 		t.Errorf("/-/healthy answered %d", code)
 	}
+}
+
+// TestDemoFaultsEndToEnd: --demo.fault makes the demo fail as asked, in
+// that view only (issue 23).
+func TestDemoFaultsEndToEnd(t *testing.T) {
+	tests := []struct {
+		fault string
+		want  []string
+		check func(t *testing.T, e *exporter, body string)
+	}{
+		{"root:500", []string{"deployment_service_up 0", `deployment_service_endpoint_up{endpoint="root"} 0`,
+			`deployment_service_endpoint_status_code{endpoint="root"} 500`, `deployment_service_endpoint_up{endpoint="projects"} 1`}, nil},
+		{"root:401", []string{`deployment_service_endpoint_up{endpoint="root"} 0`, `deployment_service_endpoint_status_code{endpoint="root"} 401`}, nil},
+		{"location_detail/3:404", []string{"deployment_service_up 1", `deployment_service_location_up{location_id="3"} 0`,
+			`deployment_service_location_up{location_id="2"} 1`, `deployment_service_location_up{location_id="4"} 1`,
+			`deployment_service_endpoint_up{endpoint="location_detail"} 0`, `deployment_service_endpoint_status_code{endpoint="location_detail"} 404`}, nil},
+		{"locations:429/30", []string{`deployment_service_endpoint_up{endpoint="locations"} 0`, `deployment_service_endpoint_status_code{endpoint="locations"} 429`,
+			`deployment_service_requests_total{code="429",endpoint="locations"} 1`}, func(t *testing.T, e *exporter, first string) {
+			if until := sampleValue(first, "deployment_service_hold_off_until_timestamp_seconds"); !(until > float64(time.Now().Unix())) {
+				t.Errorf("no hold-off after a 429 with Retry-After: 30: until %v", until)
+			}
+			// Held off: the next scrape sends nothing.
+			_, second := e.get(t, "/metrics")
+			for _, series := range []string{`deployment_service_requests_total{code="429",endpoint="locations"}`, `deployment_service_requests_total{code="200",endpoint="root"}`} {
+				if a, b := sampleValue(first, series), sampleValue(second, series); a != 1 || b != 1 {
+					t.Errorf("%s: %v, then %v during the hold-off; want 1 and 1", series, a, b)
+				}
+			}
+		}},
+		{"projects:delay/2.5s", []string{"deployment_service_up 1"}, func(t *testing.T, _ *exporter, body string) {
+			if d := sampleValue(body, `deployment_service_endpoint_duration_seconds{endpoint="projects"}`); !(d >= 2.5) {
+				t.Errorf("projects took %vs with a delay of 2.5s", d)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fault, func(t *testing.T) {
+			t.Parallel()
+			e := startExporter(t, nil, "--demo", "--demo.fault="+tt.fault)
+			_, body := e.get(t, "/metrics")
+			for _, want := range tt.want {
+				if !strings.Contains(body, want+"\n") {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, e, body)
+			}
+			if t.Failed() {
+				t.Logf("/metrics:\n%s", body)
+			}
+		})
+	}
+}
+
+// sampleValue is the value of series (a name with its labels, as exposed)
+// in a text exposition; NaN when absent.
+func sampleValue(body, series string) float64 {
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return f
+			}
+		}
+	}
+	return math.NaN()
 }
 
 // TestSingleTargetEndToEnd runs the binary the way most users do: the URL
@@ -442,6 +514,7 @@ func TestStartupErrors(t *testing.T) {
 		{"missing config file", nil, []string{"--config.file=" + filepath.Join(dir, "none.yml")}, "none.yml"},
 		{"negative max requests", nil, []string{"--demo", "--web.max-requests=-1"}, "--web.max-requests"},
 		{"relative external URL", nil, []string{"--demo", "--web.external-url=/ops"}, "--web.external-url"},
+		{"demo fault without demo", nil, []string{"--api.url=http://127.0.0.1:1", "--demo.fault=root:500"}, "--demo.fault makes the sample service of --demo fail"},
 		{"missing HTTP config file", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + filepath.Join(dir, "http.yml")}, "--api.http-config.file"},
 		{"key in the HTTP config file and the environment", []string{"DEPLOYMENT_SERVICE_API_KEY=k"}, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "token.yml", "authorization: {type: Token, credentials: k2}\n")}, "one place"},
 		{"basic auth in the HTTP config file", nil, []string{"--api.url=http://127.0.0.1:1", "--api.http-config.file=" + writeTestFile(t, dir, "basic.yml", "basic_auth: {username: u, password: p}\n")}, "--api.http-config.file"},
@@ -483,6 +556,8 @@ func TestFlagValueErrors(t *testing.T) {
 		{nil, []string{"--api.max-response-bytes=abc"}, `--api.max-response-bytes: "abc" is not a size in bytes`},
 		{nil, []string{"--api.gzip=false"}, "--api.gzip takes no value: give --api.gzip or --no-api.gzip"},
 		{nil, []string{"--log.level=loud"}, "--log.level: "},
+		{nil, []string{"--demo", "--demo.fault=root:418"}, `--demo.fault: "root:418": the fault is 401, 403, 404, 500, 502, 503, 429/<seconds>, 503/<seconds> or delay/<duration>`},
+		{nil, []string{"--demo", "--demo.fault=api:500"}, `--demo.fault: "api:500": the endpoint is root, projects, locations, location_detail or location_detail/<id>`},
 		{[]string{"DEPLOYMENT_SERVICE_URL=http://127.0.0.1:1"}, []string{"--api.timeout=10"}, `--api.timeout: "10" is not a duration`},
 	}
 	for _, tt := range tests {
@@ -878,11 +953,8 @@ func TestMaxRequests(t *testing.T) {
 		first <- resp.StatusCode
 	}()
 	<-entered
-	for _, u := range []string{exp.URL + "/metrics", probe} {
-		resp, body := fetch(t, u, nil)
-		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "--web.max-requests=1") {
-			t.Errorf("%s beyond the limit: %d %s", u, resp.StatusCode, body)
-		}
+	if resp, body := fetch(t, exp.URL+"/metrics", nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "--web.max-requests=1") {
+		t.Errorf("/metrics beyond the limit: %d %s", resp.StatusCode, body)
 	}
 	// Pages other than the scrape endpoints are not counted.
 	if resp, _ := fetch(t, exp.URL+"/-/healthy", nil); resp.StatusCode != http.StatusOK {
@@ -905,6 +977,96 @@ promhttp_metric_handler_requests_total{code="500"} 0
 promhttp_metric_handler_requests_total{code="503"} 1
 `), "promhttp_metric_handler_requests_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestProbeCannotStarveMetrics fills --web.max-requests with slow probes:
+// one more probe is refused, and /metrics still answers.
+func TestProbeCannotStarveMetrics(t *testing.T) {
+	const limit = 3
+	watched, err := sampleservice.Start(sampleservice.Options{Key: "watched-key", Locations: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watched.Close()
+	// One held service behind limit+1 listeners: as many targets, each
+	// with a poll of its own, which the gate holds at its one root request.
+	slow := sampleservice.New(sampleservice.Options{Key: "slow-key", Locations: 3})
+	gate := slow.Hold(sampleservice.EndpointRoot)
+	var targets []string
+	for range limit + 1 {
+		srv := httptest.NewServer(slow)
+		t.Cleanup(srv.Close)
+		targets = append(targets, srv.URL)
+	}
+	f := goodFlags()
+	f.apiURL, f.key, f.maxRequests = watched.URL(), "watched-key", limit
+	f.configFile = writeTestFile(t, t.TempDir(), "modules.yml", "modules:\n  default:\n    targets: [\"http://127.0.0.1:*\"]\n    http_client_config: {authorization: {type: Token, credentials: slow-key}}\n")
+	exp, _ := serveInProcess(t, f)
+	t.Cleanup(gate.Open) // before the exporter closes, should the test stop early
+	probe := func(target string) (int, string) {
+		resp, err := http.Get(exp.URL + "/probe?target=" + url.QueryEscape(target))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	codes := make(chan int, limit)
+	for _, target := range targets[:limit] {
+		go func() {
+			code, _ := probe(target)
+			codes <- code
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := gate.Await(ctx, func(c sampleservice.GateCounts) bool { return c.Held >= limit }); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := probe(targets[limit]); code != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("--web.max-requests=%d", limit)) {
+		t.Errorf("a probe beyond the limit: %d %s", code, body)
+	}
+	if resp, body := fetch(t, exp.URL+"/metrics", nil); resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("deployment_service_up 1")) {
+		t.Errorf("/metrics while %d probes wait: %d\n%s", limit, resp.StatusCode, body)
+	}
+	gate.Open()
+	for range limit {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("a probe within the limit answered %d", code)
+		}
+	}
+}
+
+// TestTelemetryPathRoot serves the metrics at / with
+// --web.telemetry-path=/: other paths, a browser's /favicon.ico among
+// them, are a 404 and poll nothing, and the exporter's own paths answer.
+func TestTelemetryPathRoot(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "root-key", Locations: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	f := goodFlags()
+	f.apiURL, f.key, f.metricsPath = svc.URL(), "root-key", "/"
+	exp, _ := serveInProcess(t, f)
+	for _, path := range []string{"/favicon.ico", "/metrics", "/robots.txt", "/index.html", "/probe/x", "/-/nothing"} {
+		if resp, body := fetch(t, exp.URL+path, nil); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s answered %d, want 404:\n%.200s", path, resp.StatusCode, body)
+		}
+	}
+	if n := svc.Service.TotalRequests(); n != 0 {
+		t.Errorf("paths other than / sent %d requests to the service", n)
+	}
+	if resp, body := fetch(t, exp.URL+"/", nil); resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("deployment_service_up 1")) {
+		t.Errorf("/ answered %d:\n%s", resp.StatusCode, body)
+	}
+	for _, path := range []string{"/-/healthy", "/-/ready", "/sd", "/polls/1"} {
+		if resp, _ := fetch(t, exp.URL+path, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s answered %d", path, resp.StatusCode)
+		}
 	}
 }
 
@@ -1226,6 +1388,25 @@ func TestDisableExporterMetricsEndToEnd(t *testing.T) {
 	for _, want := range []string{"\ndeployment_service_up 1\n", "\ndeployment_service_exporter_build_info{", "\ndeployment_service_exporter_config_last_reload_successful 1\n"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+}
+
+// TestLocationsFlagsGiven: any --locations.* flag on the command line, even
+// at its default, counts as given, so that --demo takes what they say.
+func TestLocationsFlagsGiven(t *testing.T) {
+	for args, want := range map[string]bool{
+		"--demo":                             false,
+		"--demo --locations.detail-limit=0":  true,
+		"--demo --locations.detail-id=3":     true,
+		"--demo --locations.info-field=name": true,
+	} {
+		cmd, err := parseArgs(strings.Fields(args))
+		if err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		if cmd.flags.locationsGiven != want {
+			t.Errorf("%s: locations given %v, want %v", args, cmd.flags.locationsGiven, want)
 		}
 	}
 }

@@ -40,6 +40,7 @@ type flagValues struct {
 	minInterval      time.Duration
 	gzip             bool
 	demo             bool
+	demoFaults       demoFaults
 	configFile       string
 	configCheck      bool
 	metricsPath      string
@@ -70,6 +71,8 @@ type settings struct {
 	target collector.TargetSettings
 	// demoURL is the embedded sample service's base URL with --demo.
 	demoURL string
+	// demoFaults make the sample service fail on purpose.
+	demoFaults demoFaults
 	// externalURL is where people reach the exporter, nil when unknown.
 	externalURL *url.URL
 	// maxRequests bounds the scrapes (/metrics and /probe) served at once;
@@ -133,6 +136,7 @@ func validateLimits(f flagValues) error {
 		{f.minInterval < 0, "--api.min-interval must be 0 (poll on every scrape) or more"},
 		{len(f.detailIDs) > 0 && f.detailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
 		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
+		{len(f.demoFaults.specs) > 0 && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
 	} {
 		if c.bad {
 			return errors.New(c.msg)
@@ -161,6 +165,7 @@ func validateTarget(f flagValues, s *settings) error {
 		if f.apiURL != "" {
 			return errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
 		}
+		s.demoFaults = f.demoFaults
 		if !f.locationsGiven {
 			s.target.DetailLimit = demoDetailLimit
 			s.target.InfoFields = []string{demoInfoField}
@@ -197,7 +202,11 @@ func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &config.HTTPClientConfig{Authorization: auth}, nil
+		// prometheus/common's defaults, as a module and the file start
+		// from: HTTP/2 is the same whichever way the client is set up.
+		hc := config.DefaultHTTPClientConfig
+		hc.Authorization = auth
+		return &hc, nil
 	}
 	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,7 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/promslog"
+
 	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
+	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
 func goodFlags() flagValues {
@@ -336,5 +342,154 @@ func TestModuleSettings(t *testing.T) {
 	if s.Timeout != 3*time.Second || s.MinInterval != time.Minute || len(s.DetailIDs) != 2 || s.DetailLimit != 4 || s.InfoFields[0] != "name" ||
 		c.Concurrency != 2 || c.MaxPages != 7 || c.MaxResponseBytes != 99 || c.RateLimit != 5 || !c.DisableGzip {
 		t.Errorf("settings: %+v", s)
+	}
+}
+
+func TestDemoFaultFlag(t *testing.T) {
+	type fault = sampleservice.Fault
+	good := []struct {
+		specs []string
+		want  map[demoView]fault
+	}{
+		{[]string{"root:500"}, map[demoView]fault{{"root", 0}: {Status: 500}}},
+		{[]string{"root:401"}, map[demoView]fault{{"root", 0}: {Status: 401}}},
+		{[]string{"projects:403", "locations:502"}, map[demoView]fault{{"projects", 0}: {Status: 403}, {"locations", 0}: {Status: 502}}},
+		{[]string{"location_detail:404"}, map[demoView]fault{{"location_detail", 0}: {Status: 404}}},
+		{[]string{"location_detail/3:404"}, map[demoView]fault{{"location_detail", 3}: {Status: 404}}},
+		{[]string{"locations:429/30"}, map[demoView]fault{{"locations", 0}: {Status: 429, RetryAfter: "30"}}},
+		{[]string{"root:503"}, map[demoView]fault{{"root", 0}: {Status: 503}}},
+		{[]string{"root:503/0"}, map[demoView]fault{{"root", 0}: {Status: 503, RetryAfter: "0"}}},
+		{[]string{"projects:delay/2.5s"}, map[demoView]fault{{"projects", 0}: {Delay: 2500 * time.Millisecond}}},
+		// Faults of one view add up; a later status replaces an earlier one.
+		{[]string{"root:delay/1s", "root:500", "root:502"}, map[demoView]fault{{"root", 0}: {Status: 502, Delay: time.Second}}},
+		{[]string{"root:429/9", "root:500"}, map[demoView]fault{{"root", 0}: {Status: 500}}},
+	}
+	for _, tt := range good {
+		t.Run(strings.Join(tt.specs, " "), func(t *testing.T) {
+			var d demoFaults
+			for _, s := range tt.specs {
+				if err := d.Set(s); err != nil {
+					t.Fatalf("Set(%q): %v", s, err)
+				}
+			}
+			if !maps.Equal(d.faults, tt.want) {
+				t.Errorf("faults %v, want %v", d.faults, tt.want)
+			}
+			if got := d.String(); got != strings.Join(tt.specs, " ") {
+				t.Errorf("String() = %q", got)
+			}
+		})
+	}
+	bad := map[string]string{
+		"root":                     `"root" is not ENDPOINT:FAULT, such as root:500, locations:429/30 or projects:delay/2.5s`,
+		"":                         "is not ENDPOINT:FAULT",
+		"api:500":                  `"api:500": the endpoint is root, projects, locations, location_detail or location_detail/<id>`,
+		"Root:500":                 "the endpoint is root",
+		"location_detail/:404":     `"location_detail/:404": the location id is a whole number from 1, such as location_detail/3`,
+		"location_detail/0:404":    "the location id is a whole number from 1",
+		"location_detail/x:404":    "the location id is a whole number from 1",
+		"location_detail/-2:404":   "the location id is a whole number from 1",
+		"root:418":                 `"root:418": the fault is 401, 403, 404, 500, 502, 503, 429/<seconds>, 503/<seconds> or delay/<duration>, such as delay/2.5s`,
+		"root:200":                 "the fault is 401",
+		"root:429":                 "the fault is 401",
+		"root:429/":                "the fault is 401",
+		"root:429/soon":            "the fault is 401",
+		"root:429/-5":              "the fault is 401",
+		"root:429/+5":              "the fault is 401",
+		"root:500/30":              "the fault is 401",
+		"root:delay":               "the fault is 401",
+		"root:delay/2.5":           "the fault is 401",
+		"root:delay/0s":            "the fault is 401",
+		"root:delay/-1s":           "the fault is 401",
+		"root:":                    "the fault is 401",
+		"projects:delay/2.5s:more": "the fault is 401",
+	}
+	for spec, want := range bad {
+		t.Run("refused "+spec, func(t *testing.T) {
+			var d demoFaults
+			err := d.Set(spec)
+			if err == nil {
+				t.Fatalf("Set(%q) accepted it: %v", spec, d.faults)
+			}
+			if msg := err.Error(); !strings.Contains(msg, want) || strings.Contains(msg, "\n") {
+				t.Errorf("error %q: want one line with %q", msg, want)
+			}
+		})
+	}
+}
+
+// TestDemoFaultNeedsDemo: --demo.fault breaks the sample service only.
+func TestDemoFaultNeedsDemo(t *testing.T) {
+	f := goodFlags()
+	if err := f.demoFaults.Set("root:500"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := validate(f)
+	if err == nil || !strings.Contains(err.Error(), "--demo.fault") || !strings.Contains(err.Error(), "--demo ") {
+		t.Errorf("--demo.fault without --demo: %v", err)
+	}
+	f.apiURL, f.key, f.demo = "", "", true
+	s, err := validate(f)
+	if err != nil || s.demoFaults.faults[demoView{"root", 0}].Status != 500 {
+		t.Errorf("--demo.fault with --demo: %v", err)
+	}
+}
+
+// TestDemoListenAddress: --demo alone listens on loopback; an address
+// given, or no --demo, keeps the toolkit's way.
+func TestDemoListenAddress(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--demo"}, "127.0.0.1:10044"},
+		{[]string{"--demo", "--web.listen-address=:10044"}, ":10044"},
+		{[]string{"--demo", "--web.listen-address=[::1]:9999"}, "[::1]:9999"},
+		{[]string{"--api.url=http://127.0.0.1:1"}, ":10044"},
+	} {
+		cmd, err := parseArgs(tt.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *cmd.web.WebListenAddresses; !slices.Equal(got, []string{tt.want}) {
+			t.Errorf("%v listens on %v, want %s", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestHTTP2FollowsPrometheusDefault: however the HTTP client is set up
+// (flags alone, an empty --api.http-config.file, a module), HTTP/2 is
+// what prometheus/common's default says.
+func TestHTTP2FollowsPrometheusDefault(t *testing.T) {
+	want := config.DefaultHTTPClientConfig.EnableHTTP2
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "http.yml")
+	cfgFile := filepath.Join(dir, "config.yml")
+	for path, content := range map[string]string{empty: "", cfgFile: "modules:\n  m: {}\n"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withFile := goodFlags()
+	withFile.httpConfigFile = empty
+	for name, f := range map[string]flagValues{"flags alone": goodFlags(), "an empty --api.http-config.file": withFile} {
+		s, err := validate(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.target.Client.HTTPClientConfig.EnableHTTP2; got != want {
+			t.Errorf("%s: enable_http2 %t, want %t", name, got, want)
+		}
+	}
+	store := moduleconfig.NewStore(cfgFile, prometheus.NewRegistry(), promslog.NewNopLogger())
+	if err := store.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := store.Lookup("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := moduleSettings(m).Client.HTTPClientConfig.EnableHTTP2; got != want {
+		t.Errorf("a module: enable_http2 %t, want %t", got, want)
 	}
 }

@@ -15,21 +15,18 @@ type sdGroup struct {
 	Labels  map[string]string `json:"labels"`
 }
 
-// serviceDiscovery answers GET /sd: the concrete targets of every module
-// of the configuration in use, one group per module, so that a Prometheus
-// http_sd_configs job probes each listed service with its module. Patterns
-// name no service and are left out. ?module=<name> narrows the answer to
-// one module, for a job of its own (its own interval, say).
+// serviceDiscovery answers GET /sd: one group per module of its targets
+// without a "*", or of one module's with ?module=<name>.
 func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		groups := []sdGroup{}
 		cfg := store.Current()
-		names := []string(nil)
-		if cfg != nil {
-			names = cfg.ModuleNames()
+		if cfg == nil {
+			cfg = &moduleconfig.Config{}
 		}
+		names := cfg.ModuleNames()
 		if only := r.URL.Query().Get("module"); only != "" {
-			if cfg == nil || cfg.Modules[only] == nil {
+			if cfg.Modules[only] == nil {
 				http.Error(w, fmt.Sprintf("unknown module %q: use one of the configuration file's modules", only), http.StatusBadRequest)
 				return
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
+	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
 // node is an element of a page, or a piece of text (name "#text"), as the
@@ -407,5 +409,63 @@ func TestBreakableURL(t *testing.T) {
 	want := `http:/<wbr/>/<wbr/>127.0.0.1:19060/<wbr/>deploy/<wbr/>api/<wbr/>?<wbr/>a=1&amp;<wbr/>b=&#34;2&#34;<wbr/>#x`
 	if got != want {
 		t.Errorf("breakableURL:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestSecurityHeaders asks every path of the exporter, answers and
+// refusals alike: each says nosniff, and each HTML answer forbids script
+// and framing.
+func TestSecurityHeaders(t *testing.T) {
+	svc, err := sampleservice.Start(sampleservice.Options{Key: "headers-key", Locations: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	f := goodFlags()
+	f.apiURL, f.key = svc.URL(), "headers-key"
+	f.configFile = writeTestFile(t, t.TempDir(), "modules.yml", "modules:\n  default:\n    targets: [\""+svc.URL()+"\"]\n    http_client_config: {authorization: {type: Token, credentials: headers-key}}\n")
+	exp, _ := serveInProcess(t, f)
+	probe := "/probe?target=" + url.QueryEscape(svc.URL())
+	for _, tc := range []struct {
+		method, path string
+		code         int
+	}{
+		{"GET", "/metrics", 200}, {"GET", probe, 200}, {"GET", probe + "&debug=true", 200}, {"GET", "/probe", 400},
+		{"GET", "/sd", 200}, {"POST", "/sd", 405}, {"GET", "/-/healthy", 200}, {"GET", "/-/ready", 200},
+		{"GET", "/-/reload", 405}, {"POST", "/-/reload", 200}, {"GET", "/favicon.ico", 404},
+		{"GET", "/", 200}, {"GET", "/polls/1", 200}, {"GET", "/polls/1?format=text", 200},
+		{"GET", "/polls/99", 404}, {"GET", "/polls/x", 400},
+	} {
+		req, _ := http.NewRequest(tc.method, exp.URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		h := resp.Header
+		if resp.StatusCode != tc.code || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s %s: %d, X-Content-Type-Options %q; want %d, nosniff", tc.method, tc.path, resp.StatusCode, h.Get("X-Content-Type-Options"), tc.code)
+		}
+		if strings.HasPrefix(h.Get("Content-Type"), "text/html") {
+			csp := h.Get("Content-Security-Policy")
+			if !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") ||
+				!strings.Contains(csp, "frame-ancestors 'none'") || h.Get("X-Frame-Options") != "DENY" {
+				t.Errorf("%s %s: Content-Security-Policy %q, X-Frame-Options %q", tc.method, tc.path, csp, h.Get("X-Frame-Options"))
+			}
+		}
+	}
+}
+
+// TestSecurityHeadersKeepTheWebConfigs: headers that --web.config.file's
+// http_server_config sets, before the exporter's handler runs, stay.
+func TestSecurityHeadersKeepTheWebConfigs(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Frame-Options", "SAMEORIGIN")
+	withSecurityHeaders(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if got := rec.Header().Get("X-Frame-Options"); got != "SAMEORIGIN" {
+		t.Errorf("X-Frame-Options %q, want the web config's SAMEORIGIN", got)
+	}
+	if got := rec.Header().Get("Content-Security-Policy"); got == "" {
+		t.Error("no Content-Security-Policy beside the web config's header")
 	}
 }

@@ -35,7 +35,7 @@ func logf(format string, args ...any) { fmt.Fprintf(logOut, format+"\n", args...
 func main() {
 	verbose := flag.Bool("v", false, "print the output of every step to stderr")
 	output := flag.String("o", "", "also write the report (machine, command, table) to this file as Markdown")
-	items := flag.String("items", "1,2,3,4,5,6,7,8,9", "comma-separated items to run (1–6 from issue 4, 7 gzip from issue 8, 8 /probe targets from issue 9, 9 detail subsets in turns from issue 15)")
+	items := flag.String("items", "1,2,3,4,5,6,7,8,9,10", "comma-separated items to run (1–6 from issue 4, 7 gzip from issue 8, 8 /probe targets from issue 9, 9 detail subsets in turns from issue 15, 10 a hostile service from issue 21)")
 	flag.Parse()
 	if *verbose {
 		logOut = os.Stderr
@@ -77,6 +77,7 @@ func run(output string, items []string) error {
 		{"7", "gzip: wire bytes, CPU and a gzip bomb", gzipItem},
 		{"8", "1,000 /probe targets: files, goroutines, memory", probeCosts},
 		{"9", "detail subsets checked in turns", detailTurns},
+		{"10", "memory against a hostile service", hostileMemory},
 	}
 	for _, s := range steps {
 		if !slices.Contains(items, s.item) {

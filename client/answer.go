@@ -31,9 +31,10 @@ const (
 	// decoded, for the excerpt of one that turns out invalid.
 	capturedBodyBytes = 2 * maxExcerpt
 	// maxHeaderShown bounds a header value shown (Content-Type,
-	// Retry-After); maxLocationShown a redirect's Location.
-	maxHeaderShown   = 256
-	maxLocationShown = 2 << 10
+	// Retry-After); maxShown any other text kept from a request or an
+	// answer: a URL, a redirect's Location, a note, an error.
+	maxHeaderShown = 256
+	maxShown       = 2 << 10
 	// drainBytes is how much of a body is read after its answer is known,
 	// so the connection can be reused; a body with more left than that is
 	// not worth the wait.
@@ -87,7 +88,7 @@ func (c *Client) shownLocation(resp *http.Response) string {
 		// have removed.
 		return "(not a valid URL)"
 	}
-	return c.shown(RedactURL(u), maxLocationShown)
+	return c.shown(RedactURL(u), maxShown)
 }
 
 // shown makes text from the service fit for a page: the key cut out,
@@ -109,7 +110,7 @@ func readErrorBody(wire *limitedReader, h http.Header) []byte {
 	// LimitReader stops at the bound without the probe for more that
 	// wire would make, which would read a byte it does not count.
 	raw, _ := io.ReadAll(io.LimitReader(wire, errorBodyBytes))
-	gz, err := gzipEncoded(h)
+	gz, err := gzipEncoded(h, nil)
 	switch {
 	case err != nil:
 		return nil

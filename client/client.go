@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/config"
@@ -70,6 +69,10 @@ type Config struct {
 	DisableGzip bool
 	// Observer, when set, is told about every request.
 	Observer Observer
+	// HoldOffs, when set, keeps the hold-offs of the Client's origin, as
+	// it does for the other Clients given it; when nil, the Client keeps
+	// its own.
+	HoldOffs *HoldOffs
 }
 
 // Client reads the API of one service. It is safe for concurrent use.
@@ -85,11 +88,10 @@ type Client struct {
 	maxBytes  int64
 	gzip      bool
 	observer  Observer
-	redact    redactor
-
-	holdMu     sync.Mutex
-	holdUntil  time.Time
-	holdStatus int
+	redact    *secrets
+	// holdOffs keeps the hold-off of the origin, under holdKey.
+	holdOffs *HoldOffs
+	holdKey  string
 }
 
 // WithDefaults returns cfg with the limits it leaves at zero set to the
@@ -128,6 +130,11 @@ func New(cfg Config) (*Client, error) {
 		maxBytes:  cfg.MaxResponseBytes,
 		gzip:      !cfg.DisableGzip,
 		observer:  cfg.Observer,
+		holdOffs:  cfg.HoldOffs,
+		holdKey:   originOf(cfg.BaseURL).String(),
+	}
+	if c.holdOffs == nil {
+		c.holdOffs = NewHoldOffs()
 	}
 	c.http = &http.Client{
 		Transport:     &originGuard{allowed: c.origin, t: t, lease: c.lease},
@@ -202,26 +209,19 @@ func (c *Client) Close() { c.lease.release() }
 // HoldOff reports until when the client refuses to send requests because
 // the service answered 429 or 503 with Retry-After, and that status.
 func (c *Client) HoldOff() (until time.Time, status int) {
-	c.holdMu.Lock()
-	defer c.holdMu.Unlock()
-	return c.holdUntil, c.holdStatus
+	h := c.holdOffs.get(c.holdKey)
+	return h.until, h.status
 }
 
 func (c *Client) heldOff(now time.Time) (int, bool) {
-	c.holdMu.Lock()
-	defer c.holdMu.Unlock()
-	return c.holdStatus, now.Before(c.holdUntil)
+	until, status := c.HoldOff()
+	return status, now.Before(until)
 }
 
 // holdOff starts or extends the hold-off by d from now, and returns the
 // end of the hold-off in force.
 func (c *Client) holdOff(d time.Duration, status int) time.Time {
-	c.holdMu.Lock()
-	defer c.holdMu.Unlock()
-	if until := time.Now().Add(d); until.After(c.holdUntil) {
-		c.holdUntil, c.holdStatus = until, status
-	}
-	return c.holdUntil
+	return c.holdOffs.extend(c.holdKey, time.Now().Add(d), status)
 }
 
 // Result is what every call reports, whatever happened.
@@ -270,14 +270,6 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	// sent took no time.
 	res.Duration = sent
 	return res
-}
-
-// endpointURL joins a path below the base URL, keeping its prefix.
-func (c *Client) endpointURL(rel string) *url.URL {
-	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + "/" + rel
-	u.RawPath = ""
-	return &u
 }
 
 // decodeFunc reads a response body, bounded by the size limit and
@@ -376,10 +368,16 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 		x.phases.start = start
 	}
 	resp, err := c.http.Do(req)
+	if errors.Is(err, ErrKeyUnavailable) {
+		// Never sent, and no fault of the service: no request and no
+		// failure reason are counted.
+		x.sent = time.Time{}
+		return 0, &Error{Endpoint: ep, Err: scrubURLError(err)}
+	}
 	if err != nil {
 		// A request the guard stopped was never sent: it is an error, not
 		// a request without an answer.
-		if !errors.Is(err, errKeyUnavailable) && !errors.Is(err, errForeignOrigin) {
+		if !errors.Is(err, errForeignOrigin) {
 			c.observer.ObserveRequest(ep, 0, time.Since(start))
 		}
 		return 0, c.fail(ep, classifyTransport(ctx, err), 0, scrubURLError(err))
@@ -414,7 +412,7 @@ func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Respo
 		}
 		return status, c.statusError(ep, resp, &x.answer)
 	}
-	gz, err := gzipEncoded(resp.Header)
+	gz, err := gzipEncoded(resp.Header, c.redact.clean)
 	if err != nil {
 		return status, c.fail(ep, ReasonInvalidBody, status, err)
 	}
@@ -480,11 +478,13 @@ func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error
 	return e
 }
 
-// fail reports a failed request and builds its error, with the key cut out
-// of the message in case the service echoed it somewhere.
+// fail reports a failed request and builds its error, with the secrets cut
+// out of the message in case the service echoed one, and the message cut
+// to maxShown bytes.
 func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error {
 	c.observer.ObserveError(ep, reason)
-	if msg := c.redact.clean(err.Error()); msg != err.Error() {
+	raw := err.Error()
+	if msg := cutText(c.redact.clean(raw), maxShown); msg != raw {
 		err = &redactedError{msg: msg, err: err}
 	}
 	return &Error{Endpoint: ep, Reason: reason, Status: status, Err: err}

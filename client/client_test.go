@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -786,23 +787,30 @@ func TestUnusableKeyFileSendsNothing(t *testing.T) {
 		setup func() error
 		want  string
 	}{
-		{"emptied", func() error { return os.WriteFile(keyFile, nil, 0o600) }, "the key file is empty"},
+		{"emptied", func() error { return os.WriteFile(keyFile, nil, 0o600) }, "the key file " + keyFile + " is empty"},
 		{"two lines", func() error { return os.WriteFile(keyFile, []byte("good-key\nother-key\n"), 0o600) },
-			"the key file has control characters such as a line break inside the key"},
+			"the key file " + keyFile + " has control characters such as a line break inside the key"},
 		{"a directory in its place", func() error {
 			if err := os.Remove(keyFile); err != nil {
 				return err
 			}
 			return os.Mkdir(keyFile, 0o700)
-		}, "cannot read the key file: read " + keyFile + ": is a directory"},
-		{"removed", func() error { return os.Remove(keyFile) }, "cannot read the key file: stat " + keyFile + ": no such file or directory"},
+		}, "cannot read the key file " + keyFile + ": it is a directory, not a regular file"},
+		{"a FIFO in its place", func() error {
+			if err := os.Remove(keyFile); err != nil {
+				return err
+			}
+			return syscall.Mkfifo(keyFile, 0o600)
+		}, "cannot read the key file " + keyFile + ": it is a FIFO, not a regular file"},
+		{"removed", func() error { return os.Remove(keyFile) }, "cannot read the key file " + keyFile + ": no such file or directory"},
 	} {
 		if err := tc.setup(); err != nil {
 			t.Fatal(err)
 		}
 		r := c.Root(context.Background())
-		if ReasonOf(r.Err) != ReasonNetwork || !errors.Is(r.Err, errKeyUnavailable) {
-			t.Errorf("%s key file: %v, want a network error saying the key is unavailable", tc.name, r.Err)
+		// Not the service's fault, nor the network's: no reason fits.
+		if ReasonOf(r.Err) != "" || !errors.Is(r.Err, ErrKeyUnavailable) {
+			t.Errorf("%s key file: %v, want an error without a reason saying the key is unavailable", tc.name, r.Err)
 		}
 		if msg := fmt.Sprint(r.Err); !strings.Contains(msg, "the API key is unavailable: "+tc.want) || strings.Contains(msg, "other-key") {
 			t.Errorf("%s key file: %q, want it to say %q", tc.name, msg, tc.want)
@@ -811,8 +819,8 @@ func TestUnusableKeyFileSendsNothing(t *testing.T) {
 	if n := f.hitCount("/api/"); n != 0 {
 		t.Errorf("%d requests sent without a usable key", n)
 	}
-	if obs.requests != 0 {
-		t.Errorf("%d requests counted as sent", obs.requests)
+	if obs.requests != 0 || len(obs.errors) != 0 {
+		t.Errorf("%d requests counted as sent, errors counted %v", obs.requests, obs.errors)
 	}
 }
 

@@ -93,7 +93,8 @@ type listPage struct {
 	Envelope  bool    // body was an envelope rather than a plain array
 	IDs       []int64 // integer ids among the first wantIDs entries, in order
 	// NoID counts the entries among the first wantIDs that have no usable
-	// id: none, one that is not an integer fitting 64 bits, or two.
+	// id: none, one that is not an integer fitting 64 bits, a negative
+	// one, or two.
 	NoID int
 	// FirstNoID is the index on this page of the first of them, numbered
 	// from 0; meaningful when NoID > 0.
@@ -408,7 +409,7 @@ func (s *scanner) readEntryID(page *listPage, depth int) error {
 	if err != nil {
 		return err
 	}
-	if ids == 1 && isInt {
+	if ids == 1 && isInt && id >= 0 {
 		page.IDs = append(page.IDs, id)
 		return nil
 	}

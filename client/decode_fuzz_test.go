@@ -275,10 +275,10 @@ func referenceListPage(data []byte, wantIDs int) (listPage, error) {
 		}
 		if page.Entries < wantIDs {
 			// An entry has a usable id when "id" appears once, as an
-			// integer that fits int64.
+			// integer of 0 or more that fits int64.
 			raw, ok, err := lookup(ms, "id")
 			id, idErr := referenceInt(raw)
-			if err == nil && ok && idErr == nil {
+			if err == nil && ok && idErr == nil && id >= 0 {
 				page.IDs = append(page.IDs, id)
 			} else {
 				if page.NoID == 0 {

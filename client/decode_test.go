@@ -51,7 +51,7 @@ func TestDecodeListPage(t *testing.T) {
 		{"no ids wanted", `[{"id":1},{"id":2}]`, 0, listPage{Entries: 2}},
 		{"negative wantIDs", `[{"id":1}]`, -1, listPage{Entries: 1}},
 		{"int64 extremes", `[{"id":9223372036854775807},{"id":-9223372036854775808},{"id":0},{"id":-0}]`, 4,
-			listPage{Entries: 4, IDs: []int64{9223372036854775807, -9223372036854775808, 0, 0}}},
+			listPage{Entries: 4, IDs: []int64{9223372036854775807, 0, 0}, NoID: 1, FirstNoID: 1}},
 		{"envelope", `{"count":12,"next":"https://h/api/projects/projects/?page=2","previous":null,"results":[{"id":4},{"id":5}]}`, 1,
 			listPage{Entries: 2, Count: 12, HasCount: true, Next: "https://h/api/projects/projects/?page=2", HasNext: true, Envelope: true, IDs: []int64{4}}},
 		{"envelope with count and next after results", `{"results":[{"id":4}],"next":"n","count":1}`, 1,

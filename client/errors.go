@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -97,7 +98,7 @@ func ReasonOf(err error) Reason {
 // of time, whether its own or Prometheus'.
 func classifyTransport(ctx context.Context, err error) Reason {
 	switch {
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, errTooLarge), headersTooLarge(err):
 		return ReasonTooLarge
 	case errors.Is(err, errForeignOrigin):
 		return ReasonPagination
@@ -109,6 +110,15 @@ func classifyTransport(ctx context.Context, err error) Reason {
 		return ReasonTimeout
 	}
 	return ReasonNetwork
+}
+
+// headersTooLarge tells whether err is net/http's for an answer whose
+// headers pass the transport's MaxResponseHeaderBytes, which it does not
+// export: HTTP/1's message, or HTTP/2's.
+func headersTooLarge(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "server response headers exceeded") ||
+		strings.Contains(msg, "response header list larger than advertised limit")
 }
 
 // maxRetryAfter bounds a hold-off, so a wrong header cannot silence the

@@ -22,13 +22,14 @@ import (
 
 // gzipEncoded tells whether the body of an answer with header h is gzip.
 // Identity, or no Content-Encoding, is read as it is; any other coding is
-// refused, since the body could not be read.
-func gzipEncoded(h http.Header) (bool, error) {
+// refused, since the body could not be read, and named in the error as
+// clean leaves it (when not nil).
+func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
 	codings := h.Values("Content-Encoding")
 	gz := false
 	for _, v := range codings {
-		for c := range strings.SplitSeq(v, ",") {
-			switch c = strings.ToLower(strings.TrimSpace(c)); c {
+		for raw := range strings.SplitSeq(v, ",") {
+			switch c := strings.ToLower(strings.TrimSpace(raw)); c {
 			case "", "identity":
 			case "gzip", "x-gzip":
 				if gz {
@@ -38,10 +39,11 @@ func gzipEncoded(h http.Header) (bool, error) {
 				}
 				gz = true
 			default:
-				if len(c) > 32 {
-					c = c[:32] + "…"
+				if clean != nil {
+					raw = clean(raw)
 				}
-				return false, fmt.Errorf("body has Content-Encoding %q, which the exporter cannot read (only gzip): %w", c, errInvalidBody)
+				raw = cutText(strings.TrimSpace(raw), 32+len(fieldEllipsis))
+				return false, fmt.Errorf("body has Content-Encoding %q, which the exporter cannot read (only gzip): %w", raw, errInvalidBody)
 			}
 		}
 	}

@@ -1,22 +1,188 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/prometheus/common/config"
 )
+
+// Files read for a module are bounded: a key, a header value, a client
+// certificate or its key take maxKeyFileBytes, and a CA file, which may
+// hold all of a system's roots, maxCAFileBytes.
+const (
+	maxKeyFileBytes = 64 << 10
+	maxCAFileBytes  = 1 << 20
+)
+
+// readFile reads the file at path if it is a regular file of at most max
+// bytes. It opens the file without blocking, so that a FIFO is refused
+// rather than waited on, as are devices and directories. Its errors do not
+// name the file; the caller's do.
+func readFile(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, pathless(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, pathless(err)
+	}
+	if err := checkFileInfo(fi, max); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("it is larger than %d KiB", max>>10)
+	}
+	return b, pathless(err)
+}
+
+// checkFileInfo refuses what is no regular file or is larger than max.
+func checkFileInfo(fi fs.FileInfo, max int64) error {
+	m := fi.Mode()
+	switch {
+	case m.IsDir():
+		return errors.New("it is a directory, not a regular file")
+	case m&fs.ModeNamedPipe != 0:
+		return errors.New("it is a FIFO, not a regular file")
+	case m&fs.ModeDevice != 0:
+		return errors.New("it is a device, not a regular file")
+	case !m.IsRegular():
+		return errors.New("it is not a regular file")
+	case fi.Size() > max:
+		return fmt.Errorf("it is larger than %d KiB", max>>10)
+	}
+	return nil
+}
+
+// pathless returns the cause of a file operation's error without the
+// operation and path that os puts in front of it.
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// fileSecret is prometheus/common's FileSecret read through readFile.
+type fileSecret struct {
+	path string
+	max  int64
+}
+
+func (s fileSecret) Fetch(context.Context) (string, error) {
+	b, err := readFile(s.path, s.max)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %w", s.path, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func (s fileSecret) Description() string { return "file " + s.path }
+
+func (fileSecret) Immutable() bool { return false }
+
+// CheckFiles reads every file that cfg names as a request will, and
+// returns an error naming the first setting and file that cannot be read,
+// so that the configuration is refused rather than every poll failing.
+func CheckFiles(cfg *config.HTTPClientConfig) error {
+	for _, f := range moduleFiles(cfg) {
+		if _, err := readFile(f.path, f.max); err != nil {
+			return fmt.Errorf("%s: cannot read %s: %w", f.key, f.path, err)
+		}
+	}
+	return nil
+}
+
+// namedFile is a file of an HTTP client configuration and its setting.
+type namedFile struct {
+	key, path string
+	max       int64
+}
+
+// moduleFiles lists the files that cfg names.
+func moduleFiles(cfg *config.HTTPClientConfig) []namedFile {
+	var out []namedFile
+	add := func(key, path string, max int64) {
+		if path != "" {
+			out = append(out, namedFile{key, path, max})
+		}
+	}
+	if a := cfg.Authorization; a != nil {
+		add("authorization.credentials_file", a.CredentialsFile, maxKeyFileBytes)
+	}
+	if cfg.HTTPHeaders != nil {
+		for _, name := range slices.Sorted(maps.Keys(cfg.HTTPHeaders.Headers)) {
+			for _, f := range cfg.HTTPHeaders.Headers[name].Files {
+				add("http_headers."+name+".files", f, maxKeyFileBytes)
+			}
+		}
+	}
+	t := &cfg.TLSConfig
+	add("tls_config.ca_file", t.CAFile, maxCAFileBytes)
+	add("tls_config.cert_file", t.CertFile, maxKeyFileBytes)
+	add("tls_config.key_file", t.KeyFile, maxKeyFileBytes)
+	return out
+}
+
+// headerFilesGuard stands in front of prometheus/common's headers round
+// tripper, which reads http_headers files with no check on every request:
+// a file that is no longer a regular file of at most maxKeyFileBytes
+// stops the request before it is read.
+type headerFilesGuard struct {
+	files []string
+	next  http.RoundTripper
+}
+
+// guardHeaderFiles returns next behind a headerFilesGuard when h names
+// files.
+func guardHeaderFiles(h *config.Headers, next http.RoundTripper) http.RoundTripper {
+	g := headerFilesGuard{next: next}
+	for _, hdr := range h.Headers {
+		g.files = append(g.files, hdr.Files...)
+	}
+	if len(g.files) == 0 {
+		return next
+	}
+	return g
+}
+
+func (g headerFilesGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	for _, path := range g.files {
+		fi, err := os.Stat(path)
+		if err == nil {
+			err = checkFileInfo(fi, maxKeyFileBytes)
+		}
+		if err != nil {
+			if req.Body != nil {
+				_ = req.Body.Close()
+			}
+			return nil, fmt.Errorf("%w: cannot read the header file %s: %w", ErrKeyUnavailable, path, pathless(err))
+		}
+	}
+	return g.next.RoundTrip(req)
+}
 
 // ReadKeyFile reads a key file as the transport will (surrounding
 // whitespace, such as a trailing newline, trimmed) and checks that the key
 // can be sent, so a bad file is refused at start rather than on every poll.
 func ReadKeyFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path, maxKeyFileBytes)
 	if err != nil {
-		return "", fmt.Errorf("cannot read the key file %s: %w", path, errors.Unwrap(err))
+		return "", fmt.Errorf("cannot read the key file %s: %w", path, err)
 	}
 	key := strings.TrimSpace(string(b))
 	switch {
@@ -75,18 +241,18 @@ func (k *keyFileCache) key() string {
 }
 
 // read returns the current key, trimmed, or the error of reading the file
-// (whose message names the file and the cause, never its content).
+// (whose message gives the cause, never the file's content).
 func (k *keyFileCache) read() (string, error) {
 	fi, err := os.Stat(k.path)
 	if err != nil {
-		return "", err
+		return "", pathless(err)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.info != nil && os.SameFile(fi, k.info) && fi.Size() == k.info.Size() && fi.ModTime().Equal(k.info.ModTime()) {
 		return k.cached, nil
 	}
-	b, err := os.ReadFile(k.path)
+	b, err := readFile(k.path, maxKeyFileBytes)
 	if err != nil {
 		return "", err
 	}

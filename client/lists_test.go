@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -262,7 +263,7 @@ func TestRefusedNextNamesItsOrigin(t *testing.T) {
 				t.Fatal(err)
 			}
 			cur := c.endpointURL("api/projects/locations/")
-			_, err = c.nextPage(cur, tc.next, map[string]bool{}, 1)
+			_, err = c.nextPage(cur, tc.next, map[[sha256.Size]byte]bool{}, 1)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
@@ -452,5 +453,22 @@ func TestEmptyNextIsALoop(t *testing.T) {
 				t.Errorf("count %d, err %v; want %d", res.Count, res.Err, tc.wantCount)
 			}
 		})
+	}
+}
+
+// TestNegativeIDsAreNotRequested: a negative id, which the flags refuse,
+// is no id: its entry is counted among those without one.
+func TestNegativeIDsAreNotRequested(t *testing.T) {
+	f := newFakeAPI(t, "")
+	f.json("/api/projects/locations/", `[{"id": -5}, {"id": 0}, {"id": 3}, {"id": -9223372036854775808}]`)
+	res := f.client(t, nil).Locations(context.Background(), 4, nil)
+	if res.Err != nil || res.Count != 4 {
+		t.Fatalf("count %d, err %v", res.Count, res.Err)
+	}
+	if fmt.Sprint(res.IDs) != "[0 3]" || res.MissingIDs != 2 {
+		t.Errorf("ids %v, %d missing; want [0 3] and 2 missing", res.IDs, res.MissingIDs)
+	}
+	if want := `location list entry 0 (page 1) has no integer "id"`; res.IDErr == nil || !strings.Contains(res.IDErr.Error(), want) {
+		t.Errorf("IDErr %v, want %q", res.IDErr, want)
 	}
 }

@@ -10,12 +10,12 @@ import (
 	"strings"
 )
 
-// errKeyUnavailable is wrapped by the error returned, before anything is
-// sent, when the key file cannot be read or holds no usable key (emptied by
-// a writer that is not atomic, say): sending "Token " with no key would
-// only earn a 401. The error says which, and why a read failed (too many
-// open files, permissions…), never what the file holds.
-var errKeyUnavailable = errors.New("the API key is unavailable")
+// ErrKeyUnavailable is wrapped by the error returned, before anything is
+// sent, when a key or header file cannot be read or holds no usable key
+// (emptied by a writer that is not atomic, say): sending "Token " with no
+// key would only earn a 401. The error names the file and says why a read
+// failed (too many open files, permissions…), never what the file holds.
+var ErrKeyUnavailable = errors.New("the API key is unavailable")
 
 // errForeignOrigin is returned for any request whose URL leaves the origin
 // of the base URL. Nothing that carries the key may leave that origin.
@@ -23,6 +23,15 @@ var errForeignOrigin = errors.New("refusing to send a request to another origin"
 
 // maxRedirects bounds same-origin redirects within one request.
 const maxRedirects = 5
+
+// endpointURL joins a path below the base URL, keeping its prefix as
+// given: an escaped slash (%2F) in it is sent escaped.
+func (c *Client) endpointURL(rel string) *url.URL {
+	u := *c.base
+	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + "/" + rel
+	u.Path, _ = url.PathUnescape(u.RawPath) // an escaped path unescapes
+	return &u
+}
 
 // origin is the scheme, host and port of a URL, with the port made explicit
 // so that http://h and http://h:80 compare equal and http://h:81 does not.
@@ -109,11 +118,11 @@ func (g *originGuard) checkKey() error {
 	key, err := g.t.keyFile.read()
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: cannot read the key file: %w", errKeyUnavailable, err)
+		return fmt.Errorf("%w: cannot read the key file %s: %w", ErrKeyUnavailable, g.t.keyFile.path, err)
 	case key == "":
-		return fmt.Errorf("%w: the key file is empty", errKeyUnavailable)
+		return fmt.Errorf("%w: the key file %s is empty", ErrKeyUnavailable, g.t.keyFile.path)
 	case !ValidKey(key):
-		return fmt.Errorf("%w: the key file has control characters such as a line break inside the key", errKeyUnavailable)
+		return fmt.Errorf("%w: the key file %s has control characters such as a line break inside the key", ErrKeyUnavailable, g.t.keyFile.path)
 	}
 	return nil
 }

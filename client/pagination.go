@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,7 +92,7 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	defer c.slots.release()
 
 	u := c.endpointURL(rel)
-	w := &pageWalk{c: c, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[string]bool{pageKey(u): true}}
+	w := &pageWalk{c: c, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{pageKey(u): true}}
 	for {
 		pr, ok := w.read(ctx, u)
 		if !ok || w.done(ctx, pr) {
@@ -110,7 +111,7 @@ type pageWalk struct {
 	wantIDs int
 	onIDs   func([]int64)
 	// seen holds the pages read or about to be, for loop detection.
-	seen map[string]bool
+	seen map[[sha256.Size]byte]bool
 	// entries counts the entries of every page read.
 	entries int64
 	// hasCount tells that the first page's envelope carried a count.
@@ -220,7 +221,7 @@ func (c *Client) noteIDs(ep Endpoint, res *ListResult, page listPage, onIDs func
 		res.IDErr = &Error{
 			Endpoint: EndpointLocationDetail,
 			Reason:   ReasonInvalidBody,
-			Err: fmt.Errorf("%s list entry %d (page %d) has no integer \"id\"",
+			Err: fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
 				strings.TrimSuffix(string(ep), "s"), page.FirstNoID, res.Pages),
 		}
 	}
@@ -231,18 +232,19 @@ func (c *Client) noteIDs(ep Endpoint, res *ListResult, page listPage, onIDs func
 }
 
 // pageKey is how a page's URL is remembered for loop detection: without
-// user info or fragment, which do not change the page.
-func pageKey(u *url.URL) string {
+// user info or fragment, which do not change the page, and hashed, so
+// that a walk of long links does not keep them all.
+func pageKey(u *url.URL) [sha256.Size]byte {
 	k := *u
 	k.User = nil
 	k.Fragment, k.RawFragment = "", ""
-	return k.String()
+	return sha256.Sum256([]byte(k.String()))
 }
 
 // nextPage resolves a next link against the URL of the page that carried
 // it (RFC 3986) and checks it: same origin as the base URL, not seen
 // before in this walk, and within the page limit.
-func (c *Client) nextPage(cur *url.URL, next string, seen map[string]bool, pages int) (*url.URL, error) {
+func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]bool, pages int) (*url.URL, error) {
 	if len(next) > maxStringValue {
 		return nil, fmt.Errorf("next link after page %d is longer than %d bytes", pages, maxStringValue)
 	}

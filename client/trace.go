@@ -6,7 +6,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 )
@@ -25,9 +24,14 @@ const maxTraceExcerptBytes = 32 << 10
 // excerptNotKept stands for an excerpt past maxTraceExcerptBytes.
 const excerptNotKept = "(not kept: this poll's body excerpts reached their bound)"
 
+// maxTraceTextBytes bounds the rest of a trace's text (URLs, notes, errors,
+// headers), each string of which is cut to maxShown bytes: a service that
+// names 16 KiB next links then costs a poll no more than any other.
+const maxTraceTextBytes = 128 << 10
+
 // Trace records what the requests of one poll did, for the debug views.
-// Everything in it has passed through redaction: no key, no Authorization
-// value, no credentials in URLs.
+// Everything in it has passed through redaction: no secret, no
+// Authorization value, no credentials in URLs.
 type Trace struct {
 	mu       sync.Mutex
 	requests []TraceRequest
@@ -36,6 +40,7 @@ type Trace struct {
 	// size.
 	excerpts     map[string]string
 	excerptBytes int
+	textBytes    int
 }
 
 // TraceRequest is one request of a poll, or one pagination decision.
@@ -91,13 +96,23 @@ func (t *Trace) Requests() ([]TraceRequest, int) {
 	return append([]TraceRequest(nil), t.requests...), t.dropped
 }
 
+// add keeps r, its strings cut to maxShown bytes, unless the trace holds
+// maxTraceRequests records or maxTraceTextBytes of their strings already:
+// then r is counted as dropped, save the note of a failed walk, which
+// says why the list failed.
 func (t *Trace) add(r TraceRequest) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.requests) >= maxTraceRequests {
+	size := 0
+	for _, s := range [...]*string{&r.URL, &r.Error, &r.Note, &r.ContentType, &r.Location, &r.WWWAuthenticate, &r.RetryAfter} {
+		*s = cutText(*s, maxShown)
+		size += len(*s)
+	}
+	if len(t.requests) >= maxTraceRequests || t.textBytes+size > maxTraceTextBytes && !r.NoteFailed {
 		t.dropped++
 		return
 	}
+	t.textBytes += size
 	if r.BodyExcerpt != "" {
 		r.BodyExcerpt = t.keepExcerpt(r.BodyExcerpt)
 	}
@@ -160,21 +175,6 @@ func RedactURL(u *url.URL) string {
 		}
 	}
 	return c.String()
-}
-
-// redactor hides the current key in text that came from outside: a next
-// link, an error message. The key is looked up only when there is text to
-// clean, which is on failures and traced polls.
-type redactor func() string
-
-func (r redactor) clean(s string) string {
-	if r == nil {
-		return s
-	}
-	if key := r(); len(key) >= 4 {
-		s = strings.ReplaceAll(s, key, "<secret>")
-	}
-	return s
 }
 
 // redactedError keeps the chain of err for errors.Is and errors.As while its

@@ -43,10 +43,13 @@ import (
 type Transport struct {
 	rt      http.RoundTripper
 	proxy   func(*http.Request) (*url.URL, error)
-	redact  redactor
+	redact  *secrets
 	keyFile *keyFileCache
 	conns   *connTracker
 }
+
+// maxResponseHeaderBytes bounds an answer's headers; more is too_large.
+const maxResponseHeaderBytes = 64 << 10
 
 // idleConnTimeout is how long an idle connection stays open: as long as
 // prometheus/common keeps one, above the sane scrape intervals, so that a
@@ -72,6 +75,9 @@ func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Tra
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("http client config: %w", err)
 	}
+	if err := CheckFiles(&cfg); err != nil {
+		return nil, fmt.Errorf("http client config: %w", err)
+	}
 	a := cfg.Authorization
 	if cfg.BasicAuth != nil || cfg.OAuth2 != nil || cfg.BearerToken != "" || cfg.BearerTokenFile != "" || a != nil && a.CredentialsRef != "" {
 		return nil, errors.New("http client config: only an authorization with credentials or credentials_file is supported")
@@ -93,15 +99,15 @@ func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Tra
 		// Files are re-read on every request and the transport rebuilt
 		// when one changed, so that renewed certificates need no restart.
 		files := config.TLSRoundTripperSettings{
-			CA:   secretReader(config.Secret(tc.CA), tc.CAFile),
-			Cert: secretReader(config.Secret(tc.Cert), tc.CertFile),
-			Key:  secretReader(tc.Key, tc.KeyFile),
+			CA:   secretReader(config.Secret(tc.CA), tc.CAFile, maxCAFileBytes),
+			Cert: secretReader(config.Secret(tc.Cert), tc.CertFile, maxKeyFileBytes),
+			Key:  secretReader(tc.Key, tc.KeyFile, maxKeyFileBytes),
 		}
 		if t.rt, err = config.NewTLSRoundTripper(tlsConfig, files, newRT); err != nil {
 			return nil, fmt.Errorf("http client config: %w", err)
 		}
 	}
-	t.redact, t.keyFile = keyLookup(a)
+	t.redact, t.keyFile = secretsOf(&cfg)
 	return t, nil
 }
 
@@ -115,9 +121,10 @@ func (t *Transport) roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Co
 		TLSClientConfig:    tlsConfig,
 		// The client asks for gzip itself, so that the size limit
 		// applies to the decompressed bytes.
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: t.conns.idle,
-		IdleConnTimeout:     idleConnTimeout,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		MaxIdleConnsPerHost:    t.conns.idle,
+		IdleConnTimeout:        idleConnTimeout,
 		// Buffers live as long as their connection, idle ones included:
 		// the defaults (4 KiB each) cost 8 KB a target. A GET with its
 		// headers is well under 1 KiB; 2 KiB holds an answer's headers,
@@ -135,21 +142,22 @@ func (t *Transport) roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Co
 	}
 	var rt http.RoundTripper = base
 	if a := cfg.Authorization; a != nil {
-		rt = config.NewAuthorizationCredentialsRoundTripper(a.Type, secretReader(a.Credentials, a.CredentialsFile), rt)
+		rt = config.NewAuthorizationCredentialsRoundTripper(a.Type, secretReader(a.Credentials, a.CredentialsFile, maxKeyFileBytes), rt)
 	}
 	if cfg.HTTPHeaders != nil {
-		rt = config.NewHeadersRoundTripper(cfg.HTTPHeaders, rt)
+		rt = guardHeaderFiles(cfg.HTTPHeaders, config.NewHeadersRoundTripper(cfg.HTTPHeaders, rt))
 	}
 	return config.NewUserAgentRoundTripper(userAgent, rt)
 }
 
-// secretReader reads a secret given inline or in a file; nil for none.
-func secretReader(inline config.Secret, file string) config.SecretReader {
+// secretReader reads a secret given inline or in a file of at most max
+// bytes; nil for none.
+func secretReader(inline config.Secret, file string, max int64) config.SecretReader {
 	switch {
 	case inline != "":
 		return config.NewInlineSecret(string(inline))
 	case file != "":
-		return config.NewFileSecret(file)
+		return fileSecret{path: file, max: max}
 	}
 	return nil
 }

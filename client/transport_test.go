@@ -273,7 +273,7 @@ func TestPoolKey(t *testing.T) {
 func ExampleTransport() {
 	// One transport per module; a Client per target.
 	tr, err := NewTransport(config.HTTPClientConfig{
-		Authorization: &config.Authorization{Type: "Token", CredentialsFile: "/etc/deployment-service/key"},
+		Authorization: &config.Authorization{Type: "Token", Credentials: "example-key"},
 	}, "")
 	if err != nil {
 		fmt.Println(err)

@@ -330,6 +330,9 @@ func (p *pollRun) checkDetails() {
 	}
 }
 
+// errNoDetail stands for the detail views of a poll that checked none.
+var errNoDetail = errors.New("no detail view was checked in this poll")
+
 // errNoTime stops a detail view that the poll has no time left for.
 var errNoTime = errors.New("not started: the poll has less time left than a detail view usually takes")
 
@@ -363,6 +366,13 @@ func (p *pollRun) deadline() time.Time {
 // of its location, which keeps its last result. Any other outcome is the
 // location's new result; a slow view is a timeout, never hidden.
 func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult) {
+	if errors.Is(r.Err, client.ErrHeldOff) {
+		// Not sent: a hold-off began during the poll.
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.detailSum.fail(r.Status, r.Err)
+		return
+	}
 	if r.Err != nil && (r.Duration == 0 || p.cutShort(r)) {
 		return
 	}
@@ -377,14 +387,15 @@ func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult)
 }
 
 // cutShort tells whether a failed detail view was cut short by the end of
-// the poll rather than slow on its own: every scrape left, or the deadline
-// came before it had the time such a view usually takes (or half the
-// poll's budget, when that is less or the usual time is unknown).
+// the poll rather than slow on its own: every scrape left (or a reload
+// dropped the target), or the deadline came before it had the time such a
+// view usually takes (or half the poll's budget, when that is less or the
+// usual time is unknown).
 func (p *pollRun) cutShort(r client.DetailResult) bool {
 	switch cause := context.Cause(p.ctx); {
 	case cause == nil || client.ReasonOf(r.Err) != client.ReasonTimeout:
 		return false
-	case errors.Is(cause, errAbandoned):
+	case errors.Is(cause, errAbandoned), errors.Is(cause, errDropped):
 		return true
 	}
 	usual := p.book.usual()
@@ -449,15 +460,26 @@ func (p *pollRun) snapshot() *Snapshot {
 	}
 	ids := p.subsetIDs()
 	s.Details = p.book.view(ids)
+	s.HoldOffUntil = holdOffAt(p.t.Client, now)
+	listFailed := p.locations == nil || p.locations.Err != nil
 	switch d := &p.detailSum; {
 	case d.tried || d.failed:
 		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: d.status(), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
-	case len(ids) > 0:
-		// Nothing checked in this poll, so nothing failed.
-		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: http.StatusOK}
+	case len(ids) > 0 || p.t.wantsDetails() && listFailed:
+		// None checked: down, never up from the kept results of earlier polls.
+		s.Endpoints[client.EndpointLocationDetail] = uncheckedDetails(p.t.Client, s.HoldOffUntil)
 	}
-	s.HoldOffUntil = holdOffAt(p.t.Client, now)
 	return s
+}
+
+// uncheckedDetails is location_detail in a poll that checked no detail
+// view: down, with the status of the hold-off when one is in force.
+func uncheckedDetails(c *client.Client, heldUntil time.Time) endpointState {
+	if heldUntil.IsZero() {
+		return endpointState{Err: errNoDetail}
+	}
+	_, status := c.HoldOff()
+	return endpointState{Status: status, Err: client.ErrHeldOff}
 }
 
 // setBudget records the time the poll was given, which grows when a scrape

@@ -21,6 +21,15 @@ var errTooLate = errors.New("poll did not finish before the scrape deadline")
 // short as a timeout.
 var errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
 
+// errDropped ends the polls of a target that a reload dropped from its
+// module, or whose module it changed.
+var errDropped = fmt.Errorf("a reload dropped the target or changed its module: %w", context.Canceled)
+
+// fairBudget is the least time a poll needs to say anything of the
+// service: a poll that a scrape's deadline cut sooner, with nothing failed
+// but for lack of time, is not counted.
+const fairBudget = time.Second
+
 // deadlineError is the cause a poll ends with at its deadline. It names
 // the limit that set the deadline, so that a timeout in a log line or on
 // a page says which setting to change.
@@ -82,6 +91,8 @@ type Poller struct {
 	last     *Snapshot
 	// seq numbers the polls as they start; lastSeq is the last one's.
 	seq, lastSeq uint64
+	// stopped tells that the target was dropped: nothing is polled any more.
+	stopped bool
 	// throttled tells that the service asked to hold off after the last
 	// poll, and heldUntil until when: a run of hold-offs is logged once.
 	throttled bool
@@ -114,6 +125,10 @@ type pollCall struct {
 	timer                      *time.Timer
 	// horizonBy names what set the horizon, for the deadline's error.
 	horizonBy string
+	// held tells that a hold-off was in force: the poll sends nothing, its
+	// snap is ready at once, and it stays in flight for the scrapes that
+	// come until its horizon (fairBudget at least) or the hold-off's end.
+	held bool
 }
 
 // NewPoller returns a Poller for t.
@@ -134,24 +149,28 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 // others, and the last one to give up cancels it.
 func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()
-	if until, status := p.target.Client.HoldOff(); now.Before(until) {
-		p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
-		s := failedSnapshot(now, p.target, p.book, status, client.ErrHeldOff)
-		s.HoldOffUntil = until
-		p.record(s)
-		p.countPoll(s)
-		return s
-	}
-
 	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return failedSnapshot(now, p.target, p.book, 0, errDropped)
+	}
 	if p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(p.budget(ctx)) {
 		last := p.last.at(now)
 		p.mu.Unlock()
 		return last
 	}
 	c := p.inflight
-	if c == nil || !p.extend(c, ctx) {
+	joined := c != nil && p.extend(c, ctx)
+	if !joined {
 		c = p.start(ctx)
+	}
+	if c.held {
+		p.mu.Unlock()
+		if !joined {
+			p.countPoll(c.snap)
+			p.record(c.snap)
+		}
+		return c.snap.at(now)
 	}
 	c.waiters++
 	p.mu.Unlock()
@@ -173,6 +192,9 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 // scrape before the scrape has to answer.
 func (p *Poller) start(ctx context.Context) *pollCall {
 	now := time.Now()
+	if until, status := p.target.Client.HoldOff(); now.Before(until) {
+		return p.holdOff(ctx, now, until, status)
+	}
 	pctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	// Every poll is traced, so that the debug views can show any of them.
 	trace := &client.Trace{}
@@ -187,40 +209,75 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 	p.inflight = c
 	go func() {
 		defer cancel(nil)
-		snap := c.run.run()
-		if c.run.abandoned() {
-			p.opts.Logger.Debug("Poll abandoned: every scrape waiting for it gave up")
-		} else {
-			p.failures.log(p.opts.Logger, snap)
-		}
-		if p.ranHook != nil {
-			p.ranHook()
-		}
-		p.record(snap)
-		p.logHoldOff()
-		p.countPoll(snap)
+		p.finish(c, c.run.run())
+	}()
+	return c
+}
+
+// holdOff starts a poll that sends nothing because the service asked to
+// hold off until the given time; p.mu is held.
+func (p *Poller) holdOff(ctx context.Context, now, until time.Time, status int) *pollCall {
+	p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
+	s := failedSnapshot(now, p.target, p.book, status, client.ErrHeldOff)
+	s.HoldOffUntil = until
+	p.seq++
+	c := &pollCall{seq: p.seq, held: true, snap: s, start: now, limit: now.Add(p.opts.Timeout)}
+	c.horizon, c.horizonBy = p.horizon(c, ctx)
+	// In flight for at least fairBudget, so that scrapes with no time to
+	// spare cannot count a held-off poll each.
+	c.timer = time.AfterFunc(min(max(c.horizon.Sub(now), fairBudget), until.Sub(now)), func() {
 		p.mu.Lock()
-		c.timer.Stop()
+		defer p.mu.Unlock()
 		if p.inflight == c {
 			p.inflight = nil
 		}
-		// Only a poll that every scrape abandoned before all its results
-		// arrived (or its deadline passed) is not worth keeping; one that
-		// completed is kept, even when its last scrape left just after.
-		// An older poll that ends late never replaces a newer one's result.
-		if !c.run.abandoned() && c.seq > p.lastSeq {
-			// Kept without its trace: the recent-polls log holds a copy of
-			// the requests, and a thousand /probe targets would otherwise
-			// keep 4 kB each for nothing.
-			kept := *snap
-			kept.trace = nil
-			p.last, p.lastSeq = &kept, c.seq
-		}
-		c.snap = snap
-		p.mu.Unlock()
-		close(c.done)
-	}()
+	})
+	p.inflight = c
+	p.last, p.lastSeq = s, c.seq
 	return c
+}
+
+// finish keeps what poll c found, counts it unless its caller cut it
+// short, and hands it to the scrapes waiting.
+func (p *Poller) finish(c *pollCall, snap *Snapshot) {
+	abandoned := c.run.abandoned()
+	if abandoned {
+		p.opts.Logger.Debug("Poll abandoned: every scrape waiting for it gave up")
+	} else {
+		p.failures.log(p.opts.Logger, snap)
+	}
+	if p.ranHook != nil {
+		p.ranHook()
+	}
+	p.mu.Lock()
+	c.timer.Stop()
+	if p.inflight == c {
+		p.inflight = nil
+	}
+	// Only a poll that every scrape abandoned before all its results
+	// arrived (or its deadline passed) is not worth keeping; one that
+	// completed is kept, even when its last scrape left just after.
+	// An older poll that ends late never replaces a newer one's result.
+	if !abandoned && c.seq > p.lastSeq {
+		// Kept without its trace: the recent-polls log holds a copy of
+		// the requests, and a thousand /probe targets would otherwise
+		// keep 4 kB each for nothing.
+		kept := *snap
+		kept.trace = nil
+		p.last, p.lastSeq = &kept, c.seq
+	}
+	c.snap = snap
+	cut := abandoned || c.horizon.Before(c.limit) && c.horizon.Sub(c.start) < fairBudget
+	p.mu.Unlock()
+	p.logHoldOff()
+	// A poll that its caller cut short before the service had a fair
+	// chance, and that met no failure but the lack of time, measured the
+	// caller: counting it would let any caller skew the SLI.
+	if !cut || snap.up() || !snap.onlyOutOfTime() {
+		p.countPoll(snap)
+	}
+	p.record(snap)
+	close(c.done)
 }
 
 // extend lets the scrape of ctx join c, moving the poll's end to the
@@ -228,6 +285,9 @@ func (p *Poller) start(ctx context.Context) *pollCall {
 // when c has already reached its end: it is winding down, and the scrape
 // needs a poll of its own.
 func (p *Poller) extend(c *pollCall, ctx context.Context) bool {
+	if c.held {
+		return true
+	}
 	horizon, by := p.horizon(c, ctx)
 	if !horizon.After(c.horizon) {
 		return true
@@ -347,8 +407,20 @@ func (p *Poller) takeLocations(old keptLocations) {
 	p.book = b
 }
 
-// countPoll counts a poll that has ended, or a scrape that a hold-off
-// answered without one.
+// stop ends the poller for good, as a reload that drops its target does:
+// the poll in flight is cancelled, and no other starts.
+func (p *Poller) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	if c := p.inflight; c != nil && !c.held {
+		c.run.abandon()
+		c.cancel(errDropped)
+	}
+	p.inflight = nil
+}
+
+// countPoll counts a poll that has ended, held off or not.
 func (p *Poller) countPoll(s *Snapshot) {
 	if p.opts.Polls != nil {
 		p.opts.Polls.ObservePoll(s.up())

@@ -57,6 +57,10 @@ type ProbeHandler struct {
 	// target's deployment_service_target_info links to its debug view
 	// there. Set it before serving.
 	ExternalURL *url.URL
+	// HoldOffs keeps the hold-offs of every pair's origin, so that a pair
+	// dropped from the cache forgets none. NewProbeHandler sets one; give
+	// the /metrics client's instead before serving, to share it.
+	HoldOffs *client.HoldOffs
 
 	mu      sync.Mutex
 	pollers map[probeKey]*probeEntry
@@ -96,7 +100,7 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &ProbeHandler{
-		lookup: lookup, recent: recent, logger: logger, maxTargets: maxProbeTargets,
+		lookup: lookup, recent: recent, logger: logger, maxTargets: maxProbeTargets, HoldOffs: client.NewHoldOffs(),
 		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
 		books: make(map[probeKey]keptLocations),
 	}
@@ -111,21 +115,9 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	module := q.Get("module")
-	m, err := h.lookup(module)
+	e, m, status, err := h.pair(target, module)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if m.CheckTarget != nil {
-		if err := m.CheckTarget(target); err != nil {
-			h.logger.Debug("Target refused", "target", client.RedactURL(target), "module", moduleName(module), "err", err)
-			http.Error(w, fmt.Sprintf("module %q may not be used with target %s: %s", moduleName(module), client.RedactURL(target), err), http.StatusForbidden)
-			return
-		}
-	}
-	e, err := h.entry(target, module, m)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		http.Error(w, err.Error(), status)
 		return
 	}
 	ctx, cancel := scrapeContext(r, e.timeout)
@@ -180,23 +172,21 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, target *url.URL, module
 	_, _ = io.WriteString(w, b.String())
 }
 
-// parseTarget checks a /probe target: an absolute http or https base URL
-// without credentials, query or fragment. It returns the target in one
-// spelling (see client.NormalizeBaseURL), so that spellings of one service share
-// one poller. Its errors never repeat the target, which could carry
-// credentials.
+// parseTarget checks a /probe target (see client.ParseTarget) and returns
+// it in one spelling, so that spellings of one service share one poller.
+// Its errors never repeat the target, which could carry credentials.
 func parseTarget(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
 	}
-	u, err := client.ParseBaseURL(raw)
+	u, err := client.ParseTarget(raw)
 	if errors.Is(err, client.ErrURLCredentials) {
 		return nil, fmt.Errorf("target: %w: the key comes from the module's authorization", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
-	return client.NormalizeBaseURL(u), nil
+	return u, nil
 }
 
 func moduleName(m string) string {
@@ -206,18 +196,38 @@ func moduleName(m string) string {
 	return m
 }
 
+// pair looks the module up and returns its pair with target, or the
+// status and reason of a refusal. Both happen under h.mu, so that a
+// reload's Prune cannot come between them: a pair of the old module is
+// pruned, never built after it.
+func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeModule, int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m, err := h.lookup(module)
+	if err != nil {
+		return nil, m, http.StatusBadRequest, err
+	}
+	if m.CheckTarget != nil {
+		if err := m.CheckTarget(target); err != nil {
+			h.logger.Debug("Target refused", "target", client.RedactURL(target), "module", moduleName(module), "err", err)
+			return nil, m, http.StatusForbidden, fmt.Errorf("module %q may not be used with target %s: %w", moduleName(module), client.RedactURL(target), err)
+		}
+	}
+	e, err := h.entry(target, module, m)
+	return e, m, http.StatusBadRequest, err
+}
+
 // entry returns the poller for target and module m, building one when
-// there is none or the module changed since.
+// there is none or the module changed since; h.mu is held.
 func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*probeEntry, error) {
 	settings, version := m.Settings, m.Version
 	key := probeKey{target: target.String(), module: moduleName(module)}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if e, ok := h.pollers[key]; ok && reflect.DeepEqual(e.version, version) {
 		e.lastUsed = time.Now()
 		return e, nil
 	} else if ok {
 		h.keepBook(key, e.poller)
+		e.poller.stop()
 		h.drop(key, e)
 	}
 	shared, err := h.module(key.module, settings, version)
@@ -229,7 +239,7 @@ func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*pr
 		version: version, metrics: shared.metrics, requests: newRequestMetrics(), info: NewTargetInfo(name, h.debugPage(target, key.module)),
 		timeout: settings.Timeout, lastUsed: time.Now(),
 	}
-	settings.Client.Transport, settings.Client.Observer = shared.transport, e.requests
+	settings.Client.Transport, settings.Client.Observer, settings.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
 	e.poller, err = NewTargetPoller(target, settings, PollerOptions{
 		Logger: h.logger.With("target", name, "module", key.module), Recent: h.recent, Name: name, Module: key.module,
 		Polls: e.requests, TimeoutName: fmt.Sprintf("the timeout of module %q", key.module),
@@ -303,9 +313,9 @@ func (h *ProbeHandler) module(name string, s TargetSettings, version any) (*prob
 }
 
 // Prune drops the pollers whose module is gone or changed, as a reload
-// leaves them, and closes their connections; their request counters
-// restart if the pair is probed again. Without it they would go only when
-// probed again or evicted, keeping their connections until then.
+// leaves them: their polls in flight are cancelled, so that nothing more
+// is sent with the old module, and their connections close. Their request
+// counters restart if the pair is probed again.
 func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -315,6 +325,7 @@ func (h *ProbeHandler) Prune() {
 			if err == nil {
 				h.keepBook(key, e.poller)
 			}
+			e.poller.stop()
 			h.drop(key, e)
 		}
 	}

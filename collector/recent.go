@@ -301,6 +301,8 @@ func failureKind(err error) string {
 		return "held off"
 	case errors.Is(err, errTooLate):
 		return "too late"
+	case errors.Is(err, client.ErrKeyUnavailable):
+		return "key unavailable"
 	}
 	return string(client.ReasonOf(err))
 }

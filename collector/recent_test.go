@@ -2,9 +2,13 @@ package collector
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/promslog"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
@@ -249,5 +253,44 @@ func TestTextViewNamesTheFlagsModule(t *testing.T) {
 		if !strings.Contains(b.String(), "Poll 1 of svc, "+want) {
 			t.Errorf("module %q: text view lacks %q:\n%s", module, want, b.String())
 		}
+	}
+}
+
+// TestNoSecretInLogsPagesOrMetrics: a service that echoes the key upper-
+// cased, or 12 characters of it, in a body shows none of it in the logs,
+// the metrics, the poll log's text views or the target's state.
+func TestNoSecretInLogsPagesOrMetrics(t *testing.T) {
+	const key = "rig-key-0f1e2d3c-9a8b7c6d"
+	recent := NewPollLog(10)
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, Key: key}, detailIDs: []int64{1}, infoFields: []string{"name"}})
+	level := promslog.NewLevel()
+	_ = level.Set("debug")
+	logger := promslog.New(&promslog.Config{Level: level, Writer: r.logs})
+	r.poller = NewPoller(r.target, PollerOptions{Timeout: 30 * time.Second, Recent: recent, Logger: logger})
+	r.handler = NewHandler(r.poller, r.metrics, r.longLive, 30*time.Second, logger)
+	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: http.StatusUnauthorized, Body: `{"detail": "Token ` + strings.ToUpper(key) + ` refused"}`})
+	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Body: strings.ToUpper(key[3:16]) + " is not JSON"})
+	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{RedirectTo: "http://" + strings.ToUpper(key) + ".example.com/"})
+	r.svc.SetFault(sampleservice.EndpointLocationDetail, sampleservice.Fault{Body: `{"name": "` + strings.ToUpper(key) + `"}`})
+	body := r.scrape(t, "") + r.scrape(t, "")
+	var text strings.Builder
+	for _, rec := range recent.Recent() {
+		if err := rec.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, st := range recent.Targets() {
+		fmt.Fprintf(&text, "%+v\n", st)
+	}
+	for where, s := range map[string]string{"metrics": body, "logs": r.logs.String(), "poll log": text.String()} {
+		for i := 0; i+12 <= len(key); i++ {
+			if strings.Contains(strings.ToLower(s), key[i:i+12]) {
+				t.Errorf("the %s show %q of the key:\n%s", where, key[i:i+12], s)
+				break
+			}
+		}
+	}
+	if !strings.Contains(text.String(), "<secret>") || !strings.Contains(body, `name="<secret>"`) {
+		t.Errorf("nothing redacted:\n%s\n%s", text.String(), body)
 	}
 }

@@ -645,12 +645,13 @@ func TestDetailsDoNotStarveTheLists(t *testing.T) {
 	r.expireNow(t)
 	body := r.registry(<-polled)
 	// The detail view the deadline cut short had less time than half the
-	// poll: not a failure, and the only one started.
-	compare(t, body, upHelp+"deployment_service_up 1\n"+endpointUpHelp+`deployment_service_endpoint_up{endpoint="location_detail"} 1
+	// poll: not its location's failure (no series), and the only one
+	// started. Having checked none, the poll reports location_detail down.
+	compare(t, body, upHelp+"deployment_service_up 1\n"+endpointUpHelp+`deployment_service_endpoint_up{endpoint="location_detail"} 0
 deployment_service_endpoint_up{endpoint="locations"} 1
 deployment_service_endpoint_up{endpoint="projects"} 1
 deployment_service_endpoint_up{endpoint="root"} 1
-`, "deployment_service_up", "deployment_service_endpoint_up")
+`, "deployment_service_up", "deployment_service_endpoint_up", "deployment_service_location_up")
 }
 
 // TestListsTakeTheFirstSlots runs with one slot and explicit ids: the

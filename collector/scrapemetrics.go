@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -139,8 +140,7 @@ func (c *snapshotCollector) each(emit func(d *prometheus.Desc, v float64, labels
 			labels := make([]string, 0, 1+len(m.infoFields))
 			labels = append(labels, id)
 			for _, f := range m.infoFields {
-				// A label value must be valid UTF-8, whatever the service sent.
-				labels = append(labels, strings.ToValidUTF8(d.Fields[f], "\uFFFD"))
+				labels = append(labels, labelValue(d.Fields[f]))
 			}
 			emit(m.locationInfoDesc, 1, labels...)
 		}
@@ -183,6 +183,18 @@ func (m *Metrics) gatherer(s *Snapshot) prometheus.Gatherer {
 		})
 		return out, nil
 	})
+}
+
+// labelValue makes text from the service fit for a label value, whatever
+// it sent: valid UTF-8, with U+FFFD for each control character but the
+// line feed, which the exposition formats escape.
+func labelValue(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\n' && (r < 0x20 || r >= 0x7f && r <= 0x9f) {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
 }
 
 func boolValue(b bool) float64 {

@@ -2,9 +2,11 @@ package collector
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -146,5 +148,42 @@ func TestHoldOffEndsInAReusedPoll(t *testing.T) {
 deployment_service_hold_off_until_timestamp_seconds 0
 `), "deployment_service_hold_off_until_timestamp_seconds"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestLabelValuesHaveNoControlCharacters: what a service puts in an info
+// field reaches the label values without control characters, line feeds
+// aside, whichever way the snapshot is gathered.
+func TestLabelValuesHaveNoControlCharacters(t *testing.T) {
+	fields := map[string]string{
+		"name":   "\x1b[31mred\x1b[0m",
+		"region": "tab\there\x00\x7f\u0085\u009f\r",
+		"note":   "two\nlines é\xff",
+	}
+	s := &Snapshot{Details: []locationState{{ID: 3, Status: 200, Fields: fields}}}
+	m := NewMetrics([]string{"name", "region", "note"})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m.collector(s))
+	for name, g := range map[string]prometheus.Gatherer{"collector": reg, "gatherer": m.gatherer(s)} {
+		mfs, err := g.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var values []string
+		for _, mf := range mfs {
+			for _, metric := range mf.GetMetric() {
+				for _, l := range metric.GetLabel() {
+					values = append(values, l.GetValue())
+				}
+			}
+		}
+		if !slices.Contains(values, "two\nlines é\uFFFD") {
+			t.Errorf("%s: the line feed or the text around it was lost: %q", name, values)
+		}
+		for _, v := range values {
+			if i := strings.IndexFunc(v, func(r rune) bool { return r != '\n' && (r < 0x20 || r >= 0x7f && r <= 0x9f) }); i >= 0 || !utf8.ValidString(v) {
+				t.Errorf("%s: label value %q has a control character or invalid UTF-8", name, v)
+			}
+		}
 	}
 }

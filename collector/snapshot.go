@@ -40,11 +40,13 @@ func (s *Snapshot) reusableFor(budget time.Duration) bool {
 	return !s.timedOut() || s.budget >= budget-budget/20
 }
 
+// late tells whether err stands for a request that ran out of time.
+func late(err error) bool {
+	return errors.Is(err, errTooLate) || client.ReasonOf(err) == client.ReasonTimeout
+}
+
 // timedOut tells whether anything in the poll ran out of time.
 func (s *Snapshot) timedOut() bool {
-	late := func(err error) bool {
-		return errors.Is(err, errTooLate) || client.ReasonOf(err) == client.ReasonTimeout
-	}
 	for _, st := range s.Endpoints {
 		if late(st.Err) {
 			return true
@@ -56,6 +58,17 @@ func (s *Snapshot) timedOut() bool {
 		}
 	}
 	return false
+}
+
+// onlyOutOfTime tells whether every list that failed in the poll, the
+// root included, failed for lack of time.
+func (s *Snapshot) onlyOutOfTime() bool {
+	for _, ep := range upEndpoints {
+		if st := s.Endpoints[ep]; st.Err != nil && !late(st.Err) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkedDetails returns the detail views checked by this poll itself.
@@ -120,9 +133,12 @@ type locationState struct {
 	Checked time.Time
 }
 
+// upEndpoints are the endpoints that deployment_service_up depends on.
+var upEndpoints = []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations}
+
 // up tells whether all three lists and the root answered well.
 func (s *Snapshot) up() bool {
-	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
+	for _, ep := range upEndpoints {
 		if st, ok := s.Endpoints[ep]; !ok || !st.ok() {
 			return false
 		}
@@ -135,7 +151,7 @@ func (s *Snapshot) up() bool {
 // keeps the result of its last check.
 func failedSnapshot(start time.Time, t *Target, book *locationBook, status int, err error) *Snapshot {
 	s := &Snapshot{Start: start, Endpoints: make(map[client.Endpoint]endpointState, 4)}
-	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
+	for _, ep := range upEndpoints {
 		s.Endpoints[ep] = endpointState{Status: status, Err: err}
 	}
 	if t.wantsDetails() {

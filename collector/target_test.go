@@ -25,7 +25,7 @@ func TestParseTargetSpellsOneTargetOneWay(t *testing.T) {
 		{[]string{"http://[::1]", "http://[::1]:80/", "HTTP://[::1]"}, "http://[::1]"},
 		{[]string{"http://[::1]:8080/", "http://[::1]:8080"}, "http://[::1]:8080"},
 		{[]string{"http://[FE80::1]:8080/"}, "http://[fe80::1]:8080"},
-		{[]string{"http://[fe80::1%25Eth0]/"}, "http://[fe80::1%25Eth0]"},
+		{[]string{"http://[0:0::1]/", "http://[::0001]"}, "http://[::1]"},
 		{[]string{"http://127.0.0.1:8080/x/"}, "http://127.0.0.1:8080/x"},
 	}
 	for _, tt := range tests {

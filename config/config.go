@@ -5,15 +5,17 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
 	commoncfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v2"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -27,34 +29,22 @@ type Config struct {
 	Modules map[string]*Module `yaml:"modules"`
 }
 
-// Module says how to poll one kind of service.
+// Module says how to poll one kind of service; the README describes each key.
 type Module struct {
-	// Targets are the services the module may be used with, as
-	// TargetPattern reads them: its credentials go nowhere else.
-	Targets []string `yaml:"targets"`
-	// AllowAnyTarget lets /probe use the module, credentials included,
-	// with whatever target a request names.
+	// Targets are the services the module's credentials may go to.
+	Targets          []string                   `yaml:"targets"`
 	AllowAnyTarget   bool                       `yaml:"allow_any_target"`
 	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
-	// Timeout bounds one poll; Prometheus' scrape timeout lowers it.
-	Timeout time.Duration `yaml:"timeout"`
-	// Concurrency is the most requests in flight at once.
-	Concurrency int `yaml:"concurrency"`
-	// MaxPages is the most pages read for one list.
-	MaxPages int `yaml:"max_pages"`
-	// MaxResponseBytes is the largest body read.
-	MaxResponseBytes int64 `yaml:"max_response_bytes"`
-	// RateLimit is the most requests per second, 0 for no limit.
-	RateLimit float64 `yaml:"rate_limit"`
-	// Gzip asks the service for gzip-compressed answers (default true);
-	// max_response_bytes bounds the decompressed body.
-	Gzip bool `yaml:"gzip"`
-	// MinInterval is the least time between two polls of one target.
-	MinInterval time.Duration `yaml:"min_interval"`
-	Locations   Locations     `yaml:"locations"`
+	Timeout          time.Duration              `yaml:"timeout"`
+	Concurrency      int                        `yaml:"concurrency"`
+	MaxPages         int                        `yaml:"max_pages"`
+	MaxResponseBytes int64                      `yaml:"max_response_bytes"`
+	RateLimit        float64                    `yaml:"rate_limit"`
+	Gzip             bool                       `yaml:"gzip"`
+	MinInterval      time.Duration              `yaml:"min_interval"`
+	Locations        Locations                  `yaml:"locations"`
 
-	// patterns are Targets, parsed.
-	patterns []TargetPattern
+	patterns []targetPattern
 }
 
 // Locations chooses the detail subset of a module.
@@ -64,11 +54,9 @@ type Locations struct {
 	InfoFields  []string `yaml:"info_fields"`
 }
 
-// moduleBlock is the key of a module's HTTP client settings.
 const moduleBlock = "http_client_config"
 
-// DefaultTimeout bounds one poll unless a module or --api.timeout says
-// otherwise: the one default of both.
+// DefaultTimeout bounds one poll unless a module or --api.timeout says otherwise.
 const DefaultTimeout = 10 * time.Second
 
 // UnmarshalYAML applies the defaults before reading a module.
@@ -85,8 +73,7 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 	return unmarshal((*plain)(m))
 }
 
-// load reads and checks the file at path. Every error names the file and,
-// where the YAML library knows it, the line, and says what to fix.
+// load reads and checks the file at path; its errors name the file.
 func load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -99,9 +86,7 @@ func load(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// parse reads a configuration from b; relative file names inside it are
-// taken relative to dir. Every module is checked and its HTTP client
-// built, so a bad file is refused whole, naming each module that is wrong.
+// parse reads a configuration from b, with file names relative to dir.
 func parse(b []byte, dir string) (*Config, error) {
 	var cfg Config
 	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
@@ -110,29 +95,28 @@ func parse(b []byte, dir string) (*Config, error) {
 	if len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules: add at least one under modules:, such as default: {targets: [https://deploy.example.com], http_client_config: {authorization: {type: Token, credentials_file: /path/to/key}}}")
 	}
-	var problems Problems
+	var errs problems
 	for _, name := range cfg.ModuleNames() {
 		m := cfg.Modules[name]
 		if m == nil {
-			problems = append(problems, fmt.Errorf("module %q is empty: give it settings, or {} for the defaults", name))
+			errs = append(errs, fmt.Errorf("module %q is empty: give it settings, or {} for the defaults", name))
 			continue
 		}
 		m.HTTPClientConfig.SetDirectory(dir)
 		if err := m.check(); err != nil {
-			problems = append(problems, fmt.Errorf("module %q: %w", name, err))
+			errs = append(errs, fmt.Errorf("module %q: %w", name, err))
 		}
 	}
-	if len(problems) > 0 {
-		return nil, problems
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return &cfg, nil
 }
 
-// Problems are the errors of a file, one per module that is wrong. As an
-// error it is one line; --config.check prints one line each.
-type Problems []error
+// problems are the errors of a file, one per module that is wrong.
+type problems []error
 
-func (p Problems) Error() string {
+func (p problems) Error() string {
 	msgs := make([]string, len(p))
 	for i, err := range p {
 		msgs[i] = err.Error()
@@ -140,9 +124,7 @@ func (p Problems) Error() string {
 	return strings.Join(msgs, "; ")
 }
 
-// check validates a module whose file names are already resolved, reads
-// its key file and builds its HTTP client (reading the CA, certificate
-// and key files), so that what would fail on every probe fails the load.
+// check validates a module and builds its HTTP client, as every probe would.
 func (m *Module) check() error {
 	if err := m.validate(); err != nil {
 		return err
@@ -159,8 +141,7 @@ func (m *Module) check() error {
 	return nil
 }
 
-// explainYAML adds the fix to the YAML library's error, which already names
-// the line.
+// explainYAML adds the fix to the YAML library's error, which names the line.
 func explainYAML(err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
 	var parts []string
@@ -169,11 +150,9 @@ func explainYAML(err error) error {
 			parts = append(parts, line)
 		}
 	}
-	// The library names Go types, which mean nothing to a user, and quotes
-	// the start of a wrong value, which could be a key in the wrong place.
+	// Go types mean nothing to a user, and a quoted value or URL could be a secret.
 	msg = goTypeRE.ReplaceAllString(strings.Join(parts, "; "), "")
 	msg = quotedValueRE.ReplaceAllString(msg, "a value")
-	// net/url quotes the whole URL, password included (proxy_url).
 	msg = urlParseRE.ReplaceAllString(msg, "a URL does not parse")
 	switch {
 	case strings.Contains(msg, "not found"):
@@ -223,14 +202,9 @@ func (m *Module) validate() error {
 	return validateAuth(&m.HTTPClientConfig, moduleBlock)
 }
 
-// validateAuth holds an http_client_config block to the service's scheme:
-// every request carries "Authorization: Token <key>". prometheus/common
-// would otherwise send Bearer when the type is left out, and other schemes
-// would never work. block names the block in errors: "http_client_config"
-// in a module, "" in the file of --api.http-config.file, which is the
-// block itself.
+// validateAuth holds an HTTP client block to the service's only scheme,
+// "Authorization: Token <key>". block names it in errors ("" at top level).
 func validateAuth(c *commoncfg.HTTPClientConfig, block string) error {
-	key := blockKey(block)
 	switch {
 	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
 		msg := "the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token"
@@ -239,55 +213,61 @@ func validateAuth(c *commoncfg.HTTPClientConfig, block string) error {
 		}
 		return errors.New(msg)
 	case c.Authorization == nil:
-		// No key: a module may poll a service without one, and the
-		// command line takes its key from the key flags.
 		return nil
 	case c.Authorization.Type == "Bearer":
-		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", key("authorization.type"))
+		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", inBlock(block, "authorization.type"))
 	case c.Authorization.Type != "Token":
-		return fmt.Errorf("%s must be Token (spelled so), the service's scheme, not %s", key("authorization.type"), c.Authorization.Type)
+		return fmt.Errorf("%s must be Token (spelled so), the service's scheme, not %s", inBlock(block, "authorization.type"), c.Authorization.Type)
 	case c.Authorization.Credentials == "" && c.Authorization.CredentialsFile == "":
-		return fmt.Errorf("%s has no key: add credentials_file (or credentials)", key("authorization"))
+		return fmt.Errorf("%s has no key: add credentials_file (or credentials)", inBlock(block, "authorization"))
 	}
 	return nil
 }
 
-// blockKey returns a function naming a key inside block for errors.
-func blockKey(block string) func(string) string {
-	return func(k string) string {
-		if block == "" {
-			return k
-		}
-		return block + "." + k
+// inBlock names key inside block for errors.
+func inBlock(block, key string) string {
+	if block == "" {
+		return key
 	}
+	return block + "." + key
 }
 
-// checkCredentialsFile fails early on a key file that cannot be read, as
-// the command line does, rather than on every poll. block is as for
-// validateAuth.
+// checkCredentialsFile refuses a bad key at load rather than on every poll.
 func checkCredentialsFile(a *commoncfg.Authorization, block string) error {
 	if a == nil {
 		return nil
 	}
-	key := blockKey(block)
 	if a.Credentials != "" && !client.ValidKey(string(a.Credentials)) {
-		return fmt.Errorf("%s has control characters such as a line break inside it", key("authorization.credentials"))
+		return fmt.Errorf("%s has control characters such as a line break inside it", inBlock(block, "authorization.credentials"))
 	}
 	if a.CredentialsFile == "" {
 		return nil
 	}
 	if _, err := client.ReadKeyFile(a.CredentialsFile); err != nil {
-		return fmt.Errorf("%s: %w", key("authorization.credentials_file"), err)
+		return fmt.Errorf("%s: %w", inBlock(block, "authorization.credentials_file"), err)
 	}
 	return nil
 }
 
 // ModuleNames returns the module names, sorted.
-func (c *Config) ModuleNames() []string {
-	names := make([]string, 0, len(c.Modules))
-	for n := range c.Modules {
-		names = append(names, n)
+func (c *Config) ModuleNames() []string { return slices.Sorted(maps.Keys(c.Modules)) }
+
+// ValidateInfoFields refuses detail view fields that cannot become labels
+// of deployment_service_location_info.
+func ValidateInfoFields(fields []string) error {
+	seen := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		switch {
+		case !model.LegacyValidation.IsValidLabelName(f):
+			return fmt.Errorf("%q is not a valid label name (letters, digits and underscores, not starting with a digit)", f)
+		case strings.HasPrefix(f, "__"):
+			return fmt.Errorf("%q: names starting with __ are reserved by Prometheus", f)
+		case f == "location_id" || f == "job" || f == "instance":
+			return fmt.Errorf("%q clashes with a label the exporter or Prometheus sets", f)
+		case seen[f]:
+			return fmt.Errorf("%q is given twice", f)
+		}
+		seen[f] = true
 	}
-	sort.Strings(names)
-	return names
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -227,5 +228,36 @@ func TestShippedExampleParses(t *testing.T) {
 	}
 	if len(cfg.Modules) != 2 {
 		t.Errorf("%d modules, want 2", len(cfg.Modules))
+	}
+}
+
+// TestModuleFilesMustBeRegular: every file a module reads (its key, a
+// header's file, its TLS files) and those of --api.http-config.file must
+// be regular files of at most 64 KiB: a device, a FIFO, a directory or a
+// large file is refused on the spot, naming the file, and a reload never
+// waits on a FIFO (Reload would block here).
+func TestModuleFilesMustBeRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := writeFile(t, dir, "big", strings.Repeat("k", 64<<10+1))
+	for _, path := range []string{fifo, "/dev/zero", dir, big} {
+		for _, block := range []string{
+			"{authorization: {type: Token, credentials_file: " + path + "}}",
+			"{http_headers: {X-Api-Key: {files: [" + path + "]}}}",
+			"{tls_config: {cert: c, key_file: " + path + "}}",
+		} {
+			cfgPath := writeFile(t, dir, "config.yml", "modules:\n  m: {targets: [https://deploy.example.com], http_client_config: "+block+"}\n")
+			s := NewStore(cfgPath, prometheus.NewRegistry(), promslog.NewNopLogger())
+			if err := s.Reload(); err == nil || !strings.Contains(err.Error(), path+": it is") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: %v, want one line naming %s", block, err, path)
+			}
+			httpPath := writeFile(t, dir, "http.yml", block+"\n")
+			if _, err := LoadHTTPClientConfig(httpPath); err == nil || !strings.Contains(err.Error(), path+": it is") {
+				t.Errorf("--api.http-config.file %s: %v, want it to name %s", block, err, path)
+			}
+		}
 	}
 }

@@ -9,19 +9,13 @@ import (
 
 	commoncfg "github.com/prometheus/common/config"
 	"go.yaml.in/yaml/v2"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// LoadHTTPClientConfig reads a file that holds one http_client_config
-// block at its top level, as --api.http-config.file does: TLS, proxy and
-// header settings of prometheus/common for the service behind /metrics.
-//
-// It is read strictly (an unknown key is an error) and relative file names
-// in it are taken relative to the file's directory. An authorization in it
-// is held to the rules of a module's (type Token, with a key); unlike a
-// module's it may be left out, for the key to come from elsewhere. Other
-// schemes are refused. The CA and client certificate are loaded once here,
-// so that a wrong path fails the start rather than every poll. Errors do
-// not name the file (the caller does) and never quote a value from it.
+// LoadHTTPClientConfig reads the http_client_config block of
+// --api.http-config.file, held to a module's rules and with its files read
+// once, so that a wrong path fails the start. Errors do not name the file.
 func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -30,7 +24,6 @@ func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 		}
 		return nil, err
 	}
-	// An empty file unmarshals to nothing: it means the defaults.
 	c := commoncfg.DefaultHTTPClientConfig
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
 		return nil, explainYAML(err)
@@ -50,29 +43,24 @@ func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 	if err := checkCredentialsFile(c.Authorization, ""); err != nil {
 		return nil, err
 	}
+	if err := client.CheckFiles(&c); err != nil {
+		return nil, err
+	}
 	if _, err := commoncfg.NewTLSConfig(&c.TLSConfig); err != nil {
 		return nil, fmt.Errorf("tls_config: %w", err)
 	}
 	return &c, nil
 }
 
-// ourHeaders are set by the exporter on every request: the contract
-// promises them, so http_headers may not replace them. (prometheus/common
-// refuses Authorization, Accept-Encoding and the like itself.)
-var ourHeaders = []string{"Accept"}
-
-// validateHeaders refuses http_headers that would replace a header the
-// exporter sends on every request. block prefixes key names in errors, as
-// in validateAuth.
+// validateHeaders refuses http_headers that would replace Accept, which the
+// exporter sets on every request (prometheus/common guards Authorization).
 func validateHeaders(c *commoncfg.HTTPClientConfig, block string) error {
 	if c.HTTPHeaders == nil {
 		return nil
 	}
 	for name := range c.HTTPHeaders.Headers {
-		for _, ours := range ourHeaders {
-			if http.CanonicalHeaderKey(name) == ours {
-				return fmt.Errorf("%s: %s is set by the exporter on every request (%s: application/json) and cannot be replaced", blockKey(block)("http_headers"), ours, ours)
-			}
+		if http.CanonicalHeaderKey(name) == "Accept" {
+			return fmt.Errorf("%s: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", inBlock(block, "http_headers"))
 		}
 	}
 	return nil

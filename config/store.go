@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -14,31 +14,22 @@ import (
 type Store struct {
 	path   string
 	logger *slog.Logger
+	// load reads the configuration: the file at path, or none without one.
+	load func() (*Config, error)
+	// reloading runs reloads one at a time: an older file never wins.
+	reloading chan struct{}
+	cfg       atomic.Pointer[Config]
 
-	// reloadMu runs reloads one at a time, from reading the file to
-	// setting the gauges: otherwise a reload that read the file before it
-	// changed could swap its modules in after one that read it after, or
-	// its failure overwrite a later success.
-	reloadMu sync.Mutex
-	// Set by tests only: queuedHook runs when a reload waits for another
-	// one to end, loadedHook between reading the file and using what it
-	// held.
-	queuedHook, loadedHook func()
-
-	mu     sync.RWMutex
-	cfg    *Config
-	loaded bool
-
-	lastSuccess     prometheus.Gauge
-	lastSuccessTime prometheus.Gauge
+	lastSuccess, lastSuccessTime prometheus.Gauge
 }
 
-// NewStore returns a store for the file at path (empty: no file, only the
-// command line) and registers its reload metrics on reg.
+// NewStore returns a store for the file at path ("": none) with its metrics on reg.
 func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Store {
 	s := &Store{
-		path:   path,
-		logger: logger,
+		path:      path,
+		logger:    logger,
+		load:      func() (*Config, error) { return &Config{}, nil },
+		reloading: make(chan struct{}, 1),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "deployment_service_exporter_config_last_reload_successful",
 			Help: "Whether the last load of the configuration file succeeded (1) or was refused (0).",
@@ -48,38 +39,24 @@ func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Stor
 			Help: "Unix time of the last successful load of the configuration.",
 		}),
 	}
+	if path != "" {
+		s.load = func() (*Config, error) { return load(path) }
+	}
 	reg.MustRegister(s.lastSuccess, s.lastSuccessTime)
 	return s
 }
 
-// Reload reads the file again. Without a file there is nothing to read and
-// the command line is the whole configuration, which counts as loaded.
-// Reloads run one at a time, so once Reload has succeeded the modules in
-// force are those of the file as it was when Reload was called, or of a
-// later version: never those of an earlier reload that finished last.
+// Reload reads the configuration again; once it has succeeded, the modules
+// in force are those of the file as it was when Reload was called, or later.
 func (s *Store) Reload() error {
-	if !s.reloadMu.TryLock() {
-		if s.queuedHook != nil {
-			s.queuedHook()
-		}
-		s.reloadMu.Lock()
-	}
-	defer s.reloadMu.Unlock()
-	cfg := &Config{}
-	var err error
-	if s.path != "" {
-		cfg, err = load(s.path)
-	}
-	if s.loadedHook != nil {
-		s.loadedHook()
-	}
+	s.reloading <- struct{}{}
+	defer func() { <-s.reloading }()
+	cfg, err := s.load()
 	if err != nil {
 		s.lastSuccess.Set(0)
 		return err
 	}
-	s.mu.Lock()
-	s.cfg, s.loaded = cfg, true
-	s.mu.Unlock()
+	s.cfg.Store(cfg)
 	s.lastSuccess.Set(1)
 	s.lastSuccessTime.SetToCurrentTime()
 	if s.path != "" {
@@ -94,73 +71,50 @@ func (s *Store) Reload() error {
 }
 
 // Ready tells whether a configuration has been loaded.
-func (s *Store) Ready() bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.loaded
-}
+func (s *Store) Ready() bool { return s.cfg.Load() != nil }
 
-// errNoDefault explains a /probe without module when no module is named
-// default.
-var errNoDefault = errors.New("no module given and the configuration has no module named default: add module=<name>")
+// Current returns the configuration in use, nil before the first load.
+func (s *Store) Current() *Config { return s.cfg.Load() }
 
-// Lookup returns the module named name (default when empty). /probe
-// turns it into a target's settings, and compares it with the one it last
-// saw to tell whether a reload changed it.
+// Lookup returns the module named name (default when empty).
 func (s *Store) Lookup(name string) (*Module, error) {
-	s.mu.RLock()
-	cfg := s.cfg
-	s.mu.RUnlock()
+	cfg := s.Current()
 	if cfg == nil || len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules are configured: start the exporter with --config.file to use /probe")
 	}
 	if name == "" {
-		m, ok := cfg.Modules[defaultModule]
-		if !ok {
-			return nil, errNoDefault
+		if m, ok := cfg.Modules[defaultModule]; ok {
+			return m, nil
 		}
+		return nil, errors.New("no module given and the configuration has no module named default: add module=<name>")
+	}
+	if m, ok := cfg.Modules[name]; ok {
 		return m, nil
 	}
-	m, ok := cfg.Modules[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown module %q: use one of the configuration file's modules", name)
-	}
-	return m, nil
-}
-
-// Current returns the configuration in use, nil before the first load.
-// It is never changed: a reload replaces it.
-func (s *Store) Current() *Config {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.cfg
+	return nil, fmt.Errorf("unknown module %q: use one of the configuration file's modules", name)
 }
 
 // ModuleNames returns the names of the modules in use, sorted.
 func (s *Store) ModuleNames() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.cfg == nil {
-		return nil
+	if cfg := s.Current(); cfg != nil {
+		return cfg.ModuleNames()
 	}
-	return s.cfg.ModuleNames()
+	return nil
 }
 
-// Check reads the file at path as a reload would, building every module's
-// HTTP client, and returns each problem as one line naming the file and,
-// where there is one, the module. It returns nothing for a good file.
+// Check reads the file at path as a reload would and returns its problems.
 func Check(path string) []string {
 	_, err := load(path)
 	if err == nil {
 		return nil
 	}
-	var problems Problems
-	if errors.As(err, &problems) {
-		lines := make([]string, len(problems))
-		for i, p := range problems {
-			lines[i] = fmt.Sprintf("config file %s: %s", path, p)
-		}
-		return lines
+	var ps problems
+	if !errors.As(err, &ps) {
+		return []string{err.Error()}
 	}
-	return []string{err.Error()}
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = fmt.Sprintf("config file %s: %s", path, p)
+	}
+	return lines
 }

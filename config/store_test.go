@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -29,100 +29,98 @@ func TestConcurrentReloads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := writeFile(t, dir, "config.yml", "modules:\n  zero: "+withKey+"\n")
-			reg := prometheus.NewPedanticRegistry()
-			s := NewStore(path, reg, promslog.NewNopLogger())
-			if err := s.Reload(); err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, dir, "config.yml", tt.first)
-
-			// The first reload stops once it has read the file.
-			loaded, release := make(chan struct{}), make(chan struct{})
-			var calls atomic.Int32
-			s.loadedHook = func() {
-				if calls.Add(1) == 1 {
-					close(loaded)
-					<-release
+			synctest.Test(t, func(t *testing.T) {
+				dir := t.TempDir()
+				path := writeFile(t, dir, "config.yml", "modules:\n  zero: "+withKey+"\n")
+				reg := prometheus.NewPedanticRegistry()
+				s := NewStore(path, reg, promslog.NewNopLogger())
+				if err := s.Reload(); err != nil {
+					t.Fatal(err)
 				}
-			}
-			queued := make(chan struct{})
-			s.queuedHook = func() { close(queued) }
-			firstDone := make(chan error, 1)
-			go func() { firstDone <- s.Reload() }()
-			<-loaded
+				writeFile(t, dir, "config.yml", tt.first)
 
-			writeFile(t, dir, "config.yml", "modules:\n  two: "+withKey+"\n")
-			secondDone := make(chan error, 1)
-			go func() { secondDone <- s.Reload() }()
-			// The second reload either waits for the first, or, were they
-			// not serialised, runs to its end; then the first one goes on.
-			select {
-			case <-queued:
-			case err := <-secondDone:
-				secondDone <- err
-			}
-			close(release)
-			<-firstDone
-			if err := <-secondDone; err != nil {
-				t.Fatalf("second reload: %v", err)
-			}
+				// The first reload stops once it has read the file.
+				release := make(chan struct{})
+				var calls atomic.Int32
+				fromFile := s.load
+				s.load = func() (*Config, error) {
+					cfg, err := fromFile()
+					if calls.Add(1) == 1 {
+						<-release
+					}
+					return cfg, err
+				}
+				firstDone := make(chan error, 1)
+				go func() { firstDone <- s.Reload() }()
+				synctest.Wait()
 
-			if _, err := s.Lookup("two"); err != nil {
-				t.Errorf("after the second reload answered, its file's module is not in force: %v", err)
-			}
-			if _, err := s.Lookup("one"); err == nil {
-				t.Error("the first reload's older file is in force")
-			}
-			want := `# HELP deployment_service_exporter_config_last_reload_successful Whether the last load of the configuration file succeeded (1) or was refused (0).
+				writeFile(t, dir, "config.yml", "modules:\n  two: "+withKey+"\n")
+				secondDone := make(chan error, 1)
+				go func() { secondDone <- s.Reload() }()
+				// The second reload waits for the first or, were they not
+				// serialised, runs to its end; then the first one goes on.
+				synctest.Wait()
+				close(release)
+				<-firstDone
+				if err := <-secondDone; err != nil {
+					t.Fatalf("second reload: %v", err)
+				}
+
+				if _, err := s.Lookup("two"); err != nil {
+					t.Errorf("after the second reload answered, its file's module is not in force: %v", err)
+				}
+				if _, err := s.Lookup("one"); err == nil {
+					t.Error("the first reload's older file is in force")
+				}
+				want := `# HELP deployment_service_exporter_config_last_reload_successful Whether the last load of the configuration file succeeded (1) or was refused (0).
 # TYPE deployment_service_exporter_config_last_reload_successful gauge
 deployment_service_exporter_config_last_reload_successful 1
 `
-			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "deployment_service_exporter_config_last_reload_successful"); err != nil {
-				t.Error(err)
-			}
+				if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "deployment_service_exporter_config_last_reload_successful"); err != nil {
+					t.Error(err)
+				}
+			})
 		})
 	}
 }
 
-// TestReloadsRunOneAtATime reloads from many goroutines while the file
-// changes: no two reloads are ever between reading the file and using it.
+// TestReloadsRunOneAtATime starts many reloads while the file changes: no
+// two are ever between reading the file and using it, and the last to read
+// it is the one in force.
 func TestReloadsRunOneAtATime(t *testing.T) {
-	dir := t.TempDir()
-	path := writeFile(t, dir, "config.yml", "modules:\n  zero: "+withKey+"\n")
-	s := NewStore(path, prometheus.NewRegistry(), promslog.NewNopLogger())
-	var inside, most atomic.Int32
-	s.loadedHook = func() {
-		n := inside.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		path := writeFile(t, dir, "config.yml", "modules:\n  zero: "+withKey+"\n")
+		s := NewStore(path, prometheus.NewRegistry(), promslog.NewNopLogger())
+		var inside atomic.Int32
+		gate := make(chan struct{})
+		fromFile := s.load
+		s.load = func() (*Config, error) {
+			inside.Add(1)
+			defer inside.Add(-1)
+			<-gate
+			return fromFile()
 		}
-		runtime.Gosched()
-		inside.Add(-1)
-	}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 20 {
-				_ = s.Reload()
+		const reloads = 8
+		var wg sync.WaitGroup
+		for range reloads {
+			wg.Go(func() { _ = s.Reload() })
+		}
+		for j := range reloads {
+			synctest.Wait()
+			if n := inside.Load(); n != 1 {
+				t.Errorf("%d reloads at once", n)
+				break
 			}
-		})
-	}
-	for j := range 20 {
-		writeFile(t, dir, "config.yml", fmt.Sprintf("modules:\n  m%d: %s\n", j, withKey))
-		runtime.Gosched()
-	}
-	wg.Wait()
-	if m := most.Load(); m != 1 {
-		t.Errorf("%d reloads at once", m)
-	}
-	// The last reload began after the last write.
-	if err := s.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Lookup("m19"); err != nil {
-		t.Errorf("the last file's module is not in force: %v", err)
-	}
+			writeFile(t, dir, "config.yml", fmt.Sprintf("modules:\n  m%d: %s\n", j, withKey))
+			gate <- struct{}{}
+		}
+		close(gate)
+		wg.Wait()
+		if _, err := s.Lookup(fmt.Sprintf("m%d", reloads-1)); err != nil {
+			t.Errorf("the last file's module is not in force: %v", err)
+		}
+	})
 }
 
 // TestAllowAnyTargetWarnsOncePerLoad: a module that sends its key

@@ -16,31 +16,21 @@ import (
 // anyPort is the port of a pattern that matches every port.
 const anyPort = "*"
 
-// TargetPattern is one entry of a module's targets: a base URL, as /probe
-// takes it, where "*" may stand for one whole host label or for the port.
-// It is kept in the spelling /probe normalises targets to, so that a
-// trailing slash, a default port or upper case never decide a match.
-type TargetPattern struct {
+// targetPattern is one entry of a module's targets: a base URL where "*"
+// stands for one whole host label or the port, kept in /probe's spelling.
+type targetPattern struct {
 	scheme string
-	// labels are the host's dot-separated labels, "*" for any one label;
-	// an IP literal is a single label.
 	labels []string
 	// port is "" for the scheme's default, anyPort, or a number.
-	port string
-	// path is the escaped path without a trailing slash.
-	path string
-	// ipv4 tells that the host is an IPv4 address, "*" standing for
-	// octets: it matches IPv4 literals only, never a name such as
-	// 10.0.attacker.example.
-	ipv4 bool
-	// concrete is the target itself when the pattern has no "*".
-	concrete *url.URL
+	port     string
+	path     string
+	kind     hostKind
+	concrete *url.URL // the target itself when the pattern has no "*"
 }
 
-// ParseTargetPattern reads one entry of targets. Its errors say what is
-// wrong without repeating the entry.
-func ParseTargetPattern(raw string) (TargetPattern, error) {
-	var p TargetPattern
+// parseTargetPattern reads one entry of targets. Its errors do not repeat it.
+func parseTargetPattern(raw string) (targetPattern, error) {
+	var p targetPattern
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
 		return p, errors.New("not an absolute http or https URL such as https://deploy.example.com")
@@ -49,8 +39,7 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 	if strings.Contains(authority, "@") {
 		return p, client.ErrURLCredentials
 	}
-	// net/url takes "*" in a host but not as a port, so the port
-	// wildcard is taken off before parsing and put back after.
+	// net/url refuses "*" as a port, so it is taken off before parsing.
 	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok {
 		authority, p.port = a, anyPort
 	}
@@ -63,17 +52,12 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 	if strings.ContainsAny(path, "*?#") {
 		return p, errors.New(`"*" stands for a host label or the port, never for part of the path; a query or fragment has no place in a target`)
 	}
-	u, err := client.ParseBaseURL(scheme + "://" + authority + "/" + path)
+	u, err := client.ParseTarget(scheme + "://" + authority + "/" + path)
 	if err != nil {
 		return p, err
 	}
-	u = client.NormalizeBaseURL(u)
 	host := u.Hostname()
-	if strings.HasPrefix(u.Host, "[") {
-		p.labels = []string{host}
-	} else {
-		p.labels = strings.Split(host, ".")
-	}
+	p.kind, p.labels = hostOf(u)
 	for _, l := range p.labels {
 		if l == "" {
 			return p, errors.New("host has an empty label (two dots in a row, or a dot at an end)")
@@ -82,8 +66,10 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 			return p, errors.New(`"*" must stand for one whole host label, as in https://*.deploy.example.com, not part of one`)
 		}
 	}
-	p.ipv4 = isIPv4Pattern(p.labels)
-	if !p.ipv4 && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*" {
+	if p.kind == kindName && isIPv4Pattern(p.labels) {
+		p.kind = kindIPv4
+	}
+	if p.kind == kindName && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*" {
 		return p, errors.New(`"*" cannot stand for the last label of a host name (its top-level domain): name the domain`)
 	}
 	p.scheme, p.path = u.Scheme, u.EscapedPath()
@@ -96,30 +82,19 @@ func ParseTargetPattern(raw string) (TargetPattern, error) {
 	return p, nil
 }
 
-// Matches tells whether target, as /probe normalised it, is one that the
-// pattern names. A "*" label matches exactly one non-empty label, so it
-// never reaches across a dot.
-func (p TargetPattern) Matches(target *url.URL) bool {
+// matches tells whether target, in /probe's spelling, is one the pattern names.
+func (p targetPattern) matches(target *url.URL) bool {
 	if target.Scheme != p.scheme || target.EscapedPath() != p.path {
 		return false
 	}
 	if p.port != anyPort && target.Port() != p.port {
 		return false
 	}
-	host := target.Hostname()
-	var labels []string
-	if strings.HasPrefix(target.Host, "[") {
-		labels = []string{host}
-	} else {
-		labels = strings.Split(host, ".")
-	}
-	if len(labels) != len(p.labels) {
-		return false
-	}
-	// An address matches an address pattern, a name a name pattern:
-	// "*" never turns one into the other.
-	ip := net.ParseIP(host)
-	if (ip != nil && ip.To4() != nil) != p.ipv4 || ip != nil && ip.To4() == nil && slices.Contains(p.labels, "*") {
+	// "*" never matches an address for a name, nor a name that some
+	// resolver reads as an address (2130706433, 0x7f.1, 127.1).
+	kind, labels := hostOf(target)
+	if kind != p.kind || len(labels) != len(p.labels) || !client.HostWithinBounds(target.Hostname()) ||
+		kind == kindName && endsInNumber(labels) && slices.Contains(p.labels, "*") {
 		return false
 	}
 	for i, l := range labels {
@@ -130,8 +105,38 @@ func (p TargetPattern) Matches(target *url.URL) bool {
 	return true
 }
 
-// isIPv4Pattern tells whether labels are an IPv4 address, some octets
-// possibly "*".
+// hostKind tells a host name from an IPv4 or an IPv6 address.
+type hostKind uint8
+
+const (
+	kindName hostKind = iota
+	kindIPv4
+	kindIPv6
+)
+
+// hostOf returns the kind of u's host and its labels.
+func hostOf(u *url.URL) (hostKind, []string) {
+	host := u.Hostname()
+	switch {
+	case strings.HasPrefix(u.Host, "["):
+		return kindIPv6, []string{host}
+	case net.ParseIP(host) != nil:
+		return kindIPv4, strings.Split(host, ".")
+	}
+	return kindName, strings.Split(host, ".")
+}
+
+// endsInNumber tells whether a name's last label is a decimal or hex
+// number, which inet_aton and browsers read as part of an IPv4 address.
+func endsInNumber(labels []string) bool {
+	l := strings.ToLower(labels[len(labels)-1])
+	if hex, ok := strings.CutPrefix(l, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return l != "" && strings.Trim(l, "0123456789") == ""
+}
+
+// isIPv4Pattern tells whether labels are an IPv4 address, some octets "*".
 func isIPv4Pattern(labels []string) bool {
 	if len(labels) != 4 {
 		return false
@@ -147,19 +152,13 @@ func isIPv4Pattern(labels []string) bool {
 	return true
 }
 
-// Concrete returns the target the pattern names when it has no "*", in
-// /probe's spelling, and nil otherwise.
-func (p TargetPattern) Concrete() *url.URL { return p.concrete }
-
-// parseTargets reads the module's targets and refuses a module whose
-// credentials could go to any service /probe is told of without its
-// author saying so.
+// parseTargets reads the module's targets; credentials need some or allow_any_target.
 func (m *Module) parseTargets() error {
-	m.patterns = make([]TargetPattern, 0, len(m.Targets))
+	m.patterns = make([]targetPattern, 0, len(m.Targets))
 	for i, raw := range m.Targets {
-		p, err := ParseTargetPattern(raw)
+		p, err := parseTargetPattern(raw)
 		if err != nil {
-			// An entry with credentials or a query in it is not repeated.
+			// An entry with credentials or a query in it could hold a secret.
 			if strings.ContainsAny(raw, "@?") {
 				return fmt.Errorf("targets[%d]: %w", i, err)
 			}
@@ -175,10 +174,8 @@ func (m *Module) parseTargets() error {
 	return nil
 }
 
-// credentials names the settings of the module that carry a secret to
-// the service, or returns "" when it sends none. A proxy's credentials go
-// to the proxy, which the file names, and a TLS client certificate's key
-// never leaves the exporter, so neither counts.
+// credentials names the module's settings that lend authority to the
+// service it is used with (a proxy's too, which forwards anywhere), or "".
 func (m *Module) credentials() string {
 	c := &m.HTTPClientConfig
 	var what []string
@@ -192,31 +189,39 @@ func (m *Module) credentials() string {
 			}
 		}
 	}
+	if t := c.TLSConfig; t.Cert != "" || t.CertFile != "" || t.Key != "" || t.KeyFile != "" {
+		what = append(what, moduleBlock+".tls_config (a client certificate)")
+	}
+	if u := c.ProxyURL.URL; u != nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			what = append(what, moduleBlock+".proxy_url (a password)")
+		}
+	}
+	if len(c.ProxyConnectHeader) > 0 {
+		what = append(what, moduleBlock+".proxy_connect_header")
+	}
 	return strings.Join(what, ", ")
 }
 
-// CheckTarget tells whether /probe may use the module with target, in
-// /probe's spelling: nil when it may, else why not, in one line.
+// CheckTarget tells why /probe may not use the module with target, nil if it may.
 func (m *Module) CheckTarget(target *url.URL) error {
 	if m.AllowAnyTarget || len(m.patterns) == 0 && m.credentials() == "" {
 		return nil
 	}
 	for _, p := range m.patterns {
-		if p.Matches(target) {
+		if p.matches(target) {
 			return nil
 		}
 	}
 	return errors.New("its targets do not list this target, and its credentials go only to those: probe one of them, or add the target to the module's targets")
 }
 
-// ConcreteTargets returns the targets the module lists without a "*", in
-// /probe's spelling and the file's order, each once: what service
-// discovery hands Prometheus to probe.
+// ConcreteTargets returns the targets the module lists without a "*", each once.
 func (m *Module) ConcreteTargets() []*url.URL {
 	var out []*url.URL
 	seen := make(map[string]bool)
 	for _, p := range m.patterns {
-		if u := p.Concrete(); u != nil && !seen[u.String()] {
+		if u := p.concrete; u != nil && !seen[u.String()] {
 			seen[u.String()] = true
 			out = append(out, u)
 		}

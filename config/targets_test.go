@@ -11,11 +11,11 @@ import (
 // probeSpelling turns raw into the target /probe would poll.
 func probeSpelling(t *testing.T, raw string) *url.URL {
 	t.Helper()
-	u, err := client.ParseBaseURL(raw)
+	u, err := client.ParseTarget(raw)
 	if err != nil {
 		t.Fatalf("%s: %v", raw, err)
 	}
-	return client.NormalizeBaseURL(u)
+	return u
 }
 
 func TestTargetPatternMatches(t *testing.T) {
@@ -62,6 +62,34 @@ func TestTargetPatternMatches(t *testing.T) {
 			refuse:  []string{"https://a.example", "https://intranet:444", "https://[::1]", "https://127.0.0.1"},
 		},
 		{
+			// A lone "*" matches no address in any spelling: in brackets,
+			// or as a name some resolver reads as one.
+			pattern: "http://*:8080/deploy",
+			match:   []string{"http://localhost:8080/deploy", "http://deploy-1:8080/deploy"},
+			refuse: []string{
+				"http://[::ffff:127.0.0.1]:8080/deploy", "http://[::1]:8080/deploy", "http://[::ffff:7f00:1]:8080/deploy",
+				"http://2130706433:8080/deploy", "http://0x7f000001:8080/deploy", "http://0X7F000001:8080/deploy",
+				"http://017700000001:8080/deploy", "http://0x:8080/deploy",
+			},
+		},
+		{
+			// Short forms (127.1) and mixed bases end in a number too.
+			pattern: "http://*.1",
+			refuse:  []string{"http://127.1", "http://0x7f.1", "http://127.0x1"},
+		},
+		{
+			pattern: "http://*.*.*.*",
+			match:   []string{"http://127.0.0.1"},
+			refuse:  []string{"http://0177.0.0.1", "http://127.0.0.0x1", "http://[::ffff:127.0.0.1]"},
+		},
+		{
+			// An IPv6 pattern matches its address in any spelling, and
+			// only that.
+			pattern: "http://[::ffff:127.0.0.1]:*",
+			match:   []string{"http://[::ffff:7f00:1]:8080", "http://[0:0:0:0:0:ffff:127.0.0.1]"},
+			refuse:  []string{"http://127.0.0.1:8080", "http://[::1]:8080"},
+		},
+		{
 			// "*" stands for octets of an address, never for a name.
 			pattern: "http://10.0.*.*:*",
 			match:   []string{"http://10.0.3.4:8080", "http://10.0.0.255"},
@@ -74,17 +102,17 @@ func TestTargetPatternMatches(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		p, err := ParseTargetPattern(tt.pattern)
+		p, err := parseTargetPattern(tt.pattern)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.pattern, err)
 		}
 		for _, raw := range tt.match {
-			if !p.Matches(probeSpelling(t, raw)) {
+			if !p.matches(probeSpelling(t, raw)) {
 				t.Errorf("%s does not match %s", tt.pattern, raw)
 			}
 		}
 		for _, raw := range tt.refuse {
-			if p.Matches(probeSpelling(t, raw)) {
+			if p.matches(probeSpelling(t, raw)) {
 				t.Errorf("%s matches %s", tt.pattern, raw)
 			}
 		}
@@ -93,30 +121,33 @@ func TestTargetPatternMatches(t *testing.T) {
 
 func TestTargetPatternInvalid(t *testing.T) {
 	for raw, want := range map[string]string{
-		"deploy.example.com":                   "absolute",
-		"ftp://deploy.example.com":             "http or https",
-		"https://":                             "no host",
-		"https://user:hunter2@deploy.example":  "credentials",
-		"https://deploy.example.com?x=1":       "query",
-		"https://deploy.example.com/a*":        "never for part of the path",
-		"https://deploy.example.com/*":         "never for part of the path",
-		"https://de*.example.com":              "one whole host label",
-		"https://**.example.com":               "one whole host label",
-		"https://a..example.com":               "empty label",
-		"https://deploy.example.com:8*":        "whole port",
-		"https://deploy.example.com:99999":     "port",
-		"http://[::*]:80":                      "IPv6",
-		"https://deploy.example.com#fragment":  "fragment",
-		"https://*.example.com:*/x/*/y":        "never for part of the path",
-		"https://deploy.example.com:*:*":       "whole port",
-		"https://deploy.example.com:80/a?b=*":  "never for part of the path",
-		"https://deploy.example.com/%zz":       "not a valid URL",
-		"https://deploy example.com":           "not a valid URL",
-		"http://*.127.0.0.1.nip.io:*/deploy/*": "never for part of the path",
-		"https://deploy.example.*":             "top-level domain",
-		"https://deploy。example.com":           "ASCII",
+		"deploy.example.com":                                    "absolute",
+		"ftp://deploy.example.com":                              "http or https",
+		"https://":                                              "no host",
+		"https://user:hunter2@deploy.example":                   "credentials",
+		"https://deploy.example.com?x=1":                        "query",
+		"https://deploy.example.com/a*":                         "never for part of the path",
+		"https://deploy.example.com/*":                          "never for part of the path",
+		"https://de*.example.com":                               "one whole host label",
+		"https://**.example.com":                                "one whole host label",
+		"https://a..example.com":                                "empty label",
+		"https://deploy.example.com:8*":                         "whole port",
+		"https://deploy.example.com:99999":                      "port",
+		"http://[::*]:80":                                       "IPv6",
+		"https://deploy.example.com#fragment":                   "fragment",
+		"https://*.example.com:*/x/*/y":                         "never for part of the path",
+		"https://deploy.example.com:*:*":                        "whole port",
+		"https://deploy.example.com:80/a?b=*":                   "never for part of the path",
+		"https://deploy.example.com/%zz":                        "not a valid URL",
+		"https://deploy example.com":                            "not a valid URL",
+		"http://*.127.0.0.1.nip.io:*/deploy/*":                  "never for part of the path",
+		"https://deploy.example.*":                              "top-level domain",
+		"https://deploy。example.com":                            "ASCII",
+		"http://[fe80::1%25eth0]:*":                             "zone",
+		"https://*." + strings.Repeat("a", 64) + ".example.com": "label longer than 63",
+		"https://*." + strings.Repeat("a.", 125) + "com":        "longer than 253",
 	} {
-		_, err := ParseTargetPattern(raw)
+		_, err := parseTargetPattern(raw)
 		if err == nil {
 			t.Errorf("%s: accepted", raw)
 			continue
@@ -166,6 +197,13 @@ func TestTargetsBindCredentials(t *testing.T) {
 		{"key with an empty list", "{targets: [], http_client_config: {authorization: {type: Token, credentials: k}}}", "lists no targets", nil, nil},
 		{"secret header without targets", "{http_client_config: {http_headers: {X-Api-Key: {secrets: [k]}}}}", "http_client_config.http_headers.X-Api-Key", nil, nil},
 		{"header file without targets", "{http_client_config: {http_headers: {X-Api-Key: {files: [key]}}}}", "http_client_config.http_headers.X-Api-Key", nil, nil},
+		{"client certificate without targets", "{http_client_config: {tls_config: {cert_file: c.pem, key_file: k.pem}}}", "http_client_config.tls_config (a client certificate)", nil, nil},
+		{"inline client certificate without targets", "{http_client_config: {tls_config: {cert: c, key: k}}}", "http_client_config.tls_config (a client certificate)", nil, nil},
+		{"proxy password without targets", "{http_client_config: {proxy_url: 'http://u:pw@proxy.example:3128'}}", "http_client_config.proxy_url (a password)", nil, nil},
+		{"proxy connect header without targets", "{http_client_config: {proxy_url: 'http://proxy.example:3128', proxy_connect_header: {Proxy-Authorization: [Basic dTpwdw==]}}}", "http_client_config.proxy_connect_header", nil, nil},
+		{"proxy password with targets", "{targets: [" + listed + "], http_client_config: {proxy_url: 'http://u:pw@proxy.example:3128'}}", "", []string{listed}, []string{other}},
+		{"proxy password with allow_any_target", "{allow_any_target: true, http_client_config: {proxy_url: 'http://u:pw@proxy.example:3128'}}", "", []string{listed, other}, nil},
+		{"proxy without a password", "{http_client_config: {proxy_url: 'http://u@proxy.example:3128'}}", "", []string{listed, other}, nil},
 		{"key with allow_any_target", "{allow_any_target: true, http_client_config: {authorization: {type: Token, credentials: k}}}", "", []string{listed, other}, nil},
 		{"allow_any_target beside targets", "{allow_any_target: true, targets: [" + listed + "], http_client_config: {authorization: {type: Token, credentials: k}}}", "", []string{listed, other}, nil},
 		{"no credentials", "{timeout: 5s}", "", []string{listed, other}, nil},
@@ -206,6 +244,23 @@ func TestTargetsBindCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMatchesBoundsLabels: a pattern refuses a host over the bounds even
+// when it reaches matches without /probe's checks.
+func TestMatchesBoundsLabels(t *testing.T) {
+	p, err := parseTargetPattern("https://*.deploy.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{strings.Repeat("a", 64) + ".deploy.example.com", strings.Repeat("a", 500_000) + ".deploy.example.com"} {
+		if p.matches(&url.URL{Scheme: "https", Host: host}) {
+			t.Errorf("a %d-byte label matched", len(host)-len(".deploy.example.com"))
+		}
+	}
+	if !p.matches(&url.URL{Scheme: "https", Host: strings.Repeat("a", 63) + ".deploy.example.com"}) {
+		t.Error("a 63-byte label did not match")
 	}
 }
 

@@ -75,6 +75,9 @@ func (s *Service) serveEndpoint(w http.ResponseWriter, r *http.Request, endpoint
 		status, render = http.StatusFound, detailBody("Found.")
 	case f.Body != "":
 		status, render = cmp.Or(f.Status, http.StatusOK), rawBody(f.Body)
+	case f.Status == http.StatusUnauthorized: // as for a refused key
+		w.Header().Set("WWW-Authenticate", "Token")
+		status, render = f.Status, detailBody("Invalid token.")
 	case f.Status != 0:
 		status, render = f.Status, detailBody(http.StatusText(f.Status))
 	case f.GzipBomb > 0:

@@ -11,7 +11,8 @@ import (
 // GzipBomb, which wins over OversizeBytes; Delay, RetryAfter and Truncate
 // combine with any of them.
 type Fault struct {
-	// Status answers with this HTTP status and a small JSON error body.
+	// Status answers with this HTTP status and a small JSON error body; a
+	// 401 as a refused key is answered, with WWW-Authenticate: Token.
 	Status int
 	// RetryAfter is sent as the Retry-After header ("30" or an HTTP date),
 	// typically with Status 429 or 503.

@@ -45,6 +45,19 @@ func TestFaults(t *testing.T) {
 			},
 		},
 		{
+			name: "401 as Django REST framework answers it", endpoint: EndpointRoot, path: "/api/",
+			fault: Fault{Status: 401},
+			check: func(t *testing.T, r response, _ string) {
+				wantStatus(t, r, 401)
+				if got := r.header.Get("WWW-Authenticate"); got != "Token" {
+					t.Errorf("WWW-Authenticate %q, want Token", got)
+				}
+				if string(r.body) != `{"detail":"Invalid token."}` {
+					t.Errorf("body %s", r.body)
+				}
+			},
+		},
+		{
 			name: "raw body", endpoint: EndpointLocations, path: list,
 			fault: Fault{Body: `{"results": 5`},
 			check: func(t *testing.T, r response, _ string) {

@@ -222,7 +222,16 @@ async function main() {
         '--disable-component-update', '--disable-sync'],
     });
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    await page.goto(`${base}/`);
+    const cspViolations = [];
+    page.on('console', (msg) => {
+      if (/Content Security Policy/i.test(msg.text())) cspViolations.push(msg.text());
+    });
+    const csp = (await page.goto(`${base}/`)).headers();
+    const policy = csp['content-security-policy'] || '';
+    check(/default-src 'none'/.test(policy) && /frame-ancestors 'none'/.test(policy) && !/script-src/.test(policy) &&
+      csp['x-content-type-options'] === 'nosniff', `the landing page allows no script and no framing (${policy})`);
+    check(await page.evaluate(() => getComputedStyle(document.body).maxWidth) === '1280px',
+      'the inline style applies under the Content-Security-Policy');
     const links = await page.$$eval('#polls tbody tr', (rows) => rows.map((tr) => ({
       state: tr.querySelector('td[data-label="Result"]').className.split(' ')[0],
       href: tr.querySelector('a').getAttribute('href'),
@@ -260,6 +269,14 @@ async function main() {
       check(await page.$('#demo') !== null, 'a poll page of --demo says it shows the sample service');
     }
 
+    await page.goto(`${base}/`);
+    await page.fill('input[name="target"]', demo);
+    const submitted = await Promise.all([
+      page.waitForURL(/\/probe\?/, { timeout: 10_000 }), page.click('input[type="submit"]'),
+    ]).then(() => true, () => false);
+    check(submitted && /deployment_service_up 0/.test(await page.textContent('body')),
+      'the probe form submits under the Content-Security-Policy');
+
     const pages = [['landing', '/']];
     if (failedPoll) pages.push(['poll-failed', '/' + failedPoll.href]);
     if (partialPoll) pages.push(['poll-partial', '/' + partialPoll.href]);
@@ -281,6 +298,7 @@ async function main() {
         console.log(`    screenshot ${shot}`);
       }
     }
+    check(cspViolations.length === 0, `no page breaks its Content-Security-Policy${cspViolations.length ? ':\n    ' + cspViolations.join('\n    ') : ''}`);
   } finally {
     if (browser) await browser.close();
     exporter.child.kill('SIGTERM');

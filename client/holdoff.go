@@ -1,0 +1,69 @@
+package client
+
+import (
+	"sync"
+	"time"
+)
+
+// maxHoldOffs bounds the origins whose hold-offs are kept: ten times the
+// /probe pairs, so that only a flood of distinct origins, each answering
+// 429 within ten minutes, can push one out, the one ending soonest first.
+const maxHoldOffs = 10_000
+
+// HoldOffs keeps, by origin, the hold-offs that services asked for with a
+// 429 or 503 and Retry-After. Clients that share one hold off together,
+// and a Client dropped from a cache forgets nothing: a new one for the
+// same origin finds the hold-off in force. It is safe for concurrent use.
+type HoldOffs struct {
+	mu sync.Mutex
+	m  map[string]holdOff
+}
+
+type holdOff struct {
+	until  time.Time
+	status int
+}
+
+// NewHoldOffs returns an empty store.
+func NewHoldOffs() *HoldOffs {
+	return &HoldOffs{m: make(map[string]holdOff)}
+}
+
+func (h *HoldOffs) get(origin string) holdOff {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[origin]
+}
+
+// extend starts or extends origin's hold-off until the given time, and
+// returns the end of the hold-off in force.
+func (h *HoldOffs) extend(origin string, until time.Time, status int) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old, ok := h.m[origin]
+	if ok && !until.After(old.until) {
+		return old.until
+	}
+	if !ok && len(h.m) >= maxHoldOffs {
+		h.makeRoom()
+	}
+	h.m[origin] = holdOff{until: until, status: status}
+	return until
+}
+
+// makeRoom drops the hold-offs that have ended, or else the one ending
+// soonest; h.mu is held.
+func (h *HoldOffs) makeRoom() {
+	now := time.Now()
+	soonest := ""
+	for k, v := range h.m {
+		if !now.Before(v.until) {
+			delete(h.m, k)
+		} else if soonest == "" || v.until.Before(h.m[soonest].until) {
+			soonest = k
+		}
+	}
+	if len(h.m) >= maxHoldOffs {
+		delete(h.m, soonest)
+	}
+}

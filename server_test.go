@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// pipeListener hands a server in-memory connections, whose deadlines run
+// on synctest's clock.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// dial connects a client to the server and returns the client's end.
+func (l *pipeListener) dial() net.Conn {
+	client, server := net.Pipe()
+	l.conns <- server
+	return client
+}
+
+// TestServerDropsSlowAndIdleConnections holds the exporter's server to
+// its bounds: a connection that sends half a request, or idles after an
+// answer, is closed, idle ones within two minutes, so that idle clients
+// cannot take every file descriptor.
+func TestServerDropsSlowAndIdleConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name, send string
+		answered   bool
+		within     func(*http.Server) time.Duration
+	}{
+		{"idle after an answer", "GET /-/healthy HTTP/1.1\r\nHost: exporter\r\n\r\n", true,
+			func(*http.Server) time.Duration { return 2 * time.Minute }},
+		{"a header that never ends", "GET /-/healthy HTTP/1.1\r\nHost: exporter\r\n", false,
+			func(s *http.Server) time.Duration { return s.ReadHeaderTimeout }},
+		{"a body that never comes", "POST /-/reload HTTP/1.1\r\nHost: exporter\r\nContent-Length: 100\r\n\r\n", true,
+			func(s *http.Server) time.Duration { return s.ReadTimeout }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					_, _ = io.WriteString(w, "ok\n")
+				}))
+				limit := tc.within(srv)
+				if limit <= 0 {
+					t.Fatal("the server sets no bound for this")
+				}
+				l := newPipeListener()
+				served := make(chan error, 1)
+				go func() { served <- srv.Serve(l) }()
+				conn := l.dial()
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				if _, err := io.WriteString(conn, tc.send); err != nil {
+					t.Fatal(err)
+				}
+				if tc.answered {
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+				}
+				start := time.Now()
+				if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+					t.Errorf("read from the connection: %v, want EOF", err)
+				}
+				if waited := time.Since(start); waited > limit {
+					t.Errorf("closed after %v, want within %v", waited, limit)
+				}
+				_ = srv.Close()
+				if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+					t.Errorf("Serve: %v", err)
+				}
+			})
+		})
+	}
+}
