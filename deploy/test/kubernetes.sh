@@ -15,7 +15,17 @@
 #      restricted security context, resources, probes, the API key read from
 #      a Secret file through --api.key-file, connected selectors and ports,
 #      rules equal to deploy/prometheus/rules, and container arguments that
-#      the exporter binary (its --help) accepts.
+#      the exporter binary (its --help) accepts;
+#   5. the component components/grafana-dashboard, with the base and alone in
+#      a namespace of its own, renders a ConfigMap labelled
+#      grafana_dashboard: "1" holding grafana/dashboards byte for byte (its
+#      copies are the files');
+#   6. deploy/README.md's recipe for another job name, run in a copy: the
+#      rules select the new job and no other, promtool accepts them and the
+#      compose and Prometheus configurations that scrape it, and the base
+#      with the dashboard component passes the checks of 4 and 5 with that
+#      job (the ServiceMonitor sets it, the rules and the dashboard's
+#      default select it).
 #
 # kustomize comes from PATH or $(go env GOPATH)/bin, else go install builds it.
 # Environment: EXPORTER_BIN=path skips the build and uses that binary.
@@ -26,6 +36,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/lib_k8s.sh"
 
 ensure_apt kubectl kubectl
+ensure_apt promtool prometheus
 kustomize=$(ensure_go_tool kustomize sigs.k8s.io/kustomize/kustomize/v5@v5.5.0)
 
 work=$(mktemp -d)
@@ -103,3 +114,59 @@ exporter=$(exporter_binary "${work}")
 
 k8scheck=$(tools_binary k8scheck "${work}")
 "${k8scheck}" -help "${work}/help.txt" -rules "${work}/rules.yaml" "${work}/rendered.yaml"
+
+# The dashboard component: its copies are grafana/dashboards', and it renders
+# them byte for byte with the base, or alone in Grafana's namespace.
+component="${repo}/deploy/kubernetes/components/grafana-dashboard"
+for f in "${repo}"/grafana/dashboards/*.json "${component}"/*.json; do
+  cmp -s "${repo}/grafana/dashboards/$(basename "${f}")" "${component}/$(basename "${f}")" ||
+    die "components/grafana-dashboard/$(basename "${f}") is not a copy of grafana/dashboards/$(basename "${f}"): cp grafana/dashboards/*.json deploy/kubernetes/components/grafana-dashboard/"
+done
+# overlay DIR BASE_DIR NAMESPACE [COMPONENT_DIR]: an overlay of the base
+# (when BASE_DIR is not empty) with the dashboard component, in NAMESPACE.
+# kustomize takes only relative paths.
+overlay() {
+  mkdir -p "$1"
+  {
+    printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: %s\n' "$3"
+    [[ -z "$2" ]] || printf 'resources:\n  - %s\n' "$(realpath --relative-to="$1" "$2")"
+    printf 'components:\n  - %s\n' "$(realpath --relative-to="$1" "${4:-${component}}")"
+  } >"$1/kustomization.yaml"
+}
+printf '%s' "${key}" >"${work}/repo/deploy/kubernetes/api-key"
+overlay "${work}/with-base" "${work}/repo/deploy/kubernetes" monitoring
+kubectl kustomize "${work}/with-base" >"${work}/with-base.yaml"
+want_dashboard=Deployment=1,Service=1,Secret=1,ConfigMap=2,ServiceMonitor=1,PrometheusRule=1
+"${k8scheck}" -help "${work}/help.txt" -rules "${work}/rules.yaml" -want "${want_dashboard}" \
+  -dashboards "${repo}/grafana/dashboards" -dashboard-namespace monitoring "${work}/with-base.yaml"
+overlay "${work}/alone" "" grafana
+kubectl kustomize "${work}/alone" >"${work}/alone.yaml"
+"${k8scheck}" -want ConfigMap=1 -dashboards "${repo}/grafana/dashboards" -dashboard-namespace grafana "${work}/alone.yaml"
+log "ok: components/grafana-dashboard renders the dashboards byte for byte, with the base and alone"
+
+# Another job name, as deploy/README.md says, in a copy of what it edits.
+mkdir -p "${work}/jobs"
+cp -R "${repo}/deploy" "${repo}/grafana" "${work}/jobs/"
+printf '%s' "${key}" >"${work}/jobs/deploy/kubernetes/api-key"
+markdown_block "${repo}/deploy/README.md" '<!-- recipe: another job name (run by deploy/test/kubernetes.sh) -->' sh >"${work}/jobs.sh"
+(cd "${work}/jobs" && bash "${work}/jobs.sh") || die "deploy/README.md's recipe for another job name failed"
+job=$(sed -n 's/^job=\([a-z_]*\).*/\1/p' "${work}/jobs.sh")
+[[ -n "${job}" && "${job}" != deployment_service ]] || die "deploy/README.md's recipe sets no job=NAME first"
+rules_dir="${work}/jobs/deploy/prometheus/rules"
+if grep -rn 'job="deployment_service"' "${rules_dir}" "${work}/jobs/deploy/kubernetes/prometheusrule.yaml"; then
+  die "after the recipe, rules still select job=\"deployment_service\""
+fi
+[[ $(grep -c "up{job=\"${job}\"}" "${rules_dir}/alerts.yml") -eq 2 ]] ||
+  die "after the recipe, DeploymentServiceExporterDown and DeploymentServiceExporterAbsent do not select job=\"${job}\""
+promtool check rules "${rules_dir}"/*.yml >"${work}/promtool.txt" 2>&1 ||
+  die "promtool check rules refuses the renamed rules: $(cat "${work}/promtool.txt")"
+for config in compose/prometheus.yml prometheus/prometheus.yml prometheus/prometheus-sd.yml; do
+  grep -qx "  - job_name: ${job}" "${work}/jobs/deploy/${config}" || die "after the recipe, deploy/${config} scrapes no job ${job}"
+  promtool check config "${work}/jobs/deploy/${config}" >"${work}/promtool.txt" 2>&1 ||
+    die "promtool check config refuses deploy/${config} after the recipe: $(cat "${work}/promtool.txt")"
+done
+overlay "${work}/jobs-overlay" "${work}/jobs/deploy/kubernetes" monitoring "${work}/jobs/deploy/kubernetes/components/grafana-dashboard"
+kubectl kustomize "${work}/jobs-overlay" >"${work}/jobs.yaml"
+"${k8scheck}" -help "${work}/help.txt" -job "${job}" -rules "${work}/rules.yaml" -want "${want_dashboard}" \
+  -dashboards "${repo}/grafana/dashboards" -dashboard-namespace monitoring "${work}/jobs.yaml"
+log "ok: deploy/README.md's recipe renames the job ${job} in the rules, the Prometheus, compose and kustomize configurations and the dashboards"

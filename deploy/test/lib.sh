@@ -103,6 +103,26 @@ prometheus3_binary() {
   echo "${bin}"
 }
 
+victoriametrics_module=github.com/VictoriaMetrics/VictoriaMetrics
+victoriametrics_version=v1.151.0
+
+# victoriametrics_binary NAME: prints the path of VictoriaMetrics' NAME
+# (victoria-metrics or vmalert) at ${victoriametrics_version} in
+# $(go env GOPATH)/bin, building it there when it is not (a few minutes on
+# 2 cores; .ci/run builds both in the background).
+victoriametrics_binary() {
+  local name=$1 gobin bin
+  gobin=$(go env GOBIN)
+  [[ -n "${gobin}" ]] || gobin="$(go env GOPATH)/bin"
+  bin="${gobin}/${name}"
+  if ! go version -m "${bin}" 2>/dev/null |
+    grep -qE "^[[:space:]]+mod[[:space:]]+${victoriametrics_module}[[:space:]]+${victoriametrics_version}([[:space:]]|$)"; then
+    log "building ${name} ${victoriametrics_version} into ${gobin} (minutes on 2 cores; later runs reuse it)"
+    (cd / && GOFLAGS=-mod=mod go install "${victoriametrics_module}/app/${name}@${victoriametrics_version}") >&2
+  fi
+  echo "${bin}"
+}
+
 # start_work: makes ${work}, a temporary directory, and ${pids}, the
 # processes a check starts there. On exit they are stopped, the last lines
 # of every log in ${work} are shown when the check failed, and ${work} is

@@ -69,14 +69,16 @@ const defaultWant = "Deployment=1,Service=1,Secret=1,ConfigMap=1,ServiceMonitor=
 
 func main() {
 	helpFile := flag.String("help", "", "file with the exporter's --help output; container arguments must be flags it lists")
-	job := flag.String("job", "deployment_service", "job label the /metrics ServiceMonitor must set (the alert rules select it)")
-	probeJob := flag.String("probe-job", "deployment_service_probe", "job label each /probe ServiceMonitor must set")
+	job := flag.String("job", defaultJob, "job label the /metrics ServiceMonitor must set, which the rules (-rules) and the dashboards' defaults (-dashboards) select")
+	probeJob := flag.String("probe-job", defaultProbeJob, "job label each /probe ServiceMonitor and ScrapeConfig must set, which the rules select")
 	wantFlag := flag.String("want", defaultWant, "KIND=N,...: exactly N objects of each kind; kinds not named must be absent")
 	rulesFile := flag.String("rules", "", "PrometheusRule file (promrulegen's output) whose spec every PrometheusRule must equal")
 	var ruleExprs stringList
 	flag.Var(&ruleExprs, "rule-expr", "RECORD=EXPR: with -rules, the expression that the chart's values give that recording rule, in place of the rule files' one (repeatable)")
 	var external stringList
 	flag.Var(&external, "external-secret", "a Secret the manifests reference but do not hold (made by the user); repeatable")
+	dashboardDir := flag.String("dashboards", "", "directory of Grafana dashboards (*.json) that ConfigMaps must hold, each once")
+	dashboardNS := flag.String("dashboard-namespace", "", "with -dashboards, the namespace of their ConfigMaps")
 	flag.Parse()
 
 	want, err := parseWant(*wantFlag)
@@ -107,6 +109,7 @@ func main() {
 		if err := setRuleExprs(c.rules, ruleExprs); err != nil {
 			fatal(err)
 		}
+		renameJobs(c.rules, *job, *probeJob)
 	} else if len(ruleExprs) > 0 {
 		fatal(errors.New("-rule-expr needs -rules"))
 	}
@@ -118,6 +121,9 @@ func main() {
 		c.flags = flags
 	}
 	c.run()
+	if *dashboardDir != "" {
+		c.dashboards(*dashboardDir, *dashboardNS)
+	}
 	for _, e := range c.errs {
 		fmt.Printf("FAIL %s\n", e)
 	}

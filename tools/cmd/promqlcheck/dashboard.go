@@ -12,7 +12,8 @@ type query struct {
 	source    string // a human-readable origin, e.g. `dashboard.json panel "API up" A`
 	expr      string
 	kind      kind
-	dashboard int // index of the dashboard among the -dashboard files; -1 for a rule
+	dashboard int    // index of the dashboard among the -dashboard files; -1 for a rule
+	record    string // the series a recording rule writes
 }
 
 type kind int
@@ -52,6 +53,13 @@ func (v variable) queryString() string {
 		return o.Query
 	}
 	return ""
+}
+
+// saved returns the value saved as the variable's current one, if a single string.
+func (v variable) saved() string {
+	var s string
+	_ = json.Unmarshal(v.Current.Value, &s)
+	return s
 }
 
 // currentValue returns the first selected value of a custom or constant variable.

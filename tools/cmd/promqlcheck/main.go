@@ -43,6 +43,7 @@ type options struct {
 	rng          time.Duration
 	targets      stringList
 	varCases     stringList
+	recorded     bool
 }
 
 func main() {
@@ -57,6 +58,7 @@ func main() {
 	flag.DurationVar(&o.rng, "range", time.Hour, "value of $__range")
 	flag.Var(&o.targets, "target", "name=value,... of one target: dashboard variables and recording rule labels (repeatable)")
 	flag.Var(&o.varCases, "vars", "name=value,... of dashboard variables to check the dashboards with (repeatable)")
+	flag.BoolVar(&o.recorded, "recorded", false, "also require the series each recording rule writes to have data (waiting for them up to -wait-timeout)")
 	flag.Parse()
 	if o.prometheus == "" || len(o.dashboards)+len(o.rules) == 0 {
 		fmt.Fprintln(os.Stderr, "promqlcheck: -prometheus and at least one -dashboard or -rules are required")
@@ -104,8 +106,13 @@ func run(o options) int {
 		nRules += len(qs)
 		all = append(all, qs...)
 	}
+	var recorded []query
+	if o.recorded {
+		recorded = recordedSeries(all)
+		all = append(all, recorded...)
+	}
 
-	if err := waitFor(ctx, p, o.waits, nRules, o.waitTimeout); err != nil {
+	if err := waitFor(ctx, p, o.waits, nRules, recorded, o.waitTimeout); err != nil {
 		return fail(err)
 	}
 
@@ -240,9 +247,10 @@ func describe(r result) string {
 	return fmt.Sprintf("%d series", len(r.series))
 }
 
-// waitFor polls until every wait expression returns data and every rule
-// has been evaluated at least once.
-func waitFor(ctx context.Context, p *prom, waits []string, nRules int, timeout time.Duration) error {
+// waitFor polls until every wait expression returns data, every rule has
+// been evaluated at least once and every recorded series has data (those
+// still without any by the deadline fail in the checks that follow).
+func waitFor(ctx context.Context, p *prom, waits []string, nRules int, recorded []query, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, w := range waits {
 		for {
@@ -260,12 +268,21 @@ func waitFor(ctx context.Context, p *prom, waits []string, nRules int, timeout t
 	for nRules > 0 {
 		rs, err := p.rules(ctx)
 		if err == nil && len(rs) >= nRules && allEvaluated(rs) {
-			return nil
+			break
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("gave up after %s waiting for %d rules to be loaded and evaluated (have %d, last error: %v)", timeout, nRules, len(rs), err)
 		}
 		time.Sleep(time.Second)
+	}
+	for _, q := range recorded {
+		for {
+			res, err := p.query(ctx, q.expr)
+			if err == nil && !res.empty() || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -36,6 +37,7 @@ func loadRules(path string) ([]query, error) {
 			switch {
 			case r.Record != "":
 				q.source = fmt.Sprintf("%s recording rule %s", path, r.Record)
+				q.record = r.Record
 			case r.Alert != "":
 				q.source = fmt.Sprintf("%s alert %s", path, r.Alert)
 				q.kind = mustEvaluate
@@ -49,4 +51,17 @@ func loadRules(path string) ([]query, error) {
 		return nil, fmt.Errorf("%s: no rules", path)
 	}
 	return qs, nil
+}
+
+// recordedSeries returns, for each recording rule among qs, a query of the
+// series it writes: that must have data too, wherever the rules' results go
+// (vmalert writes them back through remote write).
+func recordedSeries(qs []query) []query {
+	var out []query
+	for _, q := range qs {
+		if q.record != "" {
+			out = append(out, query{source: strings.Replace(q.source, "recording rule", "recorded series", 1), expr: q.record, kind: mustHaveData, dashboard: -1})
+		}
+	}
+	return out
 }

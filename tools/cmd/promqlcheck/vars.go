@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -84,6 +85,14 @@ func resolveVariables(ctx context.Context, p *prom, list []variable, vars map[st
 		}
 		if len(values) == 0 {
 			return fmt.Errorf("variable %s: query %q found no values", v.Name, q)
+		}
+		// Grafana keeps a single-valued variable's saved value when the
+		// query offers it; a default it never offers is a mistake here.
+		if cur := v.saved(); cur != "" && !v.Multi && !v.IncludeAll {
+			if !slices.Contains(values, cur) {
+				return fmt.Errorf("variable %s: its saved value %q is not among the values of %q: %q", v.Name, cur, q, values)
+			}
+			values = []string{cur}
 		}
 		vars[v.Name] = formatValues(v, values)
 		fmt.Printf("ok   variable %s = %s (from %s)\n", v.Name, vars[v.Name], q)

@@ -13,7 +13,9 @@
 // The rule files are decoded strictly into the operator's PrometheusRuleSpec
 // type, and every alert must carry a for: duration (except the burn-rate
 // alerts that Sloth generates, labelled sloth_severity), a severity label and
-// summary, description and runbook_url annotations.
+// summary, description and runbook_url annotations; a rule selects a job
+// only as job="deployment_service" or job="deployment_service_probe", the
+// names the Helm chart replaces with its job labels.
 //
 //	promrulegen -out deploy/kubernetes/prometheusrule.yaml \
 //	  -copy-to deploy/helm/deployment-service-exporter/files/rules deploy/prometheus/rules/*.yml
@@ -27,6 +29,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -214,9 +217,21 @@ func loadRuleFile(path string) (monitoringv1.PrometheusRuleSpec, error) {
 	return spec, nil
 }
 
+// jobMatcher finds the job matchers of an expression; jobNames are the
+// only ones allowed, as the Helm chart replaces them with its job labels.
+var (
+	jobMatcher = regexp.MustCompile(`\bjob\s*(=~|!~|!=|=)\s*"([^"]*)"`)
+	jobNames   = []string{"deployment_service", "deployment_service_probe"}
+)
+
 func lintRule(r monitoringv1.Rule) error {
 	if r.Expr.String() == "" {
 		return fmt.Errorf("rule %s%s has no expr", r.Record, r.Alert)
+	}
+	for _, m := range jobMatcher.FindAllStringSubmatch(r.Expr.String(), -1) {
+		if m[1] != "=" || !slices.Contains(jobNames, m[2]) {
+			return fmt.Errorf("rule %s%s: the matcher %s%s%q selects a job by other than job=\"deployment_service\" or job=\"deployment_service_probe\", which the Helm chart renames", r.Record, r.Alert, "job", m[1], m[2])
+		}
 	}
 	if r.Alert == "" {
 		return nil

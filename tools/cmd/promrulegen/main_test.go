@@ -144,3 +144,32 @@ func remove(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestJobMatchers: a rule may select a job only as job="deployment_service"
+// or job="deployment_service_probe", the names the Helm chart replaces with
+// its job labels; any other job matcher would keep selecting a job the
+// chart's users may have renamed.
+func TestJobMatchers(t *testing.T) {
+	for expr, wantErr := range map[string]string{
+		`up{job="deployment_service"} == 0`:                               "",
+		`absent(up{job="deployment_service_probe"})`:                      "",
+		`up{job = "deployment_service"} == 0 or up{job="other"} == 0`:     `job="other"`,
+		`up{job=~"deployment_service.*"} == 0`:                            `job=~"deployment_service.*"`,
+		`up{job!="deployment_service"} == 0`:                              `job!="deployment_service"`,
+		`sum by (job) (up{instance="deployment_service", xjob="a"}) == 0`: "",
+	} {
+		dir := t.TempDir()
+		rules := filepath.Join(dir, "alerts.yml")
+		f := strings.Replace(ruleFile, "expr: up == 0", "expr: '"+expr+"'", 1)
+		if err := os.WriteFile(rules, []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := run("", dir, false, "x", []string{rules})
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("%s: run error = %v, want none", expr, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%s: run error = %v, want one naming %s", expr, err, wantErr)
+		}
+	}
+}
