@@ -26,6 +26,10 @@
 # its module and up, svc3 nowhere and without a request. Everything it
 # starts is stopped on exit.
 #
+# About 85 seconds, mostly waiting for the recording rules' series:
+# VictoriaMetrics makes a new series searchable within about 10 seconds, and
+# the SLO's rules read each other five deep.
+#
 # victoria-metrics and vmalert are taken from $(go env GOPATH)/bin when they
 # are v1.151.0, else built there first (a few minutes on 2 cores).
 # Environment: EXPORTER_BIN=path uses that exporter binary.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checks the Helm chart deploy/helm/deployment-service-exporter without a
 # cluster:
-#   1. the chart's appVersion is the VERSION file's;
+#   1. the chart's version and appVersion are the VERSION file's;
 #   2. the chart's copies of the rule files (files/rules) are up to date with
-#      deploy/prometheus/rules (tools/cmd/promrulegen -check -copy-to);
+#      deploy/prometheus/rules (tools/cmd/promrulegen -check -copy-to), and
+#      those of the dashboards (files/dashboards) are grafana/dashboards';
 #   3. `helm lint --strict` with each values file of the chart's ci/;
 #   4. `helm template` with each of them renders objects that decode strictly
 #      into their Kubernetes and Prometheus Operator types and pass
@@ -16,15 +17,24 @@
 #      key given as a value appears nowhere but base64 in its Secret;
 #      with ci/full-values.yaml, the multiple of
 #      DeploymentServiceLocationCheckStale (prometheusRule.locationCheckStalePolls)
-#      is the one given and the rest of the rules as in the files;
+#      is the one given, the rules select its job names and are otherwise
+#      the files' (promtool check rules accepts them), its scrape protocol
+#      and histogram settings are on every ServiceMonitor and the
+#      ScrapeConfig (and none without them), and the dashboard's ConfigMap
+#      in its namespace holds grafana/dashboards with its default job; with
+#      ci/sd-values.yaml the dashboards byte for byte;
 #   5. without image values the Deployment runs the published image at the
 #      chart's appVersion, and apiUrl with a key (existingSecret or value),
 #      or demo=true, is all the chart needs; values the exporter would
 #      refuse, or that watch nothing, fail the render with the message that
 #      says what to set;
-#   6. the README's Helm quick start, run as written (a dummy key; kubectl
-#      stubbed out; `helm install` replaced by `helm template`), and the
-#      chart README's /sd values example render manifests that pass the
+#   6. the chart, packaged and pushed with `helm push` to an OCI registry on
+#      127.0.0.1 (tools/cmd/ociregistry), renders from oci:// exactly as
+#      from its directory;
+#   7. the README's Helm quick start, run as written against that registry
+#      (oci://ghcr.io/deployment-service/charts becomes it; a dummy key;
+#      kubectl stubbed out; `helm install` replaced by `helm template`), and
+#      the chart README's /sd values example render manifests that pass the
 #      same checks.
 #
 # Helm comes from PATH or $(go env GOPATH)/bin, else it is built with
@@ -42,16 +52,23 @@ readonly helm_version=v3.22.0
 readonly kube_version=1.33.0
 chart="${repo}/deploy/helm/deployment-service-exporter"
 
-work=$(mktemp -d)
-trap 'rm -rf "${work}"' EXIT
+start_work
 export LC_ALL=C # the rule files' order, as Helm's .Files.Glob sorts them
 
 helm=$(ensure_go_tool helm "helm.sh/helm/v3/cmd/helm@${helm_version}")
 log "using $("${helm}" version --short)"
 
 app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "${chart}/Chart.yaml")
+chart_version=$(sed -n 's/^version: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "${chart}/Chart.yaml")
 version=$(tr -d '[:space:]' <"${repo}/VERSION")
 [[ "${app_version}" == "${version}" ]] || die "Chart.yaml appVersion ${app_version} is not VERSION ${version}"
+[[ "${chart_version}" == "${version}" ]] || die "Chart.yaml version ${chart_version} is not VERSION ${version}: a tag publishes the chart at VERSION"
+
+# The chart's dashboards are copies of grafana/dashboards, and nothing else.
+for f in "${repo}"/grafana/dashboards/*.json "${chart}"/files/dashboards/*.json; do
+  cmp -s "${repo}/grafana/dashboards/$(basename "${f}")" "${chart}/files/dashboards/$(basename "${f}")" ||
+    die "files/dashboards/$(basename "${f}") is not a copy of grafana/dashboards/$(basename "${f}"): cp grafana/dashboards/*.json ${chart#"${repo}/"}/files/dashboards/"
+done
 
 (cd "${repo}/tools" && go run ./cmd/promrulegen -check \
   -copy-to ../deploy/helm/deployment-service-exporter/files/rules ../deploy/prometheus/rules/*.yml)
@@ -88,8 +105,9 @@ log "ok: the default image is ${published}"
 check_case "${ci}/demo-values.yaml" Deployment=1,Service=1,ServiceAccount=1
 check_case "${ci}/probe-values.yaml" Deployment=1,Service=1,ServiceAccount=1,ServiceMonitor=3 \
   -external-secret deployment-service-exporter-modules -external-secret deployment-service-keys
-check_case "${ci}/sd-values.yaml" Deployment=1,Service=1,ServiceAccount=1,Secret=1,ServiceMonitor=1,ScrapeConfig=1,PrometheusRule=1 \
-  -external-secret deployment-service-api-key -external-secret deployment-service-staging-key
+check_case "${ci}/sd-values.yaml" Deployment=1,Service=1,ServiceAccount=1,Secret=1,ServiceMonitor=1,ScrapeConfig=1,PrometheusRule=1,ConfigMap=1 \
+  -external-secret deployment-service-api-key -external-secret deployment-service-staging-key \
+  -dashboards "${repo}/grafana/dashboards" -dashboard-namespace observability
 # full-values.yaml sets prometheusRule.locationCheckStalePolls to 8: the
 # rendered rules are the rule files' with that multiple.
 stale_record=instance:deployment_service_location_check_stale_after:poll_intervals
@@ -98,8 +116,29 @@ stale_expr=$(awk -v r="${stale_record}" '$0 ~ "record: " r "$" { getline; sub(/^
 [[ "${stale_expr}" =~ ^5\ \+\  ]] || die "recording.yml: ${stale_record} is '${stale_expr}', want '5 + ...'"
 grep -qx '  locationCheckStalePolls: 8' "${ci}/full-values.yaml" || die "full-values.yaml must set prometheusRule.locationCheckStalePolls: 8"
 check_case "${ci}/full-values.yaml" \
-  Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,ScrapeConfig=1,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1 \
-  -external-secret deployment-service-keys -rule-expr "${stale_record}=8${stale_expr#5}"
+  Deployment=1,Service=1,ServiceAccount=1,Secret=2,ServiceMonitor=3,ScrapeConfig=1,PrometheusRule=1,NetworkPolicy=1,PodDisruptionBudget=1,ConfigMap=1 \
+  -external-secret deployment-service-keys -rule-expr "${stale_record}=8${stale_expr#5}" \
+  -job dse_metrics -probe-job dse_probe -dashboards "${repo}/grafana/dashboards" -dashboard-namespace grafana
+# Its rules, which select its own job names, are a rule file promtool takes.
+ensure_apt promtool prometheus
+awk '/^kind: PrometheusRule$/ { pr = 1 } /^---/ { pr = 0 } pr && /^spec:$/ { spec = 1; next } pr && spec { sub(/^  /, ""); print }' \
+  "${work}/full-values.yaml" >"${work}/full-rules.yml"
+promtool check rules "${work}/full-rules.yml" >"${work}/promtool.txt" 2>&1 ||
+  die "promtool check rules refuses the rules of full-values.yaml: $(cat "${work}/promtool.txt")"
+[[ $(grep -c 'up{job="dse_metrics"}' "${work}/full-rules.yml") -eq 2 ]] ||
+  die "full-values.yaml: DeploymentServiceExporterDown and DeploymentServiceExporterAbsent do not select job=\"dse_metrics\""
+log "ok: promtool check rules accepts the rules of full-values.yaml, which select its job dse_metrics"
+# Its scrape settings are on each of its 3 ServiceMonitors and its ScrapeConfig;
+# without them (sd-values.yaml), none is rendered and Prometheus' defaults hold.
+for setting in "scrapeProtocols:" "  - OpenMetricsText1.0.0" "fallbackScrapeProtocol: PrometheusText0.0.4" \
+  "scrapeNativeHistograms: false" "scrapeClassicHistograms: false" "convertClassicHistogramsToNHCB: true"; do
+  [[ $(grep -cxF "  ${setting}" "${work}/full-values.yaml") -eq 4 ]] ||
+    die "full-values.yaml: want '${setting}' in the spec of 3 ServiceMonitors and 1 ScrapeConfig, have $(grep -cxF "  ${setting}" "${work}/full-values.yaml")"
+done
+if grep -qE 'scrapeProtocols|fallbackScrapeProtocol|HistogramsToNHCB|(Native|Classic)Histograms' "${work}/sd-values.yaml"; then
+  die "sd-values.yaml sets no scrape settings, yet they are rendered: $(grep -E 'scrapeProtocols|Histograms' "${work}/sd-values.yaml")"
+fi
+log "ok: the scrape protocol and histogram settings reach every ServiceMonitor and the ScrapeConfig, and only when set"
 # The chart README's /sd values example (in a directory of its own:
 # check_case writes the render to ${work}).
 mkdir -p "${work}/values"
@@ -194,8 +233,29 @@ log "ok: apiUrl with a key (existingSecret or value), or demo=true, is all the c
   die "targets that their modules list were refused: $(cat "${work}/err.txt")"
 log "ok: targets listed by their modules (spelling, * label, * port, allow_any_target) render"
 
-# The quick start, as README.md writes it.
+# The chart as an OCI artifact, as each tag publishes it: packaged, pushed to
+# a registry of this check's own on 127.0.0.1, rendered from there exactly
+# as from its directory.
+ociregistry=$(tools_binary ociregistry "${work}")
+registry="127.0.0.1:$(free_port)"
+"${ociregistry}" -listen "${registry}" >/dev/null 2>"${work}/registry.log" &
+pids+=($!)
+wait_http "http://${registry}/v2/" 30 || die "the OCI registry did not start on ${registry}"
+"${helm}" package "${chart}" --destination "${work}/package" >/dev/null
+"${helm}" push "${work}/package/deployment-service-exporter-${version}.tgz" "oci://${registry}/charts" --plain-http \
+  >"${work}/push.txt" 2>&1 || die "helm push to oci://${registry}/charts failed: $(cat "${work}/push.txt")"
+"${helm}" template dse "oci://${registry}/charts/deployment-service-exporter" --version "${version}" --plain-http \
+  --kube-version "${kube_version}" --namespace observability -f "${ci}/full-values.yaml" >"${work}/oci.yaml" 2>"${work}/err.txt" ||
+  die "helm template oci://${registry}/charts/deployment-service-exporter: $(cat "${work}/err.txt")"
+cmp -s "${work}/oci.yaml" "${work}/full-values.yaml" ||
+  die "the chart pulled from oci://${registry}/charts renders otherwise than its directory: $(diff "${work}/full-values.yaml" "${work}/oci.yaml" | head -n 20)"
+log "ok: helm push sent the chart ${version} to oci://${registry}/charts, and it renders from there as from its directory"
+
+# The quick start, as README.md writes it, from that registry.
 readme_block '<!-- quick start: helm (run by deploy/test/helm.sh) -->' >"${work}/quickstart.sh"
+published_chart=oci://ghcr.io/deployment-service/charts/deployment-service-exporter
+grep -qF "helm install deployment-service-exporter ${published_chart}" "${work}/quickstart.sh" ||
+  die "README.md's Helm quick start does not install ${published_chart}"
 cat >"${work}/run.sh" <<EOF
 set -euo pipefail
 export KEY='ci-dummy-key-${RANDOM}'
@@ -212,10 +272,13 @@ kubectl() {
     *) echo "the quick start runs kubectl \${args}; this check does not know it" >&2; return 1 ;;
   esac
 }
+# helm install from the published registry: helm template from this one.
 helm() {
   [[ "\$1" == install ]] || { echo "the quick start runs helm \$*; this check knows only helm install" >&2; return 1; }
   shift
-  '${helm}' template "\$@" --kube-version '${kube_version}' >'${work}/quickstart.yaml'
+  local args=() a
+  for a in "\$@"; do args+=("\${a/#'${published_chart}'/oci://${registry}/charts/deployment-service-exporter}"); done
+  '${helm}' template "\${args[@]}" --plain-http --kube-version '${kube_version}' >'${work}/quickstart.yaml'
 }
 cd '${repo}'
 source '${work}/quickstart.sh'

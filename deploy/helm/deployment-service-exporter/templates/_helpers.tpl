@@ -235,3 +235,23 @@ allow_any_target, or lists none and carries no credentials.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The scrape protocol and histogram settings of a ServiceMonitor or
+ScrapeConfig spec, from serviceMonitor or scrapeConfig values: each only
+when set, so that Prometheus' defaults hold otherwise.
+*/}}
+{{- define "dse.scrapeSettings" -}}
+{{- with .scrapeProtocols }}
+scrapeProtocols:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .fallbackScrapeProtocol }}
+fallbackScrapeProtocol: {{ . }}
+{{- end }}
+{{- range $k := list "scrapeNativeHistograms" "scrapeClassicHistograms" "convertClassicHistogramsToNHCB" }}
+{{- if kindIs "bool" (get $ $k) }}
+{{ $k }}: {{ get $ $k }}
+{{- end }}
+{{- end }}
+{{- end }}
