@@ -174,13 +174,18 @@ func ReadKeyFile(path string) (string, error) {
 		return "", fmt.Errorf("cannot read the key file %s: %w", path, err)
 	}
 	key := strings.TrimSpace(string(b))
+	return key, keyProblem(path, key)
+}
+
+// keyProblem says why the key read from path cannot be sent, nil when it can.
+func keyProblem(path, key string) error {
 	switch {
 	case key == "":
-		return "", fmt.Errorf("the key file %s is empty", path)
+		return fmt.Errorf("the key file %s is empty", path)
 	case !ValidKey(key):
-		return "", fmt.Errorf("the key in %s has control characters such as a line break inside it: write the key alone on one line", path)
+		return fmt.Errorf("the key file %s has control characters such as a line break inside the key: write the key alone on one line", path)
 	}
-	return key, nil
+	return nil
 }
 
 // ValidKey tells whether key is non-empty and free of control characters.

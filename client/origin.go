@@ -91,13 +91,11 @@ func (g *originGuard) checkKey() error {
 		return nil
 	}
 	key, err := g.t.keyFile.read()
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("%w: cannot read the key file %s: %w", ErrKeyUnavailable, g.t.keyFile.path, err)
-	case key == "":
-		return fmt.Errorf("%w: the key file %s is empty", ErrKeyUnavailable, g.t.keyFile.path)
-	case !ValidKey(key):
-		return fmt.Errorf("%w: the key file %s has control characters such as a line break inside the key", ErrKeyUnavailable, g.t.keyFile.path)
+	}
+	if err := keyProblem(g.t.keyFile.path, key); err != nil {
+		return fmt.Errorf("%w: %w", ErrKeyUnavailable, err)
 	}
 	return nil
 }
