@@ -14,9 +14,21 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
-// byteSize is a flag of a plain number of bytes or one with a unit (64MiB,
-// 10MB, 512KiB): kingpin's Bytes takes no plain number, and reads MB as
-// MiB.
+// intFlag is a whole-number flag: kingpin's Int takes 2.5 too.
+type intFlag int
+
+func (i *intFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 0, strconv.IntSize)
+	if err == nil {
+		*i = intFlag(n)
+	}
+	return err
+}
+
+func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
+
+// byteSize is a flag of bytes, with or without a unit (64MiB, 10MB):
+// kingpin's Bytes takes no plain number, and reads MB as MiB.
 type byteSize int64
 
 func (b *byteSize) Set(s string) error {

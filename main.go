@@ -35,13 +35,15 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
-const exporterName = "deployment_service_exporter"
-
-// defaultListenAddress lies outside the range Prometheus allocates to exporters.
-const defaultListenAddress = ":10044"
-
-// demoListenAddress is --demo's: the demo is for this machine.
-const demoListenAddress = "127.0.0.1:10044"
+const (
+	exporterName = "deployment_service_exporter"
+	// defaultListenAddress lies outside the range Prometheus allocates to exporters.
+	defaultListenAddress = ":10044"
+	// demoListenAddress is --demo's: the demo is for this machine.
+	demoListenAddress = "127.0.0.1:10044"
+	// shutdownGrace is how long scrapes in flight may take to answer after SIGTERM.
+	shutdownGrace = 5 * time.Second
+)
 
 func main() {
 	if version.Version == "" {
@@ -61,20 +63,41 @@ func run(args []string, hup <-chan os.Signal) int {
 		return checkConfig(cmd.flags, os.Stdout, os.Stderr)
 	}
 	logger := promslog.New(cmd.log)
+	fail := func(msg string, err error) int {
+		logger.Error(msg, "err", err)
+		return 1
+	}
 	s, err := validate(cmd.flags)
 	if err != nil {
-		logger.Error("Invalid configuration", "err", err)
-		return 1
+		return fail("Invalid configuration", err)
 	}
 	for _, w := range ineffectiveFlags(cmd.flags) {
 		logger.Warn("Setting without effect", "detail", w)
 	}
-	x := build(s, cmd.flags, logger)
-	if x == nil {
-		return 1
+	reg := newRegistry(!s.disableExporterMetrics)
+	store := moduleconfig.NewStore(s.configFile, reg, logger)
+	if err := store.Reload(); err != nil {
+		return fail("Invalid configuration", err)
 	}
-	defer x.close()
-	return serve(x, cmd.web, hup, logger)
+	logger.Info("Starting "+exporterName, "version", version.Info())
+	logger.Info("Build context", "build_context", version.BuildContext())
+	if s.demo {
+		demo, err := startDemo(s, logger)
+		if err != nil {
+			return fail("Cannot start the sample service", err)
+		}
+		defer demo.Close()
+	}
+	handler, reload, err := routes(s, reg, store, collector.NewPollLog(collector.DefaultRecentPolls), logger)
+	if err != nil {
+		return fail("Invalid configuration", err)
+	}
+	go func() {
+		for range hup { // signals queued during the start included
+			_ = reload()
+		}
+	}()
+	return serve(newServer(handler), cmd.web, logger)
 }
 
 // command is what the command line asks for.
@@ -108,18 +131,19 @@ func parseArgs(args []string) (*command, error) {
 
 // addFlags defines the exporter's own flags on app, parsed into f.
 func addFlags(app *kingpin.Application, f *flagValues) {
+	m, loc := &f.module, &f.module.Locations
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
 	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)
-	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default(defaultTimeout.String()).DurationVar(&f.timeout)
-	app.Flag("api.concurrency", "Most requests in flight to the API at once during one poll.").Default(strconv.Itoa(client.DefaultConcurrency)).Int64Var(&f.concurrency)
-	app.Flag("api.max-pages", "Most pages followed for one list.").Default(strconv.Itoa(client.DefaultMaxPages)).Int64Var(&f.maxPages)
-	app.Flag("api.max-response-bytes", "Largest response body read, in bytes or with a unit (64MiB); a larger body is a too_large error.").Default("64MiB").SetValue(&f.maxResponseBytes)
-	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").Float64Var(&f.rateLimit)
-	app.Flag("api.gzip", "Ask the service for gzip-compressed answers (--no-api.gzip: do not); --api.max-response-bytes bounds the decompressed body.").Default("true").BoolVar(&f.gzip)
-	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").DurationVar(&f.minInterval)
-	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&f.locationsGiven).Int64ListVar(&f.detailIDs)
-	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&f.locationsGiven).Default("0").Int64Var(&f.detailLimit)
-	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&f.locationsGiven).StringsVar(&f.infoFields)
+	app.Flag("api.timeout", "Upper bound for one poll of the API; Prometheus' scrape timeout header lowers it.").Default(defaultTimeout.String()).DurationVar(&m.Timeout)
+	app.Flag("api.concurrency", "Most requests in flight to the API at once during one poll.").Default(strconv.Itoa(client.DefaultConcurrency)).SetValue((*intFlag)(&m.Concurrency))
+	app.Flag("api.max-pages", "Most pages followed for one list.").Default(strconv.Itoa(client.DefaultMaxPages)).SetValue((*intFlag)(&m.MaxPages))
+	app.Flag("api.max-response-bytes", "Largest response body read, in bytes or with a unit (64MiB); a larger body is a too_large error.").Default("64MiB").SetValue((*byteSize)(&m.MaxResponseBytes))
+	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").Float64Var(&m.RateLimit)
+	app.Flag("api.gzip", "Ask the service for gzip-compressed answers (--no-api.gzip: do not); --api.max-response-bytes bounds the decompressed body.").Default("true").BoolVar(&m.Gzip)
+	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").DurationVar(&m.MinInterval)
+	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&f.locationsGiven).Int64ListVar(&loc.DetailIDs)
+	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&f.locationsGiven).Default("0").SetValue((*intFlag)(&loc.DetailLimit))
+	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&f.locationsGiven).StringsVar(&loc.InfoFields)
 	app.Flag("api.http-config.file", "YAML file of prometheus/common HTTP client settings (tls_config, proxy_url, http_headers, ...) for the service behind /metrics; an authorization of type Token in it replaces the key flags.").StringVar(&f.httpConfigFile)
 	app.Flag("config.file", "YAML file of modules for /probe; reloaded on SIGHUP and POST /-/reload.").StringVar(&f.configFile)
 	app.Flag("config.check", "Check --config.file, --api.http-config.file and the other flags as a start would (building every module's HTTP client), print what is wrong or OK, and exit 1 or 0 without serving.").BoolVar(&f.configCheck)
@@ -128,47 +152,7 @@ func addFlags(app *kingpin.Application, f *flagValues) {
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").StringVar(&f.externalURL)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
-	app.Flag("web.max-requests", "Most scrape requests served at once on the metrics path, and as many on /probe; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).Int64Var(&f.maxRequests)
-}
-
-// endpoints is what build puts together for serve.
-type endpoints struct {
-	handler http.Handler
-	reload  func() error
-	close   func() // stops the sample service of --demo
-}
-
-// build turns the settings into handlers, starting the sample service with
-// --demo. On failure it logs why and returns nil.
-func build(s *settings, f flagValues, logger *slog.Logger) *endpoints {
-	reg := newRegistry(s.exporterMetrics)
-	store := moduleconfig.NewStore(f.configFile, reg, logger)
-	if err := store.Reload(); err != nil {
-		logger.Error("Invalid configuration", "err", err)
-		return nil
-	}
-	logger.Info("Starting "+exporterName, "version", version.Info())
-	logger.Info("Build context", "build_context", version.BuildContext())
-
-	x := &endpoints{close: func() {}}
-	if f.demo {
-		demo, err := startDemo(s, logger)
-		if err != nil {
-			logger.Error("Cannot start the sample service", "err", err)
-			return nil
-		}
-		x.close = func() { _ = demo.Close() }
-	}
-
-	recent := collector.NewPollLog(collector.DefaultRecentPolls)
-	mux, reload, err := routes(s, f.metricsPath, reg, store, recent, logger)
-	if err != nil {
-		x.close()
-		logger.Error("Invalid configuration", "err", err)
-		return nil
-	}
-	x.handler, x.reload = mux, reload
-	return x
+	app.Flag("web.max-requests", "Most scrape requests served at once on the metrics path, and as many on /probe; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intFlag)(&f.maxRequests))
 }
 
 // startDemo starts the sample service of --demo with its faults, and points
@@ -178,7 +162,7 @@ func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	s.base, _ = parseBaseURL(demo.URL())
+	s.base, _ = client.ParseBaseURL(demo.URL())
 	s.demoURL = demo.URL()
 	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
 		Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
@@ -197,10 +181,8 @@ func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) 
 	return demo, nil
 }
 
-// serve answers HTTP with x until the server stops, and returns the exit code.
-func serve(x *endpoints, toolkitFlags *web.FlagConfig, hup <-chan os.Signal, logger *slog.Logger) int {
-	go reloadOnSignal(hup, x.reload, logger)
-	srv := newServer(x.handler)
+// serve runs srv until a signal stops it, and returns the exit code.
+func serve(srv *http.Server, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
@@ -228,24 +210,17 @@ func newServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 }
 
-// shutdownGrace is how long scrapes in flight may take to answer after SIGTERM.
-const shutdownGrace = 5 * time.Second
-
 // newRegistry returns the registry of the metrics kept across scrapes.
 func newRegistry(exporterMetrics bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(versioncollector.NewCollector(exporterName))
 	if exporterMetrics {
-		reg.MustRegister(
-			// go_gc_heap_allocs_bytes_total stands in for go_memstats_alloc_bytes_total,
-			// which clashes with go_memstats_alloc_bytes (docs/metrics.md).
-			withoutMetric{
-				Collector: collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-					collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/allocs:bytes$`)})),
-				name: "go_memstats_alloc_bytes_total",
-			},
-			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		)
+		// go_gc_heap_allocs_bytes_total stands in for go_memstats_alloc_bytes_total,
+		// which clashes with go_memstats_alloc_bytes (docs/metrics.md).
+		goCollector := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/allocs:bytes$`)}))
+		reg.MustRegister(withoutMetric{goCollector, "go_memstats_alloc_bytes_total"},
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return reg
 }
@@ -270,43 +245,44 @@ func (c withoutMetric) Collect(ch chan<- prometheus.Metric) {
 }
 
 // routes wires every HTTP endpoint; it returns the handler and how to reload.
-func routes(s *settings, metricsPath string, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (http.Handler, func() error, error) {
-	mux := http.NewServeMux()
+func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, recent *collector.PollLog, logger *slog.Logger) (http.Handler, func() error, error) {
 	s.target.Client.HoldOffs = client.NewHoldOffs() // shared with /probe
 	metrics, single, err := metricsHandler(s, reg, recent, logger)
 	if err != nil {
 		return nil, nil, err
 	}
 	// A limit for each path, so that slow probes cannot starve /metrics.
-	metrics = newScrapeLimit(s.maxRequests).wrap(metrics)
-	if s.exporterMetrics {
+	metrics = limitRequests(s.maxRequests, metrics)
+	if !s.disableExporterMetrics {
 		// Outside the limit, so that the 503s it answers are counted.
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
 	}
+	mux := http.NewServeMux()
 	// At the root, metrics answer / alone: another path is a 404 and polls nothing.
-	pattern := metricsPath
-	if metricsPath == "/" {
+	pattern := s.metricsPath
+	if pattern == "/" {
 		pattern = "/{$}"
 	}
 	mux.Handle(pattern, metrics)
 	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
-	probe.ExternalURL = s.externalURL
+	probe.ExternalURL = s.external
 	probe.HoldOffs = s.target.Client.HoldOffs
-	mux.Handle("/probe", newScrapeLimit(s.maxRequests).wrap(probe))
+	mux.Handle("/probe", limitRequests(s.maxRequests, probe))
 	mux.Handle("GET /sd", serviceDiscovery(store, logger))
 	// After a reload, targets of changed or removed modules go at once.
 	reload := func() error {
 		if err := store.Reload(); err != nil {
+			logger.Error("Configuration refused; the previous one stays in use", "err", err)
 			return err
 		}
 		probe.Prune()
 		return nil
 	}
-	lifecycleRoutes(mux, store.Ready, reload, logger)
-	ui := &pages{metricsPath: metricsPath, singleTarget: single, demo: s.demoURL, modules: store.ModuleNames, recent: recent, logger: logger}
+	lifecycleRoutes(mux, store.Ready, reload)
+	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, modules: store.ModuleNames, recent: recent, logger: logger}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
 	mux.HandleFunc("GET /target", ui.target)
-	if metricsPath != "/" {
+	if s.metricsPath != "/" {
 		mux.HandleFunc("GET /{$}", ui.landing)
 	}
 	return withSecurityHeaders(mux), reload, nil
@@ -328,12 +304,12 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 	if err != nil {
 		return nil, "", err
 	}
-	reg.MustRegister(collector.NewTargetInfo(single, collector.TargetPage(s.externalURL, single, "")))
+	reg.MustRegister(collector.NewTargetInfo(single, collector.TargetPage(s.external, single, "")))
 	return collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger), single, nil
 }
 
 // lifecycleRoutes adds /-/healthy, /-/ready and /-/reload to mux.
-func lifecycleRoutes(mux *http.ServeMux, ready func() bool, reload func() error, logger *slog.Logger) {
+func lifecycleRoutes(mux *http.ServeMux, ready func() bool, reload func() error) {
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "Healthy")
 	})
@@ -347,7 +323,6 @@ func lifecycleRoutes(mux *http.ServeMux, ready func() bool, reload func() error,
 	// Other methods get a 405 with Allow: POST from the mux.
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		if err := reload(); err != nil {
-			logger.Error("Configuration refused; the previous one stays in use", "err", err)
 			http.Error(w, "Configuration refused, the previous one stays in use: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -355,38 +330,20 @@ func lifecycleRoutes(mux *http.ServeMux, ready func() bool, reload func() error,
 	})
 }
 
-// scrapeLimit bounds the requests served at once (nil: no limit). One over
+// limitRequests lets h serve at most n requests at once (0: no limit). One over
 // gets a 503 at once: a queue would only pile up scrapes that time out.
-type scrapeLimit chan struct{}
-
-func newScrapeLimit(n int) scrapeLimit {
+func limitRequests(n int, h http.Handler) http.Handler {
 	if n <= 0 {
-		return nil
-	}
-	return make(scrapeLimit, n)
-}
-
-func (l scrapeLimit) wrap(h http.Handler) http.Handler {
-	if l == nil {
 		return h
 	}
+	inFlight := make(chan struct{}, n)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case l <- struct{}{}:
-			defer func() { <-l }()
+		case inFlight <- struct{}{}:
+			defer func() { <-inFlight }()
 			h.ServeHTTP(w, r)
 		default:
-			http.Error(w, fmt.Sprintf("Too many scrapes at once (--web.max-requests=%d): try again later", cap(l)), http.StatusServiceUnavailable)
+			http.Error(w, fmt.Sprintf("Too many scrapes at once (--web.max-requests=%d): try again later", n), http.StatusServiceUnavailable)
 		}
 	})
-}
-
-// reloadOnSignal reloads the configuration file on every signal of hup,
-// those queued while the exporter started included.
-func reloadOnSignal(hup <-chan os.Signal, reload func() error, logger *slog.Logger) {
-	for range hup {
-		if err := reload(); err != nil {
-			logger.Error("Configuration refused; the previous one stays in use", "err", err)
-		}
-	}
 }

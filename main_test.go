@@ -606,13 +606,13 @@ func serveInProcess(t *testing.T, f flagValues) (*httptest.Server, *prometheus.R
 	if err != nil {
 		t.Fatalf("validate: %v", err)
 	}
-	reg := newRegistry(s.exporterMetrics)
+	reg := newRegistry(!s.disableExporterMetrics)
 	logger := promslog.NewNopLogger()
 	store := moduleconfig.NewStore(f.configFile, reg, logger)
 	if err := store.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	mux, _, err := routes(s, f.metricsPath, reg, store, collector.NewPollLog(10), logger)
+	mux, _, err := routes(s, reg, store, collector.NewPollLog(10), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -781,7 +781,7 @@ func TestContentNegotiation(t *testing.T) {
 
 	f := goodFlags()
 	f.apiURL, f.key, f.configFile = svc.URL(), "negotiation-key", cfg
-	f.detailLimit, f.infoFields = 3, []string{"name"}
+	f.module.Locations.DetailLimit, f.module.Locations.InfoFields = 3, []string{"name"}
 	single, _ := serveInProcess(t, f)
 	f.apiURL, f.key = "", ""
 	probeOnly, _ := serveInProcess(t, f)
@@ -1002,7 +1002,7 @@ func TestProbeCannotStarveMetrics(t *testing.T) {
 		targets = append(targets, srv.URL)
 	}
 	f := goodFlags()
-	f.apiURL, f.key, f.maxRequests = watched.URL(), "watched-key", int64(limit)
+	f.apiURL, f.key, f.maxRequests = watched.URL(), "watched-key", limit
 	f.configFile = writeTestFile(t, t.TempDir(), "modules.yml", "modules:\n  default:\n    targets: [\"http://127.0.0.1:*\"]\n    http_client_config: {authorization: {type: Token, credentials: slow-key}}\n")
 	exp, _ := serveInProcess(t, f)
 	t.Cleanup(gate.Open) // before the exporter closes, should the test stop early
@@ -1079,7 +1079,7 @@ func TestScrapeLimit(t *testing.T) {
 	for _, n := range []int{0, 1, 3} {
 		t.Run(fmt.Sprintf("limit %d", n), func(t *testing.T) {
 			inside, release := make(chan struct{}), make(chan struct{})
-			h := newScrapeLimit(n).wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			h := limitRequests(n, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				inside <- struct{}{}
 				<-release
 			}))

@@ -8,7 +8,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/prometheus/common/config"
 
@@ -17,63 +16,42 @@ import (
 	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 )
 
-// defaultTimeout is the default of --api.timeout, a module's too.
-const defaultTimeout = moduleconfig.DefaultTimeout
-
-// keyEnv holds the API key itself. There is deliberately no flag for it,
-// so the key never shows in a process list.
-const keyEnv = "DEPLOYMENT_SERVICE_API_KEY"
-
-// flagValues are the raw command-line settings, before validation.
-type flagValues struct {
-	apiURL           string
-	keyFile          string
-	key              string // from the environment only
-	timeout          time.Duration
-	concurrency      int64
-	maxPages         int64
-	maxResponseBytes byteSize
-	detailIDs        []int64
-	detailLimit      int64
-	infoFields       []string
-	rateLimit        float64
-	minInterval      time.Duration
-	gzip             bool
-	demo             bool
-	demoFaults       demoFaults
-	configFile       string
-	configCheck      bool
-	metricsPath      string
-	externalURL      string
-
-	httpConfigFile         string
-	disableExporterMetrics bool
-	maxRequests            int64
-	// locationsGiven: --demo takes the --locations.* flags as given, not its own subset.
-	locationsGiven bool
-}
-
-// Demo defaults, so that every dashboard panel has data: a detail subset
-// and the info field the dashboards label locations with.
 const (
+	defaultTimeout     = moduleconfig.DefaultTimeout
+	defaultMaxRequests = 40 // node_exporter's
+	// keyEnv holds the API key itself: with no flag for it, the key never shows in a process list.
+	keyEnv = "DEPLOYMENT_SERVICE_API_KEY"
+	// The demo's detail subset and info field, so that every dashboard panel has data.
 	demoDetailLimit = 5
 	demoInfoField   = "name"
 )
 
-// defaultMaxRequests is the default of --web.max-requests, node_exporter's.
-const defaultMaxRequests = 40
+// flagValues are the command-line settings before validation; module holds
+// those a module of --config.file has too.
+type flagValues struct {
+	apiURL, keyFile        string
+	key                    string // from the environment only
+	module                 moduleconfig.Module
+	demo                   bool
+	demoFaults             demoFaults
+	configFile             string
+	configCheck            bool
+	metricsPath            string
+	externalURL            string
+	httpConfigFile         string
+	disableExporterMetrics bool
+	maxRequests            int
+	// locationsGiven: --demo takes the --locations.* flags as given, not its own subset.
+	locationsGiven bool
+}
 
-// settings is the validated configuration of the target behind /metrics; base is nil without one.
+// settings is the validated configuration; base, the service behind /metrics, is nil without one.
 type settings struct {
-	base       *url.URL
-	target     collector.TargetSettings
-	demoURL    string
-	demoFaults demoFaults
-	// externalURL is where people reach the exporter, nil when unknown.
-	externalURL *url.URL
-	// maxRequests bounds the scrapes served at once; 0 is no limit.
-	maxRequests     int
-	exporterMetrics bool
+	flagValues
+	base        *url.URL
+	target      collector.TargetSettings
+	demoURL     string
+	external    *url.URL // --web.external-url, nil when unknown
 }
 
 // validate checks the flags and returns one error naming what to fix.
@@ -81,25 +59,8 @@ func validate(f flagValues) (*settings, error) {
 	if err := validateLimits(f); err != nil {
 		return nil, err
 	}
-	s := &settings{
-		target: collector.TargetSettings{
-			Client: client.Config{
-				Concurrency:      int(f.concurrency),
-				MaxPages:         int(f.maxPages),
-				MaxResponseBytes: int64(f.maxResponseBytes),
-				RateLimit:        f.rateLimit,
-				DisableGzip:      !f.gzip,
-			},
-			DetailIDs:   f.detailIDs,
-			DetailLimit: int(f.detailLimit),
-			InfoFields:  f.infoFields,
-			Timeout:     f.timeout,
-			MinInterval: f.minInterval,
-		},
-		maxRequests:     int(f.maxRequests),
-		exporterMetrics: !f.disableExporterMetrics,
-	}
-	if err := validateTarget(f, s); err != nil {
+	s := &settings{flagValues: f, target: moduleSettings(&f.module)}
+	if err := validateTarget(s); err != nil {
 		return nil, err
 	}
 	if f.externalURL != "" {
@@ -107,27 +68,26 @@ func validate(f flagValues) (*settings, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 			return nil, errors.New("--web.external-url must be an absolute http or https URL without credentials, query or fragment, such as https://exporter.example.com/")
 		}
-		s.externalURL = u
+		s.external = u
 	}
 	return s, nil
 }
 
-// validateLimits checks the numeric flags, the ranges they take and the
-// flags that exclude one another.
+// validateLimits checks the numeric flags and the flags that exclude one another.
 func validateLimits(f flagValues) error {
-	// The first that fails is reported.
+	m, loc := &f.module, &f.module.Locations
 	for _, c := range []struct {
 		bad bool
 		msg string
 	}{
-		{f.timeout <= 0, "--api.timeout must be positive, such as 10s"},
-		{f.concurrency < 1, "--api.concurrency must be at least 1"},
-		{f.maxPages < 1, "--api.max-pages must be at least 1"},
-		{f.maxResponseBytes < 1, "--api.max-response-bytes must be positive, such as 64MiB"},
-		{f.detailLimit < 0, "--locations.detail-limit must be 0 (none) or more"},
-		{f.rateLimit < 0 || math.IsNaN(f.rateLimit) || math.IsInf(f.rateLimit, 0), "--api.rate-limit must be 0 (no limit) or more requests per second"},
-		{f.minInterval < 0, "--api.min-interval must be 0 (poll on every scrape) or more"},
-		{len(f.detailIDs) > 0 && f.detailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
+		{m.Timeout <= 0, "--api.timeout must be positive, such as 10s"},
+		{m.Concurrency < 1, "--api.concurrency must be at least 1"},
+		{m.MaxPages < 1, "--api.max-pages must be at least 1"},
+		{m.MaxResponseBytes < 1, "--api.max-response-bytes must be positive, such as 64MiB"},
+		{loc.DetailLimit < 0, "--locations.detail-limit must be 0 (none) or more"},
+		{m.RateLimit < 0 || math.IsNaN(m.RateLimit) || math.IsInf(m.RateLimit, 0), "--api.rate-limit must be 0 (no limit) or more requests per second"},
+		{m.MinInterval < 0, "--api.min-interval must be 0 (poll on every scrape) or more"},
+		{len(loc.DetailIDs) > 0 && loc.DetailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
 		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
 		{len(f.demoFaults.specs) > 0 && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
 	} {
@@ -138,43 +98,44 @@ func validateLimits(f flagValues) error {
 	if err := validateMetricsPath(f.metricsPath); err != nil {
 		return err
 	}
-	for _, id := range f.detailIDs {
+	for _, id := range loc.DetailIDs {
 		if id < 0 {
 			return fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", id)
 		}
 	}
-	if err := moduleconfig.ValidateInfoFields(f.infoFields); err != nil {
+	if err := moduleconfig.ValidateInfoFields(loc.InfoFields); err != nil {
 		return fmt.Errorf("--locations.info-field %w", err)
 	}
 	return nil
 }
 
-// validateTarget checks the service behind /metrics and completes s with it; with
-// --demo the URL and key come later, with only --config.file s.base stays nil.
-func validateTarget(f flagValues, s *settings) error {
-	if f.demo {
-		if f.apiURL != "" {
+// validateTarget completes s with the service behind /metrics: with --demo
+// the URL and key come later, with only --config.file there is none.
+func validateTarget(s *settings) error {
+	if s.demo {
+		if s.apiURL != "" {
 			return errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
 		}
-		s.demoFaults = f.demoFaults
-		if !f.locationsGiven {
+		if !s.locationsGiven {
 			s.target.DetailLimit = demoDetailLimit
 			s.target.InfoFields = []string{demoInfoField}
 		}
 		return nil
 	}
-	if f.apiURL == "" {
-		if f.configFile != "" {
-			// Only /probe targets from the configuration file.
+	if s.apiURL == "" {
+		if s.configFile != "" {
 			return nil
 		}
 		return errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
 	}
-	base, err := parseBaseURL(f.apiURL)
-	if err != nil {
-		return err
+	base, err := client.ParseBaseURL(s.apiURL)
+	if errors.Is(err, client.ErrURLCredentials) {
+		err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
 	}
-	hc, err := httpClientConfig(f)
+	if err != nil {
+		return fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
+	}
+	hc, err := httpClientConfig(s.flagValues)
 	if err != nil {
 		return err
 	}
@@ -186,21 +147,15 @@ func validateTarget(f flagValues, s *settings) error {
 // httpClientConfig returns the HTTP client settings of the service behind /metrics,
 // with the key unless --api.http-config.file has its own authorization.
 func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
-	keyGiven := strings.TrimSpace(f.key) != "" || f.keyFile != ""
-	if f.httpConfigFile == "" {
-		auth, err := keyAuthorization(f.key, f.keyFile)
+	hc := config.DefaultHTTPClientConfig // as a module and the file start from
+	if f.httpConfigFile != "" {
+		c, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 		}
-		// prometheus/common's defaults, as a module and the file start from.
-		hc := config.DefaultHTTPClientConfig
-		hc.Authorization = auth
-		return &hc, nil
+		hc = *c
 	}
-	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
-	if err != nil {
-		return nil, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
-	}
+	keyGiven := strings.TrimSpace(f.key) != "" || f.keyFile != ""
 	switch {
 	case hc.Authorization != nil && keyGiven:
 		other := keyEnv
@@ -209,8 +164,8 @@ func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 		}
 		return nil, fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", other)
 	case hc.Authorization != nil:
-		return hc, nil
-	case !keyGiven:
+		return &hc, nil
+	case !keyGiven && f.httpConfigFile != "":
 		return nil, fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
 	}
 	auth, err := keyAuthorization(f.key, f.keyFile)
@@ -218,18 +173,7 @@ func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 		return nil, err
 	}
 	hc.Authorization = auth
-	return hc, nil
-}
-
-func parseBaseURL(raw string) (*url.URL, error) {
-	u, err := client.ParseBaseURL(raw)
-	if errors.Is(err, client.ErrURLCredentials) {
-		return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w: give the key through --api.key-file or %s", err, keyEnv)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
-	}
-	return u, nil
+	return &hc, nil
 }
 
 // keyAuthorization turns the key source into a Token authorization; a key file is
@@ -257,35 +201,34 @@ func keyAuthorization(key, keyFile string) (*config.Authorization, error) {
 // for a warning: they are harmless, but their author expects something.
 func ineffectiveFlags(f flagValues) []string {
 	var out []string
-	if len(f.infoFields) > 0 && len(f.detailIDs) == 0 && f.detailLimit == 0 && (f.demo || f.apiURL != "") {
+	m, loc := &f.module, &f.module.Locations
+	keyGiven := strings.TrimSpace(f.key) != "" || f.keyFile != ""
+	if len(loc.InfoFields) > 0 && len(loc.DetailIDs) == 0 && loc.DetailLimit == 0 && (f.demo || f.apiURL != "") {
 		out = append(out, "--locations.info-field labels the detail subset, and there is none: add --locations.detail-id or --locations.detail-limit")
 	}
-	if f.demo {
-		if strings.TrimSpace(f.key) != "" || f.keyFile != "" {
-			out = append(out, "the API key ("+keyEnv+" or --api.key-file) is ignored with --demo, which generates its own")
-		}
-		if f.httpConfigFile != "" {
-			out = append(out, "--api.http-config.file is ignored with --demo, whose sample service speaks plain HTTP on loopback")
-		}
-		return out
+	if f.demo && keyGiven {
+		out = append(out, "the API key ("+keyEnv+" or --api.key-file) is ignored with --demo, which generates its own")
 	}
-	if f.apiURL != "" {
+	if f.demo && f.httpConfigFile != "" {
+		out = append(out, "--api.http-config.file is ignored with --demo, whose sample service speaks plain HTTP on loopback")
+	}
+	if f.demo || f.apiURL != "" {
 		return out
 	}
 	var given []string
 	for name, set := range map[string]bool{
-		"--api.key-file (or " + keyEnv + ")": f.keyFile != "" || strings.TrimSpace(f.key) != "",
-		"--locations.detail-id":              len(f.detailIDs) > 0,
-		"--locations.detail-limit":           f.detailLimit > 0,
-		"--locations.info-field":             len(f.infoFields) > 0,
-		"--api.rate-limit":                   f.rateLimit > 0,
-		"--api.min-interval":                 f.minInterval > 0,
-		"--api.timeout":                      f.timeout != defaultTimeout,
-		"--api.concurrency":                  f.concurrency != client.DefaultConcurrency,
-		"--api.max-pages":                    f.maxPages != client.DefaultMaxPages,
-		"--api.max-response-bytes":           int64(f.maxResponseBytes) != client.DefaultMaxResponseBytes,
+		"--api.key-file (or " + keyEnv + ")": keyGiven,
+		"--locations.detail-id":              len(loc.DetailIDs) > 0,
+		"--locations.detail-limit":           loc.DetailLimit > 0,
+		"--locations.info-field":             len(loc.InfoFields) > 0,
+		"--api.rate-limit":                   m.RateLimit > 0,
+		"--api.min-interval":                 m.MinInterval > 0,
+		"--api.timeout":                      m.Timeout != defaultTimeout,
+		"--api.concurrency":                  m.Concurrency != client.DefaultConcurrency,
+		"--api.max-pages":                    m.MaxPages != client.DefaultMaxPages,
+		"--api.max-response-bytes":           m.MaxResponseBytes != client.DefaultMaxResponseBytes,
 		"--api.http-config.file":             f.httpConfigFile != "",
-		"--no-api.gzip":                      !f.gzip,
+		"--no-api.gzip":                      !m.Gzip,
 	} {
 		if set {
 			given = append(given, name)
@@ -315,8 +258,8 @@ func validateMetricsPath(p string) error {
 	return nil
 }
 
-// moduleSettings turns a module of the configuration file into what a
-// poll of one /probe target needs, as validate does for the flags.
+// moduleSettings turns a module, of the configuration file or of the flags,
+// into what a poll of one target needs.
 func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	return collector.TargetSettings{
 		Client: client.Config{
@@ -335,8 +278,7 @@ func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	}
 }
 
-// probeLookup gives /probe the modules of store. The module itself is the
-// version the probe handler compares after a reload.
+// probeLookup gives /probe the modules of store, each its own version for reloads.
 func probeLookup(store *moduleconfig.Store) collector.ModuleLookup {
 	return func(name string) (collector.ProbeModule, error) {
 		m, err := store.Lookup(name)

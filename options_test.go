@@ -20,21 +20,23 @@ import (
 
 func goodFlags() flagValues {
 	return flagValues{
-		apiURL:           "https://deploy.example.com/prefix",
-		key:              "k",
-		timeout:          defaultTimeout,
-		concurrency:      4,
-		maxPages:         1000,
-		maxResponseBytes: 64 << 20,
-		gzip:             true,
-		metricsPath:      "/metrics",
+		apiURL: "https://deploy.example.com/prefix",
+		key:    "k",
+		module: moduleconfig.Module{
+			Timeout:          defaultTimeout,
+			Concurrency:      4,
+			MaxPages:         1000,
+			MaxResponseBytes: 64 << 20,
+			Gzip:             true,
+		},
+		metricsPath: "/metrics",
 	}
 }
 
 func TestGzipFlag(t *testing.T) {
 	for _, gzip := range []bool{true, false} {
 		f := goodFlags()
-		f.gzip = gzip
+		f.module.Gzip = gzip
 		s, err := validate(f)
 		if err != nil {
 			t.Fatal(err)
@@ -65,24 +67,24 @@ func TestValidateRefusesBadFlags(t *testing.T) {
 		{"both key sources", func(f *flagValues) { f.keyFile = emptyKey }, "use one"},
 		{"unreadable key file", func(f *flagValues) { f.key, f.keyFile = "", filepath.Join(dir, "missing") }, "--api.key-file"},
 		{"empty key file", func(f *flagValues) { f.key, f.keyFile = "", emptyKey }, "empty"},
-		{"zero timeout", func(f *flagValues) { f.timeout = 0 }, "--api.timeout"},
-		{"zero concurrency", func(f *flagValues) { f.concurrency = 0 }, "--api.concurrency"},
-		{"zero pages", func(f *flagValues) { f.maxPages = 0 }, "--api.max-pages"},
-		{"zero body size", func(f *flagValues) { f.maxResponseBytes = 0 }, "--api.max-response-bytes"},
-		{"negative limit", func(f *flagValues) { f.detailLimit = -1 }, "--locations.detail-limit"},
-		{"negative rate", func(f *flagValues) { f.rateLimit = -1 }, "--api.rate-limit"},
-		{"negative interval", func(f *flagValues) { f.minInterval = -time.Second }, "--api.min-interval"},
-		{"ids and limit", func(f *flagValues) { f.detailIDs, f.detailLimit = []int64{1}, 3 }, "conflict"},
-		{"negative id", func(f *flagValues) { f.detailIDs = []int64{-4} }, "--locations.detail-id"},
+		{"zero timeout", func(f *flagValues) { f.module.Timeout = 0 }, "--api.timeout"},
+		{"zero concurrency", func(f *flagValues) { f.module.Concurrency = 0 }, "--api.concurrency"},
+		{"zero pages", func(f *flagValues) { f.module.MaxPages = 0 }, "--api.max-pages"},
+		{"zero body size", func(f *flagValues) { f.module.MaxResponseBytes = 0 }, "--api.max-response-bytes"},
+		{"negative limit", func(f *flagValues) { f.module.Locations.DetailLimit = -1 }, "--locations.detail-limit"},
+		{"negative rate", func(f *flagValues) { f.module.RateLimit = -1 }, "--api.rate-limit"},
+		{"negative interval", func(f *flagValues) { f.module.MinInterval = -time.Second }, "--api.min-interval"},
+		{"ids and limit", func(f *flagValues) { f.module.Locations.DetailIDs, f.module.Locations.DetailLimit = []int64{1}, 3 }, "conflict"},
+		{"negative id", func(f *flagValues) { f.module.Locations.DetailIDs = []int64{-4} }, "--locations.detail-id"},
 		{"demo and URL", func(f *flagValues) { f.demo = true }, "--demo"},
-		{"info field not a label name", func(f *flagValues) { f.infoFields = []string{"last-deploy"} }, "not a valid label name"},
-		{"info field starting with a digit", func(f *flagValues) { f.infoFields = []string{"1st"} }, "not a valid label name"},
-		{"info field reserved", func(f *flagValues) { f.infoFields = []string{"__name__"} }, "reserved"},
-		{"info field location_id", func(f *flagValues) { f.infoFields = []string{"location_id"} }, "clashes"},
-		{"info field job", func(f *flagValues) { f.infoFields = []string{"job"} }, "clashes"},
-		{"info field instance", func(f *flagValues) { f.infoFields = []string{"instance"} }, "clashes"},
-		{"info field twice", func(f *flagValues) { f.infoFields = []string{"name", "name"} }, "twice"},
-		{"NaN rate", func(f *flagValues) { f.rateLimit = math.NaN() }, "--api.rate-limit"},
+		{"info field not a label name", func(f *flagValues) { f.module.Locations.InfoFields = []string{"last-deploy"} }, "not a valid label name"},
+		{"info field starting with a digit", func(f *flagValues) { f.module.Locations.InfoFields = []string{"1st"} }, "not a valid label name"},
+		{"info field reserved", func(f *flagValues) { f.module.Locations.InfoFields = []string{"__name__"} }, "reserved"},
+		{"info field location_id", func(f *flagValues) { f.module.Locations.InfoFields = []string{"location_id"} }, "clashes"},
+		{"info field job", func(f *flagValues) { f.module.Locations.InfoFields = []string{"job"} }, "clashes"},
+		{"info field instance", func(f *flagValues) { f.module.Locations.InfoFields = []string{"instance"} }, "clashes"},
+		{"info field twice", func(f *flagValues) { f.module.Locations.InfoFields = []string{"name", "name"} }, "twice"},
+		{"NaN rate", func(f *flagValues) { f.module.RateLimit = math.NaN() }, "--api.rate-limit"},
 		{"URL with an impossible port", func(f *flagValues) { f.apiURL = "http://127.0.0.1:99999" }, "port"},
 		{"URL with port 0", func(f *flagValues) { f.apiURL = "http://127.0.0.1:0" }, "port"},
 		{"key with a line break", func(f *flagValues) { f.key = "abc\ndef" }, "control"},
@@ -128,7 +130,9 @@ func TestValidateAcceptsGoodFlags(t *testing.T) {
 		{"key from a file", func(f *flagValues) { f.key, f.keyFile = "", keyFile }},
 		{"demo needs no URL or key", func(f *flagValues) { f.apiURL, f.key, f.demo = "", "", true }},
 		{"config file alone", func(f *flagValues) { f.apiURL, f.key, f.configFile = "", "", "modules.yml" }},
-		{"ids and info fields", func(f *flagValues) { f.detailIDs, f.infoFields = []int64{3, 5, 3}, []string{"name", "region"} }},
+		{"ids and info fields", func(f *flagValues) {
+			f.module.Locations.DetailIDs, f.module.Locations.InfoFields = []int64{3, 5, 3}, []string{"name", "region"}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,7 +172,7 @@ func TestIneffectiveFlagsAreNamed(t *testing.T) {
 		t.Errorf("demo with a key: %v", w)
 	}
 	f = goodFlags()
-	f.apiURL, f.configFile, f.detailIDs, f.rateLimit, f.concurrency = "", "modules.yml", []int64{4}, 3, 1
+	f.apiURL, f.configFile, f.module.Locations.DetailIDs, f.module.RateLimit, f.module.Concurrency = "", "modules.yml", []int64{4}, 3, 1
 	w := ineffectiveFlags(f)
 	if len(w) != 1 || !strings.Contains(w[0], "--locations.detail-id") || !strings.Contains(w[0], "--api.rate-limit") ||
 		!strings.Contains(w[0], "--api.key-file") || !strings.Contains(w[0], "--api.concurrency") || strings.Contains(w[0], "--api.timeout") {
@@ -184,11 +188,11 @@ func TestIneffectiveFlagsAreNamed(t *testing.T) {
 		t.Errorf("demo with --api.http-config.file: %v", w)
 	}
 	f = goodFlags()
-	f.infoFields = []string{"name"}
+	f.module.Locations.InfoFields = []string{"name"}
 	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--locations.info-field") {
 		t.Errorf("info field without a subset: %v", w)
 	}
-	f.detailLimit = 2
+	f.module.Locations.DetailLimit = 2
 	if w := ineffectiveFlags(f); len(w) != 0 {
 		t.Errorf("info field with a subset: %v", w)
 	}
@@ -300,11 +304,11 @@ func TestValidateDemoSubset(t *testing.T) {
 	}{
 		{"no --locations.* flag: five locations with their name", func(*flagValues) {}, 5, nil, []string{"name"}},
 		{"detail-limit 0 given: none", func(f *flagValues) { f.locationsGiven = true }, 0, nil, nil},
-		{"detail-limit given", func(f *flagValues) { f.detailLimit, f.locationsGiven = 2, true }, 2, nil, nil},
-		{"ids given", func(f *flagValues) { f.detailIDs, f.locationsGiven = []int64{7, 9}, true }, 0, []int64{7, 9}, nil},
-		{"info field given", func(f *flagValues) { f.infoFields, f.locationsGiven = []string{"region"}, true }, 0, nil, []string{"region"}},
+		{"detail-limit given", func(f *flagValues) { f.module.Locations.DetailLimit, f.locationsGiven = 2, true }, 2, nil, nil},
+		{"ids given", func(f *flagValues) { f.module.Locations.DetailIDs, f.locationsGiven = []int64{7, 9}, true }, 0, []int64{7, 9}, nil},
+		{"info field given", func(f *flagValues) { f.module.Locations.InfoFields, f.locationsGiven = []string{"region"}, true }, 0, nil, []string{"region"}},
 		{"limit and field given", func(f *flagValues) {
-			f.detailLimit, f.infoFields, f.locationsGiven = 3, []string{"slug"}, true
+			f.module.Locations.DetailLimit, f.module.Locations.InfoFields, f.locationsGiven = 3, []string{"slug"}, true
 		}, 3, nil, []string{"slug"}},
 	}
 	for _, tt := range tests {
