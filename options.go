@@ -48,10 +48,10 @@ type flagValues struct {
 // settings is the validated configuration; base, the service behind /metrics, is nil without one.
 type settings struct {
 	flagValues
-	base        *url.URL
-	target      collector.TargetSettings
-	demoURL     string
-	external    *url.URL // --web.external-url, nil when unknown
+	base     *url.URL
+	target   collector.TargetSettings
+	demoURL  string
+	external *url.URL // --web.external-url, nil when unknown
 }
 
 // validate checks the flags and returns one error naming what to fix.
