@@ -279,7 +279,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		return nil
 	}
 	lifecycleRoutes(mux, store.Ready, reload)
-	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, modules: store.ModuleNames, recent: recent, logger: logger}
+	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, modules: func() []string { return store.Current().ModuleNames() }, recent: recent, logger: logger}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
 	mux.HandleFunc("GET /target", ui.target)
 	if s.metricsPath != "/" {

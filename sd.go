@@ -19,11 +19,7 @@ type sdGroup struct {
 // without a "*", or of one module's with ?module=<name>.
 func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		groups := []sdGroup{}
-		cfg := store.Current()
-		if cfg == nil {
-			cfg = &moduleconfig.Config{}
-		}
+		cfg := store.Current() // loaded before serving
 		names := cfg.ModuleNames()
 		if only := r.URL.Query().Get("module"); only != "" {
 			if cfg.Modules[only] == nil {
@@ -32,16 +28,11 @@ func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.Handl
 			}
 			names = []string{only}
 		}
+		groups := []sdGroup{}
 		for _, name := range names {
-			targets := cfg.Modules[name].ConcreteTargets()
-			if len(targets) == 0 {
-				continue
+			if targets := cfg.Modules[name].ConcreteTargets(); len(targets) > 0 {
+				groups = append(groups, sdGroup{targets, map[string]string{"module": name, "__param_module": name}})
 			}
-			g := sdGroup{Labels: map[string]string{"module": name, "__param_module": name}}
-			for _, t := range targets {
-				g.Targets = append(g.Targets, t.String())
-			}
-			groups = append(groups, g)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if err := json.NewEncoder(w).Encode(groups); err != nil {

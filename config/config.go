@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,8 +22,13 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// defaultModule is the module /probe uses when the request names none.
-const defaultModule = "default"
+const (
+	// defaultModule is the module /probe uses when the request names none.
+	defaultModule = "default"
+	moduleBlock   = "http_client_config"
+	// DefaultTimeout bounds one poll unless a module or --api.timeout says otherwise.
+	DefaultTimeout = 10 * time.Second
+)
 
 // Config is the whole file.
 type Config struct {
@@ -31,7 +37,6 @@ type Config struct {
 
 // Module says how to poll one kind of service; the README describes each key.
 type Module struct {
-	// Targets are the services the module's credentials may go to.
 	Targets          []string                   `yaml:"targets"`
 	AllowAnyTarget   bool                       `yaml:"allow_any_target"`
 	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
@@ -53,11 +58,6 @@ type Locations struct {
 	DetailLimit int      `yaml:"detail_limit"`
 	InfoFields  []string `yaml:"info_fields"`
 }
-
-const moduleBlock = "http_client_config"
-
-// DefaultTimeout bounds one poll unless a module or --api.timeout says otherwise.
-const DefaultTimeout = 10 * time.Second
 
 // UnmarshalYAML applies the defaults before reading a module.
 func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
@@ -124,23 +124,6 @@ func (p problems) Error() string {
 	return strings.Join(msgs, "; ")
 }
 
-// check validates a module and builds its HTTP client, as every probe would.
-func (m *Module) check() error {
-	if err := m.validate(); err != nil {
-		return err
-	}
-	if err := checkCredentialsFile(m.HTTPClientConfig.Authorization, moduleBlock); err != nil {
-		return err
-	}
-	if err := m.parseTargets(); err != nil {
-		return err
-	}
-	if _, err := client.NewTransport(m.HTTPClientConfig, ""); err != nil {
-		return fmt.Errorf("%s cannot be used: %s", moduleBlock, strings.TrimPrefix(err.Error(), "http client config: "))
-	}
-	return nil
-}
-
 // explainYAML adds the fix to the YAML library's error, which names the line.
 func explainYAML(err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
@@ -169,7 +152,8 @@ var (
 	urlParseRE    = regexp.MustCompile(`parse "[^"]*"`)
 )
 
-func (m *Module) validate() error {
+// check validates a module and builds its HTTP client, as every probe would.
+func (m *Module) check() error {
 	switch {
 	case m.Timeout <= 0:
 		return errors.New("timeout must be positive, such as 10s")
@@ -196,15 +180,36 @@ func (m *Module) validate() error {
 	if err := ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
 	}
-	if err := validateHeaders(&m.HTTPClientConfig, moduleBlock); err != nil {
+	if err := checkHTTPClient(&m.HTTPClientConfig, moduleBlock); err != nil {
 		return err
 	}
-	return validateAuth(&m.HTTPClientConfig, moduleBlock)
+	if err := m.parseTargets(); err != nil {
+		return err
+	}
+	if _, err := client.NewTransport(m.HTTPClientConfig, ""); err != nil {
+		return fmt.Errorf("%s cannot be used: %s", moduleBlock, strings.TrimPrefix(err.Error(), "http client config: "))
+	}
+	return nil
 }
 
-// validateAuth holds an HTTP client block to the service's only scheme,
-// "Authorization: Token <key>". block names it in errors ("" at top level).
-func validateAuth(c *commoncfg.HTTPClientConfig, block string) error {
+// checkHTTPClient refuses an HTTP client block that would replace Accept, or
+// send other than the service's "Authorization: Token <key>" or a bad key.
+// block names it in errors ("" at the top level).
+func checkHTTPClient(c *commoncfg.HTTPClientConfig, block string) error {
+	in := func(key string) string {
+		if block == "" {
+			return key
+		}
+		return block + "." + key
+	}
+	if c.HTTPHeaders != nil {
+		for name := range c.HTTPHeaders.Headers {
+			if http.CanonicalHeaderKey(name) == "Accept" {
+				return fmt.Errorf("%s: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", in("http_headers"))
+			}
+		}
+	}
+	a := c.Authorization
 	switch {
 	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
 		msg := "the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token"
@@ -212,39 +217,20 @@ func validateAuth(c *commoncfg.HTTPClientConfig, block string) error {
 			msg = block + ": " + msg
 		}
 		return errors.New(msg)
-	case c.Authorization == nil:
+	case a == nil:
 		return nil
-	case c.Authorization.Type == "Bearer":
-		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", inBlock(block, "authorization.type"))
-	case c.Authorization.Type != "Token":
-		return fmt.Errorf("%s must be Token (spelled so), the service's scheme, not %s", inBlock(block, "authorization.type"), c.Authorization.Type)
-	case c.Authorization.Credentials == "" && c.Authorization.CredentialsFile == "":
-		return fmt.Errorf("%s has no key: add credentials_file (or credentials)", inBlock(block, "authorization"))
-	}
-	return nil
-}
-
-// inBlock names key inside block for errors.
-func inBlock(block, key string) string {
-	if block == "" {
-		return key
-	}
-	return block + "." + key
-}
-
-// checkCredentialsFile refuses a bad key at load rather than on every poll.
-func checkCredentialsFile(a *commoncfg.Authorization, block string) error {
-	if a == nil {
-		return nil
-	}
-	if a.Credentials != "" && !client.ValidKey(string(a.Credentials)) {
-		return fmt.Errorf("%s has control characters such as a line break inside it", inBlock(block, "authorization.credentials"))
-	}
-	if a.CredentialsFile == "" {
-		return nil
-	}
-	if _, err := client.ReadKeyFile(a.CredentialsFile); err != nil {
-		return fmt.Errorf("%s: %w", inBlock(block, "authorization.credentials_file"), err)
+	case a.Type == "Bearer":
+		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", in("authorization.type"))
+	case a.Type != "Token":
+		return fmt.Errorf("%s must be Token (spelled so), the service's scheme, not %s", in("authorization.type"), a.Type)
+	case a.Credentials == "" && a.CredentialsFile == "":
+		return fmt.Errorf("%s has no key: add credentials_file (or credentials)", in("authorization"))
+	case a.Credentials != "" && !client.ValidKey(string(a.Credentials)):
+		return fmt.Errorf("%s has control characters such as a line break inside it", in("authorization.credentials"))
+	case a.CredentialsFile != "":
+		if _, err := client.ReadKeyFile(a.CredentialsFile); err != nil {
+			return fmt.Errorf("%s: %w", in("authorization.credentials_file"), err)
+		}
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 
@@ -31,16 +30,8 @@ func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 	if u := c.ProxyURL.URL; u != nil && u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" {
 		return nil, errors.New("proxy_url must be an http, https or socks5 URL, such as http://proxy.example.com:3128")
 	}
-	if c.Authorization != nil || c.BasicAuth != nil || c.OAuth2 != nil || c.BearerToken != "" || c.BearerTokenFile != "" {
-		if err := validateAuth(&c, ""); err != nil {
-			return nil, err
-		}
-	}
-	if err := validateHeaders(&c, ""); err != nil {
-		return nil, err
-	}
 	c.SetDirectory(filepath.Dir(path))
-	if err := checkCredentialsFile(c.Authorization, ""); err != nil {
+	if err := checkHTTPClient(&c, ""); err != nil {
 		return nil, err
 	}
 	if err := client.CheckFiles(&c); err != nil {
@@ -50,18 +41,4 @@ func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 		return nil, fmt.Errorf("tls_config: %w", err)
 	}
 	return &c, nil
-}
-
-// validateHeaders refuses http_headers that would replace Accept, which the
-// exporter sets on every request (prometheus/common guards Authorization).
-func validateHeaders(c *commoncfg.HTTPClientConfig, block string) error {
-	if c.HTTPHeaders == nil {
-		return nil
-	}
-	for name := range c.HTTPHeaders.Headers {
-		if http.CanonicalHeaderKey(name) == "Accept" {
-			return fmt.Errorf("%s: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", inBlock(block, "http_headers"))
-		}
-	}
-	return nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,17 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Store holds the configuration in use and swaps it on reload. A file that
-// fails to load is refused and the old configuration keeps serving.
+// Store holds the configuration in use; a file that fails to load is
+// refused and the old configuration keeps serving.
 type Store struct {
-	path   string
-	logger *slog.Logger
-	// load reads the configuration: the file at path, or none without one.
-	load func() (*Config, error)
-	// reloading runs reloads one at a time: an older file never wins.
-	reloading chan struct{}
-	cfg       atomic.Pointer[Config]
-
+	path                         string
+	logger                       *slog.Logger
+	load                         func() (*Config, error)
+	reloading                    chan struct{} // one at a time: an older file never wins
+	cfg                          atomic.Pointer[Config]
 	lastSuccess, lastSuccessTime prometheus.Gauge
 }
 
@@ -71,7 +69,7 @@ func (s *Store) Reload() error {
 }
 
 // Ready tells whether a configuration has been loaded.
-func (s *Store) Ready() bool { return s.cfg.Load() != nil }
+func (s *Store) Ready() bool { return s.Current() != nil }
 
 // Current returns the configuration in use, nil before the first load.
 func (s *Store) Current() *Config { return s.cfg.Load() }
@@ -82,24 +80,14 @@ func (s *Store) Lookup(name string) (*Module, error) {
 	if cfg == nil || len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules are configured: start the exporter with --config.file to use /probe")
 	}
-	if name == "" {
-		if m, ok := cfg.Modules[defaultModule]; ok {
-			return m, nil
-		}
+	m, ok := cfg.Modules[cmp.Or(name, defaultModule)]
+	switch {
+	case ok:
+		return m, nil
+	case name == "":
 		return nil, errors.New("no module given and the configuration has no module named default: add module=<name>")
 	}
-	if m, ok := cfg.Modules[name]; ok {
-		return m, nil
-	}
 	return nil, fmt.Errorf("unknown module %q: use one of the configuration file's modules", name)
-}
-
-// ModuleNames returns the names of the modules in use, sorted.
-func (s *Store) ModuleNames() []string {
-	if cfg := s.Current(); cfg != nil {
-		return cfg.ModuleNames()
-	}
-	return nil
 }
 
 // Check reads the file at path as a reload would and returns its problems.

@@ -25,7 +25,7 @@ type targetPattern struct {
 	port     string
 	path     string
 	kind     hostKind
-	concrete *url.URL // the target itself when the pattern has no "*"
+	concrete string // the target itself when the pattern has no "*"
 }
 
 // parseTargetPattern reads one entry of targets. Its errors do not repeat it.
@@ -77,7 +77,7 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 		p.port = u.Port()
 	}
 	if p.port != anyPort && !strings.Contains(host, "*") {
-		p.concrete = u
+		p.concrete = u.String()
 	}
 	return p, nil
 }
@@ -217,13 +217,11 @@ func (m *Module) CheckTarget(target *url.URL) error {
 }
 
 // ConcreteTargets returns the targets the module lists without a "*", each once.
-func (m *Module) ConcreteTargets() []*url.URL {
-	var out []*url.URL
-	seen := make(map[string]bool)
+func (m *Module) ConcreteTargets() []string {
+	var out []string
 	for _, p := range m.patterns {
-		if u := p.concrete; u != nil && !seen[u.String()] {
-			seen[u.String()] = true
-			out = append(out, u)
+		if p.concrete != "" && !slices.Contains(out, p.concrete) {
+			out = append(out, p.concrete)
 		}
 	}
 	return out

@@ -171,10 +171,7 @@ modules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, u := range cfg.Modules["m"].ConcreteTargets() {
-		got = append(got, u.String())
-	}
+	got := cfg.Modules["m"].ConcreteTargets()
 	if want := "https://b.example https://a.example/deploy"; strings.Join(got, " ") != want {
 		t.Errorf("concrete targets %q, want %q (file order, /probe's spelling, each once, no patterns)", got, want)
 	}
