@@ -36,25 +36,22 @@ func checkConfig(f flagValues, stdout, stderr io.Writer) int {
 // checkMetricsTarget checks the flags of the service behind /metrics and
 // builds its HTTP client; without --api.url it still reads its file.
 func checkMetricsTarget(f flagValues) error {
+	if err := validateLimits(f); err != nil {
+		return err
+	}
 	var hc config.HTTPClientConfig
-	switch {
-	case f.apiURL != "" || f.demo:
+	if f.apiURL != "" || f.demo {
 		s, err := validate(f)
 		if err != nil {
 			return err
 		}
 		hc = s.target.Client.HTTPClientConfig
-	case f.httpConfigFile != "":
-		if err := validateLimits(f); err != nil {
-			return err
-		}
+	} else if f.httpConfigFile != "" {
 		c, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
 		if err != nil {
 			return fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 		}
 		hc = *c
-	default:
-		return validateLimits(f)
 	}
 	if _, err := client.NewTransport(hc, ""); err != nil {
 		return fmt.Errorf("the HTTP client of the service behind /metrics cannot be built: %w", err)

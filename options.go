@@ -155,46 +155,31 @@ func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
 		}
 		hc = *c
 	}
-	keyGiven := strings.TrimSpace(f.key) != "" || f.keyFile != ""
+	key := strings.TrimSpace(f.key)
 	switch {
-	case hc.Authorization != nil && keyGiven:
-		other := keyEnv
-		if f.keyFile != "" {
-			other = "--api.key-file"
-		}
-		return nil, fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", other)
+	case hc.Authorization != nil && f.keyFile != "":
+		return nil, errors.New("--api.http-config.file has an authorization and --api.key-file gives a key too: keep the key in one place")
+	case hc.Authorization != nil && key != "":
+		return nil, fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", keyEnv)
 	case hc.Authorization != nil:
-		return &hc, nil
-	case !keyGiven && f.httpConfigFile != "":
-		return nil, fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
-	}
-	auth, err := keyAuthorization(f.key, f.keyFile)
-	if err != nil {
-		return nil, err
-	}
-	hc.Authorization = auth
-	return &hc, nil
-}
-
-// keyAuthorization turns the key source into a Token authorization; a key file is
-// read here to fail early, then on every request, so rotation needs no restart.
-func keyAuthorization(key, keyFile string) (*config.Authorization, error) {
-	key = strings.TrimSpace(key)
-	switch {
-	case key != "" && keyFile != "":
+	case key != "" && f.keyFile != "":
 		return nil, fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
-	case keyFile != "":
-		if _, err := client.ReadKeyFile(keyFile); err != nil {
+	case f.keyFile != "":
+		// Read here to fail early, then on every request, so rotation needs no restart.
+		if _, err := client.ReadKeyFile(f.keyFile); err != nil {
 			return nil, fmt.Errorf("--api.key-file: %w", err)
 		}
-		return &config.Authorization{Type: "Token", CredentialsFile: keyFile}, nil
+		hc.Authorization = &config.Authorization{Type: "Token", CredentialsFile: f.keyFile}
+	case key != "" && !client.ValidKey(key):
+		return nil, fmt.Errorf("%s has control characters such as a line break inside it: set the key alone", keyEnv)
 	case key != "":
-		if !client.ValidKey(key) {
-			return nil, fmt.Errorf("%s has control characters such as a line break inside it: set the key alone", keyEnv)
-		}
-		return &config.Authorization{Type: "Token", Credentials: config.Secret(key)}, nil
+		hc.Authorization = &config.Authorization{Type: "Token", Credentials: config.Secret(key)}
+	case f.httpConfigFile != "":
+		return nil, fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
+	default:
+		return nil, fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
 	}
-	return nil, fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
+	return &hc, nil
 }
 
 // ineffectiveFlags names the settings given that cannot have an effect,
