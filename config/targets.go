@@ -19,13 +19,11 @@ const anyPort = "*"
 // targetPattern is one entry of a module's targets: a base URL where "*"
 // stands for one whole host label or the port, kept in /probe's spelling.
 type targetPattern struct {
-	scheme string
-	labels []string
-	// port is "" for the scheme's default, anyPort, or a number.
-	port     string
-	path     string
-	kind     hostKind
-	concrete string // the target itself when the pattern has no "*"
+	scheme, path string
+	labels       []string
+	port         string // "" for the scheme's default, anyPort, or a number
+	kind         hostKind
+	concrete     string // the target itself when the pattern has no "*"
 }
 
 // parseTargetPattern reads one entry of targets. Its errors do not repeat it.
@@ -56,7 +54,6 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 	if err != nil {
 		return p, err
 	}
-	host := u.Hostname()
 	p.kind, p.labels = hostOf(u)
 	for _, l := range p.labels {
 		if l == "" {
@@ -75,9 +72,9 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 	p.scheme, p.path = u.Scheme, u.EscapedPath()
 	if p.port != anyPort {
 		p.port = u.Port()
-	}
-	if p.port != anyPort && !strings.Contains(host, "*") {
-		p.concrete = u.String()
+		if !slices.Contains(p.labels, "*") {
+			p.concrete = u.String()
+		}
 	}
 	return p, nil
 }
@@ -138,18 +135,10 @@ func endsInNumber(labels []string) bool {
 
 // isIPv4Pattern tells whether labels are an IPv4 address, some octets "*".
 func isIPv4Pattern(labels []string) bool {
-	if len(labels) != 4 {
-		return false
-	}
-	for _, l := range labels {
-		if l == "*" {
-			continue
-		}
-		if n, err := strconv.Atoi(l); err != nil || n < 0 || n > 255 {
-			return false
-		}
-	}
-	return true
+	return len(labels) == 4 && !slices.ContainsFunc(labels, func(l string) bool {
+		n, err := strconv.Atoi(l)
+		return l != "*" && (err != nil || n < 0 || n > 255)
+	})
 }
 
 // parseTargets reads the module's targets; credentials need some or allow_any_target.
