@@ -126,15 +126,9 @@ func (p problems) Error() string {
 
 // explainYAML adds the fix to the YAML library's error, which names the line.
 func explainYAML(err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
-	var parts []string
-	for _, line := range strings.Split(msg, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			parts = append(parts, line)
-		}
-	}
+	msg := strings.TrimSpace(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n"))
 	// Go types mean nothing to a user, and a quoted value or URL could be a secret.
-	msg = goTypeRE.ReplaceAllString(strings.Join(parts, "; "), "")
+	msg = goTypeRE.ReplaceAllString(newlinesRE.ReplaceAllString(msg, "; "), "")
 	msg = quotedValueRE.ReplaceAllString(msg, "a value")
 	msg = urlParseRE.ReplaceAllString(msg, "a URL does not parse")
 	switch {
@@ -147,6 +141,7 @@ func explainYAML(err error) error {
 }
 
 var (
+	newlinesRE    = regexp.MustCompile(`\s*\n\s*`)
 	goTypeRE      = regexp.MustCompile(` in type [\w.]+`)
 	quotedValueRE = regexp.MustCompile("`[^`]*`")
 	urlParseRE    = regexp.MustCompile(`parse "[^"]*"`)
@@ -233,6 +228,37 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, block string) error {
 		}
 	}
 	return nil
+}
+
+// LoadHTTPClientConfig reads the http_client_config block of
+// --api.http-config.file, held to a module's rules and with its files read
+// once, so that a wrong path fails the start. Errors do not name the file.
+func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner
+		}
+		return nil, err
+	}
+	c := commoncfg.DefaultHTTPClientConfig
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		return nil, explainYAML(err)
+	}
+	if u := c.ProxyURL.URL; u != nil && u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" {
+		return nil, errors.New("proxy_url must be an http, https or socks5 URL, such as http://proxy.example.com:3128")
+	}
+	c.SetDirectory(filepath.Dir(path))
+	if err := checkHTTPClient(&c, ""); err != nil {
+		return nil, err
+	}
+	if err := client.CheckFiles(&c); err != nil {
+		return nil, err
+	}
+	if _, err := commoncfg.NewTLSConfig(&c.TLSConfig); err != nil {
+		return nil, fmt.Errorf("tls_config: %w", err)
+	}
+	return &c, nil
 }
 
 // ModuleNames returns the module names, sorted.
