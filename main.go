@@ -54,24 +54,24 @@ func main() {
 
 // run serves as args ask, reloading on every signal of hup; it returns the exit code.
 func run(args []string, hup <-chan os.Signal) int {
-	cmd, err := parseArgs(args)
+	f, err := parseArgs(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: error: %s\n", exporterName, err)
 		return 2
 	}
-	if cmd.flags.configCheck {
-		return checkConfig(cmd.flags, os.Stdout, os.Stderr)
+	if f.configCheck {
+		return checkConfig(*f, os.Stdout, os.Stderr)
 	}
-	logger := promslog.New(cmd.log)
+	logger := promslog.New(&f.log)
 	fail := func(msg string, err error) int {
 		logger.Error(msg, "err", err)
 		return 1
 	}
-	s, err := validate(cmd.flags)
+	s, err := validate(*f)
 	if err != nil {
 		return fail("Invalid configuration", err)
 	}
-	for _, w := range ineffectiveFlags(cmd.flags) {
+	for _, w := range ineffectiveFlags(*f) {
 		logger.Warn("Setting without effect", "detail", w)
 	}
 	reg := newRegistry(!s.disableExporterMetrics)
@@ -97,36 +97,29 @@ func run(args []string, hup <-chan os.Signal) int {
 			_ = reload()
 		}
 	}()
-	return serve(newServer(handler), cmd.web, logger)
-}
-
-// command is what the command line asks for.
-type command struct {
-	flags flagValues
-	web   *web.FlagConfig
-	log   *promslog.Config
+	return serve(newServer(handler), f.web, logger)
 }
 
 // parseArgs parses the command line; --help and --version answer and exit.
-func parseArgs(args []string) (*command, error) {
+func parseArgs(args []string) (*flagValues, error) {
 	app := kingpin.New(exporterName, "Prometheus exporter for a deployment service's HTTP JSON API.")
-	cmd := &command{log: &promslog.Config{}}
-	addFlags(app, &cmd.flags)
-	cmd.web = kingpinflag.AddFlags(app, defaultListenAddress)
+	f := &flagValues{}
+	addFlags(app, f)
+	f.web = kingpinflag.AddFlags(app, defaultListenAddress)
 	var listenGiven bool
 	app.GetFlag("web.listen-address").IsSetByUser(&listenGiven)
-	flag.AddFlags(app, cmd.log)
+	flag.AddFlags(app, &f.log)
 	app.UsageWriter(os.Stdout)
 	app.Version(version.Print(exporterName))
 	app.HelpFlag.Short('h')
 	if _, err := app.Parse(args); err != nil {
 		return nil, flagError(app, args, err)
 	}
-	cmd.flags.key = os.Getenv(keyEnv)
-	if cmd.flags.demo && !listenGiven {
-		*cmd.web.WebListenAddresses = []string{demoListenAddress}
+	f.key = os.Getenv(keyEnv)
+	if f.demo && !listenGiven {
+		*f.web.WebListenAddresses = []string{demoListenAddress}
 	}
-	return cmd, nil
+	return f, nil
 }
 
 // addFlags defines the exporter's own flags on app, parsed into f.

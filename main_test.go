@@ -1407,8 +1407,8 @@ func TestLocationsFlagsGiven(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", args, err)
 		}
-		if cmd.flags.locationsGiven != want {
-			t.Errorf("%s: locations given %v, want %v", args, cmd.flags.locationsGiven, want)
+		if cmd.locationsGiven != want {
+			t.Errorf("%s: locations given %v, want %v", args, cmd.locationsGiven, want)
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
@@ -30,20 +32,17 @@ const (
 // flagValues are the command-line settings before validation; module holds
 // those a module of --config.file has too.
 type flagValues struct {
-	apiURL, keyFile        string
-	key                    string // from the environment only
-	module                 moduleconfig.Module
-	demo                   bool
-	demoFaults             demoFaults
-	configFile             string
-	configCheck            bool
-	metricsPath            string
-	externalURL            string
-	httpConfigFile         string
-	disableExporterMetrics bool
-	maxRequests            int
-	// locationsGiven: --demo takes the --locations.* flags as given, not its own subset.
-	locationsGiven bool
+	apiURL, keyFile, httpConfigFile      string
+	key                                  string // from the environment only
+	module                               moduleconfig.Module
+	demo, configCheck                    bool
+	demoFaults                           demoFaults
+	configFile, metricsPath, externalURL string
+	disableExporterMetrics               bool
+	maxRequests                          int
+	web                                  *web.FlagConfig
+	log                                  promslog.Config
+	locationsGiven                       bool // --demo takes the --locations.* flags as given, not its own subset
 }
 
 // settings is the validated configuration; base, the service behind /metrics, is nil without one.
