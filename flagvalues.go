@@ -32,11 +32,10 @@ func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
 type byteSize int64
 
 func (b *byteSize) Set(s string) error {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		*b = byteSize(n)
-		return nil
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		n, err = units.ParseStrictBytes(s)
 	}
-	n, err := units.ParseStrictBytes(s)
 	if err != nil {
 		return fmt.Errorf("%q is not a size in bytes, such as 67108864 or 64MiB", s)
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -272,7 +273,8 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		return nil
 	}
 	lifecycleRoutes(mux, store.Ready, reload)
-	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, modules: func() []string { return store.Current().ModuleNames() }, recent: recent, logger: logger}
+	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, recent: recent, logger: logger,
+		modules: func() []string { return store.Current().ModuleNames() }}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
 	mux.HandleFunc("GET /target", ui.target)
 	if s.metricsPath != "/" {
@@ -299,6 +301,38 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 	}
 	reg.MustRegister(collector.NewTargetInfo(single, collector.TargetPage(s.external, single, "")))
 	return collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger), single, nil
+}
+
+// sdGroup is one target group of Prometheus' HTTP service discovery.
+type sdGroup struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels"`
+}
+
+// serviceDiscovery answers GET /sd: one group per module of its targets
+// without a "*", or of one module's with ?module=<name>.
+func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cfg := store.Current() // loaded before serving
+		names := cfg.ModuleNames()
+		if only := r.URL.Query().Get("module"); only != "" {
+			if cfg.Modules[only] == nil {
+				http.Error(w, fmt.Sprintf("unknown module %q: use one of the configuration file's modules", only), http.StatusBadRequest)
+				return
+			}
+			names = []string{only}
+		}
+		groups := []sdGroup{}
+		for _, name := range names {
+			if targets := cfg.Modules[name].ConcreteTargets(); len(targets) > 0 {
+				groups = append(groups, sdGroup{targets, map[string]string{"module": name, "__param_module": name}})
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(groups); err != nil {
+			logger.Debug("Cannot send the service discovery answer", "err", err)
+		}
+	}
 }
 
 // lifecycleRoutes adds /-/healthy, /-/ready and /-/reload to mux.

@@ -236,10 +236,7 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, block string) error {
 func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		if inner := errors.Unwrap(err); inner != nil {
-			err = inner
-		}
-		return nil, err
+		return nil, errors.Unwrap(err) // the *PathError's, without the path
 	}
 	c := commoncfg.DefaultHTTPClientConfig
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
