@@ -272,7 +272,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		probe.Prune()
 		return nil
 	}
-	lifecycleRoutes(mux, store.Ready, reload)
+	lifecycleRoutes(mux, reload)
 	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, recent: recent, logger: logger,
 		modules: func() []string { return store.Current().ModuleNames() }}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
@@ -335,18 +335,11 @@ func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.Handl
 	}
 }
 
-// lifecycleRoutes adds /-/healthy, /-/ready and /-/reload to mux.
-func lifecycleRoutes(mux *http.ServeMux, ready func() bool, reload func() error) {
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = fmt.Fprintln(w, "Healthy")
-	})
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "Not ready: no configuration loaded", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = fmt.Fprintln(w, "Ready")
-	})
+// lifecycleRoutes adds /-/healthy, /-/ready and /-/reload to mux; the
+// exporter serves once its configuration is loaded, so it is ready then.
+func lifecycleRoutes(mux *http.ServeMux, reload func() error) {
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Healthy") })
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Ready") })
 	// Other methods get a 405 with Allow: POST from the mux.
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		if err := reload(); err != nil {

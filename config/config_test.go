@@ -140,13 +140,13 @@ func TestStoreReload(t *testing.T) {
 	path := writeFile(t, dir, "config.yml", "modules:\n  default: "+withKey+"\n  other: "+withKey+"\n")
 	reg := prometheus.NewPedanticRegistry()
 	s := NewStore(path, reg, promslog.NewNopLogger())
-	if s.Ready() {
+	if s.Current() != nil {
 		t.Error("ready before the first load")
 	}
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if !s.Ready() {
+	if s.Current() == nil {
 		t.Error("not ready after loading")
 	}
 	okMetric := func(want float64) {
@@ -202,7 +202,7 @@ func TestStoreWithoutFile(t *testing.T) {
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if !s.Ready() {
+	if s.Current() == nil {
 		t.Error("the command line alone is a loaded configuration")
 	}
 	if _, err := s.Lookup(""); err == nil || !strings.Contains(err.Error(), "--config.file") {

@@ -68,9 +68,6 @@ func (s *Store) Reload() error {
 	return nil
 }
 
-// Ready tells whether a configuration has been loaded.
-func (s *Store) Ready() bool { return s.Current() != nil }
-
 // Current returns the configuration in use, nil before the first load.
 func (s *Store) Current() *Config { return s.cfg.Load() }
 
