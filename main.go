@@ -123,7 +123,6 @@ func parseArgs(args []string) (*flagValues, error) {
 	return f, nil
 }
 
-// addFlags defines the exporter's own flags on app, parsed into f.
 func addFlags(app *kingpin.Application, f *flagValues) {
 	m, loc := &f.module, &f.module.Locations
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
@@ -149,8 +148,7 @@ func addFlags(app *kingpin.Application, f *flagValues) {
 	app.Flag("web.max-requests", "Most scrape requests served at once on the metrics path, and as many on /probe; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intFlag)(&f.maxRequests))
 }
 
-// startDemo starts the sample service of --demo with its faults, and points
-// the settings of the metrics path at it.
+// startDemo starts the sample service of --demo, with its faults, and points s at it.
 func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) {
 	demo, err := sampleservice.Start(sampleservice.DefaultOptions())
 	if err != nil {
@@ -283,8 +281,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 	return withSecurityHeaders(mux), reload, nil
 }
 
-// metricsHandler returns the handler of the metrics path and the name of
-// the service behind it ("": none, only the exporter's own metrics).
+// metricsHandler returns the metrics path's handler and its service's name ("" without one).
 func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.PollLog, logger *slog.Logger) (http.Handler, string, error) {
 	if s.base == nil {
 		return collector.NewGathererHandler(reg, logger), "", nil
@@ -309,8 +306,7 @@ type sdGroup struct {
 	Labels  map[string]string `json:"labels"`
 }
 
-// serviceDiscovery answers GET /sd: one group per module of its targets
-// without a "*", or of one module's with ?module=<name>.
+// serviceDiscovery answers GET /sd: each module's targets without a "*" (or ?module=<name>'s).
 func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		cfg := store.Current() // loaded before serving
@@ -335,8 +331,7 @@ func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.Handl
 	}
 }
 
-// lifecycleRoutes adds /-/healthy, /-/ready and /-/reload to mux; the
-// exporter serves once its configuration is loaded, so it is ready then.
+// lifecycleRoutes adds /-/healthy, /-/ready (serving begins once the configuration is loaded) and /-/reload.
 func lifecycleRoutes(mux *http.ServeMux, reload func() error) {
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Healthy") })
 	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Ready") })

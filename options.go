@@ -29,8 +29,7 @@ const (
 	demoInfoField   = "name"
 )
 
-// flagValues are the command-line settings before validation; module holds
-// those a module of --config.file has too.
+// flagValues are the command-line settings; module holds those a module of --config.file has too.
 type flagValues struct {
 	apiURL, keyFile, httpConfigFile      string
 	key                                  string // from the environment only
@@ -75,7 +74,7 @@ func validate(f flagValues) (*settings, error) {
 
 // validateLimits checks the numeric flags and the flags that exclude one another.
 func validateLimits(f flagValues) error {
-	m, loc := &f.module, &f.module.Locations
+	m, loc, p := &f.module, &f.module.Locations, f.metricsPath
 	for _, c := range []struct {
 		bad bool
 		msg string
@@ -90,13 +89,16 @@ func validateLimits(f flagValues) error {
 		{len(loc.DetailIDs) > 0 && loc.DetailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
 		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
 		{len(f.demoFaults.specs) > 0 && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
+		// A metrics path that the HTTP mux would reject or that would shadow another endpoint.
+		{!strings.HasPrefix(p, "/"), fmt.Sprintf("--web.telemetry-path %q must start with /, such as /metrics", p)},
+		{strings.ContainsAny(p, "{}% \t\n?#") || path.Clean(p) != p,
+			fmt.Sprintf("--web.telemetry-path %q must be a plain, clean path, such as /metrics", p)},
+		{slices.Contains([]string{"/probe", "/target", "/sd", "/-/healthy", "/-/ready", "/-/reload"}, p) || strings.HasPrefix(p, "/polls/"),
+			fmt.Sprintf("--web.telemetry-path %q is taken by another endpoint of the exporter: choose another path", p)},
 	} {
 		if c.bad {
 			return errors.New(c.msg)
 		}
-	}
-	if err := validateMetricsPath(f.metricsPath); err != nil {
-		return err
 	}
 	for _, id := range loc.DetailIDs {
 		if id < 0 {
@@ -109,8 +111,7 @@ func validateLimits(f flagValues) error {
 	return nil
 }
 
-// validateTarget completes s with the service behind /metrics: with --demo
-// the URL and key come later, with only --config.file there is none.
+// validateTarget completes s with the service behind /metrics, if any: --demo's comes later.
 func validateTarget(s *settings) error {
 	if s.demo {
 		if s.apiURL != "" {
@@ -205,8 +206,7 @@ func checkConfig(f flagValues, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// checkMetricsTarget checks the flags of the service behind /metrics and
-// builds its HTTP client; without --api.url it still reads its file.
+// checkMetricsTarget checks the flags of the service behind /metrics and builds its HTTP client.
 func checkMetricsTarget(f flagValues) error {
 	if err := validateLimits(f); err != nil {
 		return err
@@ -275,25 +275,7 @@ func ineffectiveFlags(f flagValues) []string {
 	return out
 }
 
-// reservedPaths are served by the exporter itself.
-var reservedPaths = []string{"/probe", "/target", "/sd", "/-/healthy", "/-/ready", "/-/reload"}
-
-// validateMetricsPath refuses a --web.telemetry-path that the HTTP mux
-// would reject or that would shadow another endpoint.
-func validateMetricsPath(p string) error {
-	switch {
-	case !strings.HasPrefix(p, "/"):
-		return fmt.Errorf("--web.telemetry-path %q must start with /, such as /metrics", p)
-	case strings.ContainsAny(p, "{}% \t\n?#") || path.Clean(p) != p:
-		return fmt.Errorf("--web.telemetry-path %q must be a plain, clean path, such as /metrics", p)
-	case slices.Contains(reservedPaths, p) || strings.HasPrefix(p, "/polls/"):
-		return fmt.Errorf("--web.telemetry-path %q is taken by another endpoint of the exporter: choose another path", p)
-	}
-	return nil
-}
-
-// moduleSettings turns a module, of the configuration file or of the flags,
-// into what a poll of one target needs.
+// moduleSettings turns a module, of the file or of the flags, into what a poll of one target needs.
 func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	return collector.TargetSettings{
 		Client: client.Config{
