@@ -73,8 +73,11 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 	return unmarshal((*plain)(m))
 }
 
-// load reads and checks the file at path; its errors name the file.
+// load reads and checks the file at path (none: no modules); its errors name the file.
 func load(path string) (*Config, error) {
+	if path == "" {
+		return &Config{}, nil
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, errors.Unwrap(err))
@@ -187,9 +190,8 @@ func (m *Module) check() error {
 	return nil
 }
 
-// checkHTTPClient refuses an HTTP client block that would replace Accept, or
-// send other than the service's "Authorization: Token <key>" or a bad key.
-// block names it in errors ("" at the top level).
+// checkHTTPClient holds an HTTP client block, named block in errors, to the exporter's Accept
+// and the service's "Authorization: Token <key>" with a good key.
 func checkHTTPClient(c *commoncfg.HTTPClientConfig, block string) error {
 	in := func(key string) string {
 		if block == "" {
@@ -230,9 +232,8 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, block string) error {
 	return nil
 }
 
-// LoadHTTPClientConfig reads the http_client_config block of
-// --api.http-config.file, held to a module's rules and with its files read
-// once, so that a wrong path fails the start. Errors do not name the file.
+// LoadHTTPClientConfig reads --api.http-config.file, held to a module's rules and with its
+// files read once, so that a wrong path fails the start. Errors do not name the file.
 func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -261,8 +262,7 @@ func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
 // ModuleNames returns the module names, sorted.
 func (c *Config) ModuleNames() []string { return slices.Sorted(maps.Keys(c.Modules)) }
 
-// ValidateInfoFields refuses detail view fields that cannot become labels
-// of deployment_service_location_info.
+// ValidateInfoFields refuses fields that cannot become labels of deployment_service_location_info.
 func ValidateInfoFields(fields []string) error {
 	seen := make(map[string]bool, len(fields))
 	for _, f := range fields {

@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Store holds the configuration in use; a file that fails to load is
-// refused and the old configuration keeps serving.
+// Store holds the configuration in use; a file that fails to load is refused, the old one kept.
 type Store struct {
 	path                         string
 	logger                       *slog.Logger
@@ -23,25 +23,21 @@ type Store struct {
 
 // NewStore returns a store for the file at path ("": none) with its metrics on reg.
 func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Store {
-	s := &Store{
+	gauge := promauto.With(reg).NewGauge
+	return &Store{
 		path:      path,
 		logger:    logger,
-		load:      func() (*Config, error) { return &Config{}, nil },
+		load:      func() (*Config, error) { return load(path) },
 		reloading: make(chan struct{}, 1),
-		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+		lastSuccess: gauge(prometheus.GaugeOpts{
 			Name: "deployment_service_exporter_config_last_reload_successful",
 			Help: "Whether the last load of the configuration file succeeded (1) or was refused (0).",
 		}),
-		lastSuccessTime: prometheus.NewGauge(prometheus.GaugeOpts{
+		lastSuccessTime: gauge(prometheus.GaugeOpts{
 			Name: "deployment_service_exporter_config_last_reload_success_timestamp_seconds",
 			Help: "Unix time of the last successful load of the configuration.",
 		}),
 	}
-	if path != "" {
-		s.load = func() (*Config, error) { return load(path) }
-	}
-	reg.MustRegister(s.lastSuccess, s.lastSuccessTime)
-	return s
 }
 
 // Reload reads the configuration again; once it has succeeded, the modules

@@ -123,8 +123,7 @@ func hostOf(u *url.URL) (hostKind, []string) {
 	return kindName, strings.Split(host, ".")
 }
 
-// endsInNumber tells whether a name's last label is a decimal or hex
-// number, which inet_aton and browsers read as part of an IPv4 address.
+// endsInNumber tells whether a name's last label is a number, which inet_aton reads as part of an address.
 func endsInNumber(labels []string) bool {
 	l := strings.ToLower(labels[len(labels)-1])
 	if hex, ok := strings.CutPrefix(l, "0x"); ok {
@@ -163,8 +162,7 @@ func (m *Module) parseTargets() error {
 	return nil
 }
 
-// credentials names the module's settings that lend authority to the
-// service it is used with (a proxy's too, which forwards anywhere), or "".
+// credentials names the module's settings that lend authority (a proxy's too), or "".
 func (m *Module) credentials() string {
 	c := &m.HTTPClientConfig
 	var what []string
