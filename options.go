@@ -113,74 +113,67 @@ func validateLimits(f flagValues) error {
 
 // validateTarget completes s with the service behind /metrics, if any: --demo's comes later.
 func validateTarget(s *settings) error {
-	if s.demo {
-		if s.apiURL != "" {
-			return errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
-		}
+	switch {
+	case s.demo && s.apiURL != "":
+		return errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
+	case s.demo:
 		if !s.locationsGiven {
-			s.target.DetailLimit = demoDetailLimit
-			s.target.InfoFields = []string{demoInfoField}
+			s.target.DetailLimit, s.target.InfoFields = demoDetailLimit, []string{demoInfoField}
 		}
 		return nil
-	}
-	if s.apiURL == "" {
-		if s.configFile != "" {
-			return nil
-		}
+	case s.apiURL == "" && s.configFile != "":
+		return nil // only /probe targets
+	case s.apiURL == "":
 		return errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
 	}
-	base, err := client.ParseBaseURL(s.apiURL)
+	var err error
+	s.base, err = client.ParseBaseURL(s.apiURL)
 	if errors.Is(err, client.ErrURLCredentials) {
 		err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
 	}
 	if err != nil {
 		return fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
 	}
-	hc, err := httpClientConfig(s.flagValues)
-	if err != nil {
-		return err
-	}
-	s.base = base
-	s.target.Client.HTTPClientConfig = *hc
-	return nil
+	s.target.Client.HTTPClientConfig, err = httpClientConfig(s.flagValues)
+	return err
 }
 
 // httpClientConfig returns the HTTP client settings of the service behind /metrics,
 // with the key unless --api.http-config.file has its own authorization.
-func httpClientConfig(f flagValues) (*config.HTTPClientConfig, error) {
+func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
 	hc := config.DefaultHTTPClientConfig // as a module and the file start from
 	if f.httpConfigFile != "" {
 		c, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
 		if err != nil {
-			return nil, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
+			return hc, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 		}
 		hc = *c
 	}
 	key := strings.TrimSpace(f.key)
 	switch {
 	case hc.Authorization != nil && f.keyFile != "":
-		return nil, errors.New("--api.http-config.file has an authorization and --api.key-file gives a key too: keep the key in one place")
+		return hc, errors.New("--api.http-config.file has an authorization and --api.key-file gives a key too: keep the key in one place")
 	case hc.Authorization != nil && key != "":
-		return nil, fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", keyEnv)
+		return hc, fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", keyEnv)
 	case hc.Authorization != nil:
 	case key != "" && f.keyFile != "":
-		return nil, fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
+		return hc, fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
 	case f.keyFile != "":
 		// Read here to fail early, then on every request, so rotation needs no restart.
 		if _, err := client.ReadKeyFile(f.keyFile); err != nil {
-			return nil, fmt.Errorf("--api.key-file: %w", err)
+			return hc, fmt.Errorf("--api.key-file: %w", err)
 		}
 		hc.Authorization = &config.Authorization{Type: "Token", CredentialsFile: f.keyFile}
 	case key != "" && !client.ValidKey(key):
-		return nil, fmt.Errorf("%s has control characters such as a line break inside it: set the key alone", keyEnv)
+		return hc, fmt.Errorf("%s has control characters such as a line break inside it: set the key alone", keyEnv)
 	case key != "":
 		hc.Authorization = &config.Authorization{Type: "Token", Credentials: config.Secret(key)}
 	case f.httpConfigFile != "":
-		return nil, fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
+		return hc, fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
 	default:
-		return nil, fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
+		return hc, fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
 	}
-	return &hc, nil
+	return hc, nil
 }
 
 // checkConfig answers --config.check: it checks everything a start would,

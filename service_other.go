@@ -2,6 +2,5 @@
 
 package main
 
-// runService runs the exporter: only Windows has a service manager to
-// answer (service_windows.go).
+// runService runs the exporter: only Windows has a service manager to answer.
 func runService(run func() int) int { return run() }

@@ -4,8 +4,7 @@ package main
 
 import "golang.org/x/sys/windows/svc"
 
-// runService runs the exporter as a Windows service when the service
-// manager started the process (sc.exe create), and as it is otherwise.
+// runService runs the exporter as a Windows service when the service manager started it.
 func runService(run func() int) int {
 	if isService, err := svc.IsWindowsService(); err != nil || !isService {
 		return run()
@@ -24,8 +23,8 @@ type service struct {
 	code   int
 }
 
-// Execute implements svc.Handler. Stop and Shutdown end the process at once,
-// and an exporter that stops by itself stops the service with its exit code.
+// Execute implements svc.Handler: Stop and Shutdown end the process at once, and an
+// exporter that stops by itself stops the service with its exit code.
 func (s *service) Execute(_ []string, req <-chan svc.ChangeRequest, status chan<- svc.Status) (bool, uint32) {
 	status <- svc.Status{State: svc.Running, Accepts: svc.AcceptStop | svc.AcceptShutdown}
 	for {
