@@ -264,8 +264,7 @@ func (c *Config) ModuleNames() []string { return slices.Sorted(maps.Keys(c.Modul
 
 // ValidateInfoFields refuses fields that cannot become labels of deployment_service_location_info.
 func ValidateInfoFields(fields []string) error {
-	seen := make(map[string]bool, len(fields))
-	for _, f := range fields {
+	for i, f := range fields {
 		switch {
 		case !model.LegacyValidation.IsValidLabelName(f):
 			return fmt.Errorf("%q is not a valid label name (letters, digits and underscores, not starting with a digit)", f)
@@ -273,10 +272,9 @@ func ValidateInfoFields(fields []string) error {
 			return fmt.Errorf("%q: names starting with __ are reserved by Prometheus", f)
 		case f == "location_id" || f == "job" || f == "instance":
 			return fmt.Errorf("%q clashes with a label the exporter or Prometheus sets", f)
-		case seen[f]:
+		case slices.Contains(fields[:i], f):
 			return fmt.Errorf("%q is given twice", f)
 		}
-		seen[f] = true
 	}
 	return nil
 }

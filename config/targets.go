@@ -46,8 +46,7 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 		return p, errors.New(`"*" cannot stand for part of an IPv6 address`)
 	case port > strings.LastIndex(authority, "]") && strings.Contains(authority[port:], "*"):
 		return p, errors.New(`"*" stands for the whole port, as in http://127.0.0.1:*, not part of one`)
-	}
-	if strings.ContainsAny(path, "*?#") {
+	case strings.ContainsAny(path, "*?#"):
 		return p, errors.New(`"*" stands for a host label or the port, never for part of the path; a query or fragment has no place in a target`)
 	}
 	u, err := client.ParseTarget(scheme + "://" + authority + "/" + path)
