@@ -61,27 +61,25 @@ func flagError(app *kingpin.Application, args []string, err error) error {
 	pc, _ := app.ParseContext(args)
 	for _, el := range pc.Elements {
 		// The flag whose value fails to set again is the one that failed.
-		if f, ok := el.Clause.(*kingpin.FlagClause); ok && el.Value != nil && f.Model().Value.Set(*el.Value) != nil {
-			return fmt.Errorf("--%s: %s", f.Model().Name, valueError(*el.Value, err))
+		f, ok := el.Clause.(*kingpin.FlagClause)
+		if !ok || el.Value == nil || f.Model().Value.Set(*el.Value) == nil {
+			continue
 		}
+		what, v := err.Error(), *el.Value
+		var num *strconv.NumError
+		switch {
+		case errors.As(err, &num) && num.Err == strconv.ErrRange:
+			what = fmt.Sprintf("%q is out of range", v)
+		case errors.As(err, &num) && num.Func == "ParseFloat":
+			what = fmt.Sprintf("%q is not a number, such as 2.5", v)
+		case errors.As(err, &num):
+			what = fmt.Sprintf("%q is not a whole number", v)
+		case strings.HasPrefix(what, "time: "):
+			what = fmt.Sprintf("%q is not a duration, such as 10s", v)
+		}
+		return fmt.Errorf("--%s: %s", f.Model().Name, what)
 	}
 	return err
-}
-
-// valueError says what is wrong with v, of which kingpin's value said err.
-func valueError(v string, err error) string {
-	var num *strconv.NumError
-	switch {
-	case errors.As(err, &num) && num.Err == strconv.ErrRange:
-		return fmt.Sprintf("%q is out of range", v)
-	case errors.As(err, &num) && num.Func == "ParseFloat":
-		return fmt.Sprintf("%q is not a number, such as 2.5", v)
-	case errors.As(err, &num):
-		return fmt.Sprintf("%q is not a whole number", v)
-	case strings.HasPrefix(err.Error(), "time: "):
-		return fmt.Sprintf("%q is not a duration, such as 10s", v)
-	}
-	return err.Error()
 }
 
 // demoView is a view of the sample service: an endpoint, or the detail
