@@ -260,7 +260,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 	probe.ExternalURL = s.external
 	probe.HoldOffs = s.target.Client.HoldOffs
 	mux.Handle("/probe", limitRequests(s.maxRequests, probe))
-	mux.Handle("GET /sd", serviceDiscovery(store, logger))
+	mux.Handle("GET /sd", serviceDiscovery(store))
 	// After a reload, targets of changed or removed modules go at once.
 	reload := func() error {
 		if err := store.Reload(); err != nil {
@@ -307,7 +307,7 @@ type sdGroup struct {
 }
 
 // serviceDiscovery answers GET /sd: each module's targets without a "*" (or ?module=<name>'s).
-func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.HandlerFunc {
+func serviceDiscovery(store *moduleconfig.Store) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		cfg := store.Current() // loaded before serving
 		names := cfg.ModuleNames()
@@ -325,9 +325,7 @@ func serviceDiscovery(store *moduleconfig.Store, logger *slog.Logger) http.Handl
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(groups); err != nil {
-			logger.Debug("Cannot send the service discovery answer", "err", err)
-		}
+		_ = json.NewEncoder(w).Encode(groups) // an error is the client's going away
 	}
 }
 
