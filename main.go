@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -177,24 +176,19 @@ func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) 
 func serve(srv *http.Server, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(stop)
-	// shutDown is closed once the scrapes in flight at a signal have answered.
-	shutDown := make(chan struct{})
-	go func() {
-		defer close(shutDown)
-		sig := <-stop
+	served := make(chan error, 1)
+	go func() { served <- web.ListenAndServe(srv, toolkitFlags, logger) }()
+	select {
+	case err := <-served:
+		logger.Error("Server stopped", "err", err)
+		return 1
+	case sig := <-stop:
 		logger.Info("Shutting down", "signal", sig.String())
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
-	}()
-	err := web.ListenAndServe(srv, toolkitFlags, logger)
-	if errors.Is(err, http.ErrServerClosed) {
-		<-shutDown
 		return 0
 	}
-	logger.Error("Server stopped", "err", err)
-	return 1
 }
 
 // newServer returns the HTTP server for h, with timeouts so clients cannot hold its fds.
