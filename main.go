@@ -60,7 +60,7 @@ func run(args []string, hup <-chan os.Signal) int {
 		return 2
 	}
 	if f.configCheck {
-		return checkConfig(*f, os.Stdout, os.Stderr)
+		return checkConfig(*f)
 	}
 	logger := promslog.New(&f.log)
 	fail := func(msg string, err error) int {

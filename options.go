@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/url"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -100,10 +100,8 @@ func validateLimits(f flagValues) error {
 			return errors.New(c.msg)
 		}
 	}
-	for _, id := range loc.DetailIDs {
-		if id < 0 {
-			return fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", id)
-		}
+	if i := slices.IndexFunc(loc.DetailIDs, func(id int64) bool { return id < 0 }); i >= 0 {
+		return fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", loc.DetailIDs[i])
 	}
 	if err := moduleconfig.ValidateInfoFields(loc.InfoFields); err != nil {
 		return fmt.Errorf("--locations.info-field %w", err)
@@ -178,7 +176,7 @@ func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
 
 // checkConfig answers --config.check: it checks everything a start would,
 // prints each problem on a line or OK, and returns the exit code.
-func checkConfig(f flagValues, stdout, stderr io.Writer) int {
+func checkConfig(f flagValues) int {
 	var problems []string
 	if f.configFile == "" && f.httpConfigFile == "" && f.apiURL == "" && !f.demo {
 		problems = append(problems, "--config.check has nothing to check: give --config.file, --api.http-config.file or --api.url")
@@ -190,12 +188,12 @@ func checkConfig(f flagValues, stdout, stderr io.Writer) int {
 		problems = append(problems, err.Error())
 	}
 	for _, p := range problems {
-		_, _ = fmt.Fprintf(stderr, "%s: %s\n", exporterName, p)
+		fmt.Fprintf(os.Stderr, "%s: %s\n", exporterName, p)
 	}
 	if len(problems) > 0 {
 		return 1
 	}
-	_, _ = fmt.Fprintln(stdout, "OK")
+	fmt.Println("OK")
 	return 0
 }
 

@@ -170,10 +170,8 @@ func (m *Module) check() error {
 	case len(m.Locations.DetailIDs) > 0 && m.Locations.DetailLimit > 0:
 		return errors.New("locations.detail_ids and locations.detail_limit conflict: give one")
 	}
-	for _, id := range m.Locations.DetailIDs {
-		if id < 0 {
-			return fmt.Errorf("locations.detail_ids: %d is negative", id)
-		}
+	if i := slices.IndexFunc(m.Locations.DetailIDs, func(id int64) bool { return id < 0 }); i >= 0 {
+		return fmt.Errorf("locations.detail_ids: %d is negative", m.Locations.DetailIDs[i])
 	}
 	if err := ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
