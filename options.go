@@ -139,13 +139,9 @@ func validateTarget(s *settings) error {
 // httpClientConfig returns the HTTP client settings of the service behind /metrics,
 // with the key unless --api.http-config.file has its own authorization.
 func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
-	hc := config.DefaultHTTPClientConfig // as a module and the file start from
-	if f.httpConfigFile != "" {
-		c, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
-		if err != nil {
-			return hc, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
-		}
-		hc = *c
+	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
+	if err != nil {
+		return hc, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
 	key := strings.TrimSpace(f.key)
 	switch {
@@ -158,7 +154,7 @@ func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
 		return hc, fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
 	case f.keyFile != "":
 		// Read here to fail early, then on every request, so rotation needs no restart.
-		if _, err := client.ReadKeyFile(f.keyFile); err != nil {
+		if _, err = client.ReadKeyFile(f.keyFile); err != nil {
 			return hc, fmt.Errorf("--api.key-file: %w", err)
 		}
 		hc.Authorization = &config.Authorization{Type: "Token", CredentialsFile: f.keyFile}
@@ -203,18 +199,15 @@ func checkMetricsTarget(f flagValues) error {
 		return err
 	}
 	var hc config.HTTPClientConfig
+	var err error
 	if f.apiURL != "" || f.demo {
 		s, err := validate(f)
 		if err != nil {
 			return err
 		}
 		hc = s.target.Client.HTTPClientConfig
-	} else if f.httpConfigFile != "" {
-		c, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
-		if err != nil {
-			return fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
-		}
-		hc = *c
+	} else if hc, err = moduleconfig.LoadHTTPClientConfig(f.httpConfigFile); err != nil {
+		return fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
 	if _, err := client.NewTransport(hc, ""); err != nil {
 		return fmt.Errorf("the HTTP client of the service behind /metrics cannot be built: %w", err)

@@ -230,31 +230,34 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, block string) error {
 	return nil
 }
 
-// LoadHTTPClientConfig reads --api.http-config.file, held to a module's rules and with its
-// files read once, so that a wrong path fails the start. Errors do not name the file.
-func LoadHTTPClientConfig(path string) (*commoncfg.HTTPClientConfig, error) {
+// LoadHTTPClientConfig reads --api.http-config.file (none: the defaults), held to a module's
+// rules and with its files read once, so that a wrong path fails the start. Errors do not name the file.
+func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
+	c := commoncfg.DefaultHTTPClientConfig
+	if path == "" {
+		return c, nil
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, errors.Unwrap(err) // the *PathError's, without the path
+		return c, errors.Unwrap(err) // the *PathError's, without the path
 	}
-	c := commoncfg.DefaultHTTPClientConfig
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
-		return nil, explainYAML(err)
+		return c, explainYAML(err)
 	}
 	if u := c.ProxyURL.URL; u != nil && u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" {
-		return nil, errors.New("proxy_url must be an http, https or socks5 URL, such as http://proxy.example.com:3128")
+		return c, errors.New("proxy_url must be an http, https or socks5 URL, such as http://proxy.example.com:3128")
 	}
 	c.SetDirectory(filepath.Dir(path))
 	if err := checkHTTPClient(&c, ""); err != nil {
-		return nil, err
+		return c, err
 	}
 	if err := client.CheckFiles(&c); err != nil {
-		return nil, err
+		return c, err
 	}
 	if _, err := commoncfg.NewTLSConfig(&c.TLSConfig); err != nil {
-		return nil, fmt.Errorf("tls_config: %w", err)
+		return c, fmt.Errorf("tls_config: %w", err)
 	}
-	return &c, nil
+	return c, nil
 }
 
 // ModuleNames returns the module names, sorted.

@@ -98,7 +98,7 @@ func TestLoadHTTPClientConfigValid(t *testing.T) {
 			if err != nil {
 				t.Fatalf("LoadHTTPClientConfig: %v", err)
 			}
-			tt.check(t, dir, c)
+			tt.check(t, dir, &c)
 		})
 	}
 }
