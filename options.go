@@ -59,8 +59,26 @@ func validate(f flagValues) (*settings, error) {
 		return nil, err
 	}
 	s := &settings{flagValues: f, target: moduleSettings(&f.module)}
-	if err := validateTarget(s); err != nil {
-		return nil, err
+	var err error
+	switch {
+	case f.demo && f.apiURL != "":
+		return nil, errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
+	case f.demo && !f.locationsGiven:
+		s.target.DetailLimit, s.target.InfoFields = demoDetailLimit, []string{demoInfoField}
+	case f.demo, f.apiURL == "" && f.configFile != "":
+		// The sample service is started later; with only --config.file, /probe has the targets.
+	case f.apiURL == "":
+		return nil, errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
+	default:
+		if s.base, err = client.ParseBaseURL(f.apiURL); errors.Is(err, client.ErrURLCredentials) {
+			err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
+		}
+		if s.target.Client.HTTPClientConfig, err = httpClientConfig(f); err != nil {
+			return nil, err
+		}
 	}
 	if f.externalURL != "" {
 		u, err := url.Parse(f.externalURL)
@@ -107,33 +125,6 @@ func validateLimits(f flagValues) error {
 		return fmt.Errorf("--locations.info-field %w", err)
 	}
 	return nil
-}
-
-// validateTarget completes s with the service behind /metrics, if any: --demo's comes later.
-func validateTarget(s *settings) error {
-	switch {
-	case s.demo && s.apiURL != "":
-		return errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
-	case s.demo:
-		if !s.locationsGiven {
-			s.target.DetailLimit, s.target.InfoFields = demoDetailLimit, []string{demoInfoField}
-		}
-		return nil
-	case s.apiURL == "" && s.configFile != "":
-		return nil // only /probe targets
-	case s.apiURL == "":
-		return errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
-	}
-	var err error
-	s.base, err = client.ParseBaseURL(s.apiURL)
-	if errors.Is(err, client.ErrURLCredentials) {
-		err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
-	}
-	if err != nil {
-		return fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
-	}
-	s.target.Client.HTTPClientConfig, err = httpClientConfig(s.flagValues)
-	return err
 }
 
 // httpClientConfig returns the HTTP client settings of the service behind /metrics,

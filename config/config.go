@@ -100,13 +100,9 @@ func parse(b []byte, dir string) (*Config, error) {
 	}
 	var errs problems
 	for _, name := range cfg.ModuleNames() {
-		m := cfg.Modules[name]
-		if m == nil {
+		if m := cfg.Modules[name]; m == nil {
 			errs = append(errs, fmt.Errorf("module %q is empty: give it settings, or {} for the defaults", name))
-			continue
-		}
-		m.HTTPClientConfig.SetDirectory(dir)
-		if err := m.check(); err != nil {
+		} else if err := m.check(dir); err != nil {
 			errs = append(errs, fmt.Errorf("module %q: %w", name, err))
 		}
 	}
@@ -150,8 +146,9 @@ var (
 	urlParseRE    = regexp.MustCompile(`parse "[^"]*"`)
 )
 
-// check validates a module and builds its HTTP client, as every probe would.
-func (m *Module) check() error {
+// check validates a module, with file names relative to dir, and builds its HTTP client as every probe would.
+func (m *Module) check(dir string) error {
+	m.HTTPClientConfig.SetDirectory(dir)
 	switch {
 	case m.Timeout <= 0:
 		return errors.New("timeout must be positive, such as 10s")

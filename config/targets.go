@@ -141,7 +141,6 @@ func isIPv4Pattern(labels []string) bool {
 
 // parseTargets reads the module's targets; credentials need some or allow_any_target.
 func (m *Module) parseTargets() error {
-	m.patterns = make([]targetPattern, 0, len(m.Targets))
 	for i, raw := range m.Targets {
 		p, err := parseTargetPattern(raw)
 		if err != nil {
