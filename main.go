@@ -104,25 +104,6 @@ func run(args []string, hup <-chan os.Signal) int {
 func parseArgs(args []string) (*flagValues, error) {
 	app := kingpin.New(exporterName, "Prometheus exporter for a deployment service's HTTP JSON API.")
 	f := &flagValues{}
-	addFlags(app, f)
-	f.web = kingpinflag.AddFlags(app, defaultListenAddress)
-	var listenGiven bool
-	app.GetFlag("web.listen-address").IsSetByUser(&listenGiven)
-	flag.AddFlags(app, &f.log)
-	app.UsageWriter(os.Stdout)
-	app.Version(version.Print(exporterName))
-	app.HelpFlag.Short('h')
-	if _, err := app.Parse(args); err != nil {
-		return nil, flagError(app, args, err)
-	}
-	f.key = os.Getenv(keyEnv)
-	if f.demo && !listenGiven {
-		*f.web.WebListenAddresses = []string{demoListenAddress}
-	}
-	return f, nil
-}
-
-func addFlags(app *kingpin.Application, f *flagValues) {
 	m, loc := &f.module, &f.module.Locations
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
 	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)
@@ -145,6 +126,21 @@ func addFlags(app *kingpin.Application, f *flagValues) {
 	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").StringVar(&f.externalURL)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
 	app.Flag("web.max-requests", "Most scrape requests served at once on the metrics path, and as many on /probe; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intFlag)(&f.maxRequests))
+	f.web = kingpinflag.AddFlags(app, defaultListenAddress)
+	var listenGiven bool
+	app.GetFlag("web.listen-address").IsSetByUser(&listenGiven)
+	flag.AddFlags(app, &f.log)
+	app.UsageWriter(os.Stdout)
+	app.Version(version.Print(exporterName))
+	app.HelpFlag.Short('h')
+	if _, err := app.Parse(args); err != nil {
+		return nil, flagError(app, args, err)
+	}
+	f.key = os.Getenv(keyEnv)
+	if f.demo && !listenGiven {
+		*f.web.WebListenAddresses = []string{demoListenAddress}
+	}
+	return f, nil
 }
 
 // startDemo starts the sample service of --demo, with its faults, and points s at it.
