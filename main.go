@@ -260,7 +260,17 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		probe.Prune()
 		return nil
 	}
-	lifecycleRoutes(mux, reload)
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Healthy") })
+	// Serving begins once the configuration is loaded.
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Ready") })
+	// Other methods get a 405 with Allow: POST from the mux.
+	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
+		if err := reload(); err != nil {
+			http.Error(w, "Configuration refused, the previous one stays in use: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "Configuration reloaded")
+	})
 	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, recent: recent, logger: logger,
 		modules: func() []string { return store.Current().ModuleNames() }}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
@@ -317,20 +327,6 @@ func serviceDiscovery(store *moduleconfig.Store) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(groups) // an error is the client's going away
 	}
-}
-
-// lifecycleRoutes adds /-/healthy, /-/ready (serving begins once the configuration is loaded) and /-/reload.
-func lifecycleRoutes(mux *http.ServeMux, reload func() error) {
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Healthy") })
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Ready") })
-	// Other methods get a 405 with Allow: POST from the mux.
-	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
-		if err := reload(); err != nil {
-			http.Error(w, "Configuration refused, the previous one stays in use: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = fmt.Fprintln(w, "Configuration reloaded")
-	})
 }
 
 // limitRequests lets h serve at most n requests at once (0: no limit). One over
