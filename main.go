@@ -329,8 +329,7 @@ func serviceDiscovery(store *moduleconfig.Store) http.HandlerFunc {
 	}
 }
 
-// limitRequests lets h serve at most n requests at once (0: no limit). One over
-// gets a 503 at once: a queue would only pile up scrapes that time out.
+// limitRequests lets h serve n requests at once (0: no limit); one more gets a 503, as a queue would time out.
 func limitRequests(n int, h http.Handler) http.Handler {
 	if n <= 0 {
 		return h

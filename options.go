@@ -132,8 +132,7 @@ func validateLimits(f flagValues) error {
 	return nil
 }
 
-// httpClientConfig returns the HTTP client settings of the service behind /metrics,
-// with the key unless --api.http-config.file has its own authorization.
+// httpClientConfig returns the /metrics service's HTTP client settings, with the key unless the file has one.
 func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
 	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
 	if err != nil {
@@ -166,8 +165,7 @@ func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
 	return hc, nil
 }
 
-// checkConfig answers --config.check: it checks everything a start would,
-// prints each problem on a line or OK, and returns the exit code.
+// checkConfig answers --config.check: it prints each problem a start would meet, or OK, and returns the exit code.
 func checkConfig(f flagValues) int {
 	var problems []string
 	if f.configFile == "" && f.httpConfigFile == "" && f.apiURL == "" && !f.demo {
@@ -211,8 +209,7 @@ func checkMetricsTarget(f flagValues) error {
 	return nil
 }
 
-// ineffectiveFlags names the settings given that cannot have an effect,
-// for a warning: they are harmless, but their author expects something.
+// ineffectiveFlags names settings given that cannot have an effect, for a warning.
 func ineffectiveFlags(f flagValues) []string {
 	var out []string
 	m, loc := &f.module, &f.module.Locations
@@ -316,9 +313,8 @@ func (b *byteSize) Set(s string) error {
 
 func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
 
-// flagError turns kingpin's error about a flag's value into one line
-// naming the flag and what it takes: kingpin names neither ("time:
-// invalid duration"), and says "unexpected false" of --api.gzip=false.
+// flagError turns kingpin's error about a flag's value into one line naming the flag and what it takes:
+// kingpin names neither ("time: invalid duration"), and says "unexpected false" of --api.gzip=false.
 func flagError(app *kingpin.Application, args []string, err error) error {
 	for _, a := range args {
 		name, _, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
@@ -353,15 +349,13 @@ func flagError(app *kingpin.Application, args []string, err error) error {
 	return err
 }
 
-// demoView is a view of the sample service: an endpoint, or the detail
-// view of one location when id is positive.
+// demoView is a view of the sample service: an endpoint, or one location's detail view (id > 0).
 type demoView struct {
 	endpoint string
 	id       int
 }
 
-// demoFaults is the repeatable --demo.fault flag, ENDPOINT:FAULT. Faults
-// given for one view add up, so that it can be slow and fail.
+// demoFaults is the repeatable --demo.fault, ENDPOINT:FAULT; faults of one view add up.
 type demoFaults struct {
 	specs  []string
 	faults map[demoView]sampleservice.Fault

@@ -1,5 +1,4 @@
-// Package config reads the exporter's configuration file: named modules,
-// each saying how to poll a service that /probe names as its target.
+// Package config reads the configuration file: named modules, each saying how to poll a /probe target.
 package config
 
 import (
