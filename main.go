@@ -240,12 +240,17 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
 	}
 	mux := http.NewServeMux()
-	// At the root, metrics answer / alone: another path is a 404 and polls nothing.
-	pattern := s.metricsPath
-	if pattern == "/" {
-		pattern = "/{$}"
+	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, recent: recent, logger: logger,
+		modules: func() []string { return store.Current().ModuleNames() }}
+	if s.metricsPath == "/" {
+		// At the root, metrics answer / alone: another path is a 404 and polls nothing.
+		mux.Handle("/{$}", metrics)
+	} else {
+		mux.Handle(s.metricsPath, metrics)
+		mux.HandleFunc("GET /{$}", ui.landing)
 	}
-	mux.Handle(pattern, metrics)
+	mux.HandleFunc("GET /polls/{id}", ui.poll)
+	mux.HandleFunc("GET /target", ui.target)
 	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
 	probe.ExternalURL = s.external
 	probe.HoldOffs = s.target.Client.HoldOffs
@@ -271,13 +276,6 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		}
 		_, _ = fmt.Fprintln(w, "Configuration reloaded")
 	})
-	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, recent: recent, logger: logger,
-		modules: func() []string { return store.Current().ModuleNames() }}
-	mux.HandleFunc("GET /polls/{id}", ui.poll)
-	mux.HandleFunc("GET /target", ui.target)
-	if s.metricsPath != "/" {
-		mux.HandleFunc("GET /{$}", ui.landing)
-	}
 	return withSecurityHeaders(mux), reload, nil
 }
 
