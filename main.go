@@ -155,11 +155,12 @@ func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) 
 		Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
 	}
 	logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
-	for v, fault := range s.demoFaults.faults {
-		if v.id > 0 {
-			demo.Service.SetDetailFault(v.id, fault)
+	for endpoint, fault := range s.demoFaults.faults {
+		if id, ok := strings.CutPrefix(endpoint, sampleservice.EndpointLocationDetail+"/"); ok {
+			n, _ := strconv.Atoi(id)
+			demo.Service.SetDetailFault(n, fault)
 		} else {
-			demo.Service.SetFault(v.endpoint, fault)
+			demo.Service.SetFault(endpoint, fault)
 		}
 	}
 	if len(s.demoFaults.specs) > 0 {

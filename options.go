@@ -349,16 +349,10 @@ func flagError(app *kingpin.Application, args []string, err error) error {
 	return err
 }
 
-// demoView is a view of the sample service: an endpoint, or one location's detail view (id > 0).
-type demoView struct {
-	endpoint string
-	id       int
-}
-
-// demoFaults is the repeatable --demo.fault, ENDPOINT:FAULT; faults of one view add up.
+// demoFaults is the repeatable --demo.fault, ENDPOINT:FAULT; faults of one endpoint add up.
 type demoFaults struct {
 	specs  []string
-	faults map[demoView]sampleservice.Fault
+	faults map[string]sampleservice.Fault // by endpoint, location_detail/<id> for one location
 }
 
 func (d *demoFaults) Set(s string) error {
@@ -366,17 +360,16 @@ func (d *demoFaults) Set(s string) error {
 	if !ok {
 		return fmt.Errorf("%q is not ENDPOINT:FAULT, such as root:500, locations:429/30 or projects:delay/2.5s", s)
 	}
-	v := demoView{endpoint: endpoint}
 	if id, ok := strings.CutPrefix(endpoint, sampleservice.EndpointLocationDetail+"/"); ok {
 		n, err := strconv.ParseUint(id, 10, 31)
 		if err != nil || n == 0 {
 			return fmt.Errorf("%q: the location id is a whole number from 1, such as location_detail/3", s)
 		}
-		v = demoView{sampleservice.EndpointLocationDetail, int(n)}
+		endpoint = fmt.Sprintf("%s/%d", sampleservice.EndpointLocationDetail, n) // as spelt in startDemo
 	} else if !slices.Contains([]string{sampleservice.EndpointRoot, sampleservice.EndpointProjects, sampleservice.EndpointLocations, sampleservice.EndpointLocationDetail}, endpoint) {
 		return fmt.Errorf("%q: the endpoint is root, projects, locations, location_detail or location_detail/<id>", s)
 	}
-	f := d.faults[v]
+	f := d.faults[endpoint]
 	kind, arg, withArg := strings.Cut(fault, "/")
 	status, _ := strconv.Atoi(kind)
 	delay, delayErr := time.ParseDuration(arg)
@@ -392,9 +385,9 @@ func (d *demoFaults) Set(s string) error {
 		return fmt.Errorf("%q: the fault is 401, 403, 404, 500, 502, 503, 429/<seconds>, 503/<seconds> or delay/<duration>, such as delay/2.5s", s)
 	}
 	if d.faults == nil {
-		d.faults = map[demoView]sampleservice.Fault{}
+		d.faults = map[string]sampleservice.Fault{}
 	}
-	d.faults[v] = f
+	d.faults[endpoint] = f
 	d.specs = append(d.specs, s)
 	return nil
 }

@@ -353,20 +353,21 @@ func TestDemoFaultFlag(t *testing.T) {
 	type fault = sampleservice.Fault
 	good := []struct {
 		specs []string
-		want  map[demoView]fault
+		want  map[string]fault
 	}{
-		{[]string{"root:500"}, map[demoView]fault{{"root", 0}: {Status: 500}}},
-		{[]string{"root:401"}, map[demoView]fault{{"root", 0}: {Status: 401}}},
-		{[]string{"projects:403", "locations:502"}, map[demoView]fault{{"projects", 0}: {Status: 403}, {"locations", 0}: {Status: 502}}},
-		{[]string{"location_detail:404"}, map[demoView]fault{{"location_detail", 0}: {Status: 404}}},
-		{[]string{"location_detail/3:404"}, map[demoView]fault{{"location_detail", 3}: {Status: 404}}},
-		{[]string{"locations:429/30"}, map[demoView]fault{{"locations", 0}: {Status: 429, RetryAfter: "30"}}},
-		{[]string{"root:503"}, map[demoView]fault{{"root", 0}: {Status: 503}}},
-		{[]string{"root:503/0"}, map[demoView]fault{{"root", 0}: {Status: 503, RetryAfter: "0"}}},
-		{[]string{"projects:delay/2.5s"}, map[demoView]fault{{"projects", 0}: {Delay: 2500 * time.Millisecond}}},
+		{[]string{"root:500"}, map[string]fault{"root": {Status: 500}}},
+		{[]string{"root:401"}, map[string]fault{"root": {Status: 401}}},
+		{[]string{"projects:403", "locations:502"}, map[string]fault{"projects": {Status: 403}, "locations": {Status: 502}}},
+		{[]string{"location_detail:404"}, map[string]fault{"location_detail": {Status: 404}}},
+		{[]string{"location_detail/3:404"}, map[string]fault{"location_detail/3": {Status: 404}}},
+		{[]string{"location_detail/3:404", "location_detail/03:delay/1s"}, map[string]fault{"location_detail/3": {Status: 404, Delay: time.Second}}},
+		{[]string{"locations:429/30"}, map[string]fault{"locations": {Status: 429, RetryAfter: "30"}}},
+		{[]string{"root:503"}, map[string]fault{"root": {Status: 503}}},
+		{[]string{"root:503/0"}, map[string]fault{"root": {Status: 503, RetryAfter: "0"}}},
+		{[]string{"projects:delay/2.5s"}, map[string]fault{"projects": {Delay: 2500 * time.Millisecond}}},
 		// Faults of one view add up; a later status replaces an earlier one.
-		{[]string{"root:delay/1s", "root:500", "root:502"}, map[demoView]fault{{"root", 0}: {Status: 502, Delay: time.Second}}},
-		{[]string{"root:429/9", "root:500"}, map[demoView]fault{{"root", 0}: {Status: 500}}},
+		{[]string{"root:delay/1s", "root:500", "root:502"}, map[string]fault{"root": {Status: 502, Delay: time.Second}}},
+		{[]string{"root:429/9", "root:500"}, map[string]fault{"root": {Status: 500}}},
 	}
 	for _, tt := range good {
 		t.Run(strings.Join(tt.specs, " "), func(t *testing.T) {
@@ -434,7 +435,7 @@ func TestDemoFaultNeedsDemo(t *testing.T) {
 	}
 	f.apiURL, f.key, f.demo = "", "", true
 	s, err := validate(f)
-	if err != nil || s.demoFaults.faults[demoView{"root", 0}].Status != 500 {
+	if err != nil || s.demoFaults.faults["root"].Status != 500 {
 		t.Errorf("--demo.fault with --demo: %v", err)
 	}
 }
