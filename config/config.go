@@ -114,13 +114,7 @@ func parse(b []byte, dir string) (*Config, error) {
 // problems are the errors of a file, one per module that is wrong.
 type problems []error
 
-func (p problems) Error() string {
-	msgs := make([]string, len(p))
-	for i, err := range p {
-		msgs[i] = err.Error()
-	}
-	return strings.Join(msgs, "; ")
-}
+func (p problems) Error() string { return strings.ReplaceAll(errors.Join(p...).Error(), "\n", "; ") }
 
 // explainYAML adds the fix to the YAML library's error, which names the line.
 func explainYAML(err error) error {
