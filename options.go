@@ -75,7 +75,8 @@ func validate(f flagValues) (*settings, error) {
 	case f.apiURL == "":
 		return nil, errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
 	default:
-		if s.base, err = client.ParseBaseURL(f.apiURL); errors.Is(err, client.ErrURLCredentials) {
+		s.base, err = client.ParseBaseURL(f.apiURL)
+		if errors.Is(err, client.ErrURLCredentials) {
 			err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
 		}
 		if err != nil {
