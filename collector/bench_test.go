@@ -63,12 +63,11 @@ func BenchmarkExposition(b *testing.B) {
 	}
 }
 
-// serveSnapshot does what Handler.ServeHTTP does once the poll is done: a
-// registry of its own for the snapshot, served through promhttp.
+// serveSnapshot does what Handler.ServeHTTP does once the poll is done: the
+// snapshot's families, served through promhttp.
 func serveSnapshot(w http.ResponseWriter, r *http.Request, m *Metrics, s *Snapshot) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.collector(s))
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+	g := prometheus.Gatherers{m.gatherer(s)}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }
 
 // benchSnapshot is a healthy poll with n locations in the detail subset,
@@ -99,9 +98,7 @@ func benchSnapshot(n int) *Snapshot {
 // benchSeries counts the series a snapshot exposes.
 func benchSeries(b *testing.B, m *Metrics, s *Snapshot) int {
 	b.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m.collector(s))
-	mfs, err := reg.Gather()
+	mfs, err := prometheus.Gatherers{m.gatherer(s)}.Gather()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -102,12 +102,13 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	snap := e.poller.Poll(ctx)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(e.metrics.collector(snap), e.requests, e.info)
+	reg.MustRegister(e.requests, e.info)
+	g := prometheus.Gatherers{e.metrics.gatherer(snap), reg}
 	if q.Get("debug") == "true" {
-		h.writeDebug(w, target, module, m.Settings, snap, reg)
+		h.writeDebug(w, target, module, m.Settings, snap, g)
 		return
 	}
-	serveGatherer(w, r, reg, h.logger)
+	serveGatherer(w, r, g, h.logger)
 }
 
 // writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.

@@ -14,26 +14,21 @@ import (
 const namespace = "deployment_service"
 
 var (
-	requestDurationDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "request_duration_seconds"),
-		"Latency of each HTTP request to the deployment service API.",
-		[]string{"endpoint"}, nil)
-	requestsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "requests_total"),
+	requestDurationDesc = prometheus.NewDesc(namespace+"_request_duration_seconds",
+		"Latency of each HTTP request to the deployment service API.", []string{"endpoint"}, nil)
+	requestsDesc = prometheus.NewDesc(namespace+"_requests_total",
 		"Requests sent to the deployment service API, by HTTP status code (none when no response came).",
 		[]string{"endpoint", "code"}, nil)
-	requestErrorsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "request_errors_total"),
-		"Failed requests to the deployment service API, by reason.",
-		[]string{"endpoint", "reason"}, nil)
-	pollsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "polls_total"),
-		"Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.",
-		nil, nil)
-	pollFailuresDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "poll_failures_total"),
-		"Polls after which deployment_service_up was 0, held-off ones included.",
-		nil, nil)
+	requestErrorsDesc = prometheus.NewDesc(namespace+"_request_errors_total",
+		"Failed requests to the deployment service API, by reason.", []string{"endpoint", "reason"}, nil)
+	pollsDesc = prometheus.NewDesc(namespace+"_polls_total",
+		"Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.", nil, nil)
+	pollFailuresDesc = prometheus.NewDesc(namespace+"_poll_failures_total",
+		"Polls after which deployment_service_up was 0, held-off ones included.", nil, nil)
 )
 
-// RequestMetrics holds the metrics kept across scrapes about the requests to
-// one service and its polls: one on /metrics, one per /probe target and
-// module. Plain counts, collected as const metrics (BENCHMARKS.md, item 8).
+// RequestMetrics counts the requests to one service and its polls across
+// scrapes, as plain counts collected as const metrics (BENCHMARKS.md, item 8).
 type RequestMetrics struct {
 	mu                  sync.Mutex
 	created             time.Time // of the counters, and of every error count
@@ -53,12 +48,6 @@ type counter struct {
 	n       uint64
 	created time.Time
 }
-
-var (
-	_ client.Observer      = (*RequestMetrics)(nil)
-	_ PollObserver         = (*RequestMetrics)(nil)
-	_ prometheus.Collector = (*RequestMetrics)(nil)
-)
 
 // NewRequestMetrics creates the request metrics and registers them on reg.
 func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
@@ -117,8 +106,8 @@ func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector. Every endpoint × reason pair
-// of request_errors_total is sent, at 0 before its first failure.
+// Collect implements prometheus.Collector; every endpoint and reason of
+// request_errors_total is sent, at 0 before its first failure.
 func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, n uint64, created time.Time, labels ...string) prometheus.Metric {
 		return prometheus.MustNewConstMetricWithCreatedTimestamp(d, prometheus.CounterValue, float64(n), created, labels...)
@@ -147,40 +136,26 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// targetInfoDesc describes deployment_service_target_info; the page label
-// is there only when --web.external-url says where people reach the
-// exporter.
-var (
-	targetInfoDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "target_info"),
-		"The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out); always 1.",
-		[]string{"url"}, nil)
-	targetInfoPageDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "target_info"),
-		"The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out), with the exporter's page about it; always 1.",
-		[]string{"url", "page"}, nil)
-)
+// TargetInfo collects deployment_service_target_info, which names the service
+// whatever the instance label holds.
+type TargetInfo struct{ m prometheus.Metric }
 
-// TargetInfo is the collector of deployment_service_target_info for one
-// service, which names the service in alerts whatever the instance label
-// holds, and links to the exporter's page about it.
-type TargetInfo struct {
-	desc *prometheus.Desc
-	m    prometheus.Metric
-}
-
-var _ prometheus.Collector = (*TargetInfo)(nil)
-
-// NewTargetInfo returns the collector for the service at the given base
-// URL, already redacted (client.RedactURL). page is the exporter's page
-// about it, "" when the exporter's own URL is not known.
+// NewTargetInfo returns the collector for the service at redactedURL
+// (client.RedactURL); page is the exporter's page about it, "" when unknown.
 func NewTargetInfo(redactedURL, page string) *TargetInfo {
-	if page == "" {
-		return &TargetInfo{desc: targetInfoDesc, m: prometheus.MustNewConstMetric(targetInfoDesc, prometheus.GaugeValue, 1, redactedURL)}
+	help := "The deployment service this answer is about, named by its base URL " +
+		"(redacted: no user info, credential-like query values cut out)"
+	labels, values := []string{"url"}, []string{redactedURL}
+	if page != "" {
+		help += ", with the exporter's page about it"
+		labels, values = append(labels, "page"), append(values, page)
 	}
-	return &TargetInfo{desc: targetInfoPageDesc, m: prometheus.MustNewConstMetric(targetInfoPageDesc, prometheus.GaugeValue, 1, redactedURL, page)}
+	desc := prometheus.NewDesc(namespace+"_target_info", help+"; always 1.", labels, nil)
+	return &TargetInfo{prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, 1, values...)}
 }
 
 // Describe implements prometheus.Collector.
-func (t *TargetInfo) Describe(ch chan<- *prometheus.Desc) { ch <- t.desc }
+func (t *TargetInfo) Describe(ch chan<- *prometheus.Desc) { ch <- t.m.Desc() }
 
 // Collect implements prometheus.Collector.
 func (t *TargetInfo) Collect(ch chan<- prometheus.Metric) { ch <- t.m }
