@@ -175,7 +175,7 @@ func (p *Poller) listsRecorded() bool {
 	}
 	run.mu.Lock()
 	defer run.mu.Unlock()
-	return run.root != nil && run.projects != nil && run.locations != nil
+	return len(run.lists) == 3
 }
 
 // runNow returns the poll in flight, nil when there is none.

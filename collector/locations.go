@@ -8,14 +8,12 @@ import (
 )
 
 // locationBook remembers a target's last check of each subset location and
-// recent detail durations; a large subset is checked in turns across polls.
+// recent detail durations, so that a large subset is checked in turns across polls.
 type locationBook struct {
-	mu         sync.Mutex
-	last       map[int64]locationState
-	recent     [recentDetails]time.Duration
-	n, i       int
-	usualCache time.Duration
-	dirty      bool
+	mu     sync.Mutex
+	last   map[int64]locationState
+	recent [recentDetails]time.Duration // a ring of the last n durations
+	n, i   int
 }
 
 // recentDetails is how many detail durations usual looks at.
@@ -82,24 +80,22 @@ func (b *locationBook) observe(d time.Duration) {
 	b.recent[b.i] = d
 	b.i = (b.i + 1) % recentDetails
 	b.n = min(b.n+1, recentDetails)
-	b.dirty = true
 }
 
 // usual is 1.5 times the 95th percentile of recent detail durations, so that
 // ordinary jitter fits; 0 while none has run to its end.
 func (b *locationBook) usual() time.Duration {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.dirty {
-		sorted := slices.Clone(b.recent[:b.n])
-		slices.Sort(sorted)
-		p95 := sorted[(len(sorted)*95+99)/100-1]
-		b.usualCache, b.dirty = p95+p95/2, false
+	sorted := slices.Sorted(slices.Values(b.recent[:b.n]))
+	b.mu.Unlock()
+	if len(sorted) == 0 {
+		return 0
 	}
-	return b.usualCache
+	p95 := sorted[(len(sorted)*95+99)/100-1]
+	return p95 + p95/2
 }
 
-// detailQueue holds the detail views a poll has yet to start, the location
+// detailQueue holds the detail views a poll has yet to start: the location
 // checked longest ago first, then in the order they came.
 type detailQueue []queuedDetail
 

@@ -12,15 +12,15 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// errTooLate stands for endpoints whose results came after the scrape had to answer.
-var errTooLate = errors.New("poll did not finish before the scrape deadline")
+var (
+	// errTooLate stands for endpoints whose results came after the scrape had to answer.
+	errTooLate   = errors.New("poll did not finish before the scrape deadline")
+	errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
+	errDropped   = fmt.Errorf("a reload dropped the target or changed its module: %w", context.Canceled)
+)
 
-var errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
-
-var errDropped = fmt.Errorf("a reload dropped the target or changed its module: %w", context.Canceled)
-
-// fairBudget is the least time a poll needs to say anything of the
-// service; a poll cut sooner by lack of time alone is not counted.
+// fairBudget is the least time a poll needs to say anything of the service;
+// a poll cut sooner by lack of time alone is not counted.
 const fairBudget = time.Second
 
 // deadlineError ends a poll at its deadline, naming the limit that set it.
@@ -39,14 +39,12 @@ func WithScrapeTimeout(ctx context.Context, header string) context.Context {
 	return context.WithValue(ctx, scrapeTimeoutKey{}, header)
 }
 
-// PollerOptions tunes a Poller.
+// PollerOptions tunes a Poller. Recent, when set, records every poll under
+// Name (the redacted base URL) and Module.
 type PollerOptions struct {
-	// Timeout bounds a poll; it ends at the latest waiting scrape's deadline.
-	Timeout time.Duration
-	// MinInterval is the least time between two polls' starts; 0 polls every scrape.
-	MinInterval time.Duration
+	Timeout     time.Duration // bounds a poll, which ends at the latest waiting scrape's deadline
+	MinInterval time.Duration // the least time between two polls' starts; 0 polls every scrape
 	Logger      *slog.Logger
-	// Recent, when set, records every poll under Name (the redacted base URL) and Module.
 	Recent      *PollLog
 	Name        string
 	Module      string
@@ -59,8 +57,8 @@ type PollObserver interface {
 	ObservePoll(up bool)
 }
 
-// Poller owns time for one target: it shares a poll in flight between
-// scrapes, reuses the last one inside the minimum interval, and honours hold-offs.
+// Poller owns time for one target: it shares a poll in flight between scrapes,
+// reuses the last one inside the minimum interval, and honours hold-offs.
 type Poller struct {
 	target *Target
 	opts   PollerOptions
@@ -71,20 +69,19 @@ type Poller struct {
 	last         *Snapshot
 	seq, lastSeq uint64 // polls numbered as they start
 	stopped      bool
-	throttled    bool // a hold-off run is logged once
+	throttled    bool // in a run of hold-offs, which is logged once
 	heldUntil    time.Time
 	failures     failureLog
 }
 
-// pollCall is one poll in flight and its waiting scrapes; fields other than
-// run and done are guarded by the Poller's mu.
+// pollCall is one poll in flight and its waiting scrapes, guarded by the
+// Poller's mu but for run and done.
 type pollCall struct {
 	seq                   uint64
 	run                   *pollRun
 	done                  chan struct{}
 	snap                  *Snapshot
 	waiters               int
-	cancel                context.CancelCauseFunc
 	start, horizon, limit time.Time // horizon: the latest deadline of its scrapes
 	held                  bool      // a hold-off: snap is shared until heldEnd
 	heldEnd               time.Time
@@ -98,6 +95,9 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
+	if opts.TimeoutName == "" {
+		opts.TimeoutName = "timeout"
+	}
 	return &Poller{target: t, opts: opts, book: newLocationBook()}
 }
 
@@ -110,7 +110,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		p.mu.Unlock()
 		return failedSnapshot(now, p.target, p.book, 0, errDropped)
 	}
-	if p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(p.budget(ctx)) {
+	if p.last != nil && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(p.budget(ctx)) {
 		last := p.last.at(now)
 		p.mu.Unlock()
 		return last
@@ -123,8 +123,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	if c.held {
 		p.mu.Unlock()
 		if started {
-			p.countPoll(c.snap)
-			p.record(c.snap)
+			p.report(c.snap, true)
 		}
 		return c.snap.at(now)
 	}
@@ -163,25 +162,19 @@ func (p *Poller) wait(ctx context.Context, c *pollCall, horizon time.Time, by st
 	return c.run.snapshot()
 }
 
-// start begins a poll; p.mu is held. Its scrapes end it when they leave.
+// start begins a poll, which its scrapes end when they leave; p.mu is held.
 func (p *Poller) start(ctx context.Context, now time.Time) *pollCall {
 	p.seq++
 	c := &pollCall{seq: p.seq, start: now, limit: now.Add(p.opts.Timeout)}
 	c.horizon, _ = p.horizon(c, ctx)
+	p.inflight = c
 	if until, status := p.target.Client.HoldOff(); now.Before(until) {
 		p.holdOff(c, until, status)
 		return c
 	}
-	pctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	trace := &client.Trace{}
-	pctx = client.WithTrace(pctx, trace)
-	c.done, c.cancel = make(chan struct{}), cancel
-	c.run = newPollRun(pctx, p.target, p.book, trace, c.horizon.Sub(now))
-	p.inflight = c
-	go func() {
-		defer cancel(nil)
-		p.finish(c, c.run.run())
-	}()
+	c.done = make(chan struct{})
+	c.run = newPollRun(ctx, p.target, p.book, c.horizon.Sub(now))
+	go func() { p.finish(c, c.run.run()) }()
 	return c
 }
 
@@ -193,7 +186,6 @@ func (p *Poller) holdOff(c *pollCall, until time.Time, status int) {
 	s.HoldOffUntil = until
 	c.held, c.snap = true, s
 	c.heldEnd = c.start.Add(min(max(c.horizon.Sub(c.start), fairBudget), until.Sub(c.start)))
-	p.inflight = c
 	p.last, p.lastSeq = s, c.seq
 }
 
@@ -218,10 +210,7 @@ func (p *Poller) finish(c *pollCall, snap *Snapshot) {
 	cut := abandoned || c.horizon.Before(c.limit) && c.horizon.Sub(c.start) < fairBudget
 	p.mu.Unlock()
 	p.logHoldOff()
-	if !cut || snap.up() || !snap.onlyOutOfTime() {
-		p.countPoll(snap)
-	}
-	p.record(snap)
+	p.report(snap, !cut || snap.up() || !snap.onlyOutOfTime())
 	close(c.done)
 }
 
@@ -233,8 +222,7 @@ func (p *Poller) leave(c *pollCall, cause error) bool {
 	if c.waiters > 0 {
 		return false
 	}
-	c.run.end(errors.Is(cause, context.DeadlineExceeded))
-	c.cancel(cause)
+	c.run.end(cause)
 	if p.inflight == c {
 		p.inflight = nil
 	}
@@ -249,11 +237,7 @@ func (p *Poller) horizon(c *pollCall, ctx context.Context) (time.Time, string) {
 		}
 		return deadline, "the scrape's deadline"
 	}
-	name := p.opts.TimeoutName
-	if name == "" {
-		name = "timeout"
-	}
-	return c.limit, fmt.Sprintf("%s=%s", name, p.opts.Timeout)
+	return c.limit, fmt.Sprintf("%s=%s", p.opts.TimeoutName, p.opts.Timeout)
 }
 
 func (p *Poller) budget(ctx context.Context) time.Duration {
@@ -266,21 +250,18 @@ func (p *Poller) budget(ctx context.Context) time.Duration {
 // logHoldOff logs when a run of hold-offs begins, is asked again and ends.
 func (p *Poller) logHoldOff() {
 	until, status := p.target.Client.HoldOff()
-	p.mu.Lock()
 	held := until.After(time.Now())
-	begins, again, ends := held && !p.throttled, held && p.throttled && !until.Equal(p.heldUntil), !held && p.throttled
-	p.throttled = held
-	if held {
-		p.heldUntil = until
-	}
+	p.mu.Lock()
+	was, again := p.throttled, !until.Equal(p.heldUntil)
+	p.throttled, p.heldUntil = held, until
 	p.mu.Unlock()
 	when := until.UTC().Format(time.RFC3339)
 	switch {
-	case begins:
+	case held && !was:
 		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", when)
-	case again:
+	case held && again:
 		p.opts.Logger.Debug("The service asked again to hold off", "status", status, "until", when)
-	case ends:
+	case !held && was:
 		p.opts.Logger.Info("The service no longer asks to hold off")
 	}
 }
@@ -317,19 +298,16 @@ func (p *Poller) stop() {
 	defer p.mu.Unlock()
 	p.stopped = true
 	if c := p.inflight; c != nil && !c.held {
-		c.run.end(false)
-		c.cancel(errDropped)
+		c.run.end(errDropped)
 	}
 	p.inflight = nil
 }
 
-func (p *Poller) countPoll(s *Snapshot) {
-	if p.opts.Polls != nil {
+// report counts a poll unless told not to, and records it.
+func (p *Poller) report(s *Snapshot, count bool) {
+	if count && p.opts.Polls != nil {
 		p.opts.Polls.ObservePoll(s.up())
 	}
-}
-
-func (p *Poller) record(s *Snapshot) {
 	if p.opts.Recent != nil {
 		p.opts.Recent.Add(newPollRecord(p.opts.Name, p.opts.Module, s))
 	}

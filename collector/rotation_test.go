@@ -139,7 +139,7 @@ func TestSlowDetailIsStillATimeout(t *testing.T) {
 func TestNoTimeNoStart(t *testing.T) {
 	book := newLocationBook()
 	book.observe(4 * time.Second) // views usually take 6 s
-	p := newPollRun(context.Background(), &Target{}, book, nil, 30*time.Second)
+	p := newPollRun(context.Background(), &Target{}, book, 30*time.Second)
 	p.start = time.Now().Add(-26 * time.Second) // 4 s left of 30
 	p.mu.Lock()
 	if p.timeForDetail() {
@@ -201,7 +201,8 @@ func TestJoiningScrapeRestartsTheViews(t *testing.T) {
 	waitFor(t, func() bool {
 		run.mu.Lock()
 		defer run.mu.Unlock()
-		return run.locations != nil && len(run.queue) == 3
+		_, listed := run.lists[client.EndpointLocations]
+		return listed && len(run.queue) == 3
 	})
 	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelLong()
@@ -374,7 +375,7 @@ func TestOlderPollNeverReplacesNewer(t *testing.T) {
 
 // finished is a poll numbered seq whose every result has arrived.
 func finished(seq uint64) *pollCall {
-	return &pollCall{seq: seq, run: &pollRun{settled: true}, done: make(chan struct{})}
+	return &pollCall{seq: seq, run: &pollRun{}, done: make(chan struct{})}
 }
 
 // TestReloadKeepsLocationChecks: a reload that changes a /probe pair's
@@ -422,7 +423,7 @@ func TestSubsetWhileTheListIsRead(t *testing.T) {
 	for _, id := range []int64{1, 3, 5} {
 		book.record(locationState{ID: id, Checked: time.Unix(1700000000, 0)})
 	}
-	p := newPollRun(context.Background(), &Target{DetailLimit: 10}, book, nil, time.Second)
+	p := newPollRun(context.Background(), &Target{DetailLimit: 10}, book, time.Second)
 	p.subset = []int64{2, 3, 6, 1, 4}
 	got := p.subsetIDs()
 	slices.Sort(got)

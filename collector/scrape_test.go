@@ -136,8 +136,7 @@ func (r *rig) expireNow(t *testing.T) {
 		t.Fatal("no poll in flight to expire")
 	}
 	p.inflight = nil
-	c.run.end(true)
-	c.cancel(&deadlineError{limit: "the test"})
+	c.run.end(&deadlineError{limit: "the test"})
 }
 
 // heldLog is a log handler that holds the first record match accepts
