@@ -124,7 +124,7 @@ func (d *discardResponse) Write(p []byte) (int, error) { d.n += int64(len(p)); r
 type benchPipeline struct {
 	svc     *sampleservice.Service
 	poller  *Poller
-	handler *Handler
+	handler http.Handler
 }
 
 type benchOptions struct {

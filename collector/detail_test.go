@@ -224,7 +224,7 @@ func TestDetailSummary(t *testing.T) {
 			if got := d.status(); got != tt.want {
 				t.Errorf("status %d, want %d", got, tt.want)
 			}
-			if ok := !d.failed; ok != tt.ok {
+			if ok := d.err == nil; ok != tt.ok {
 				t.Errorf("up %v, want %v", ok, tt.ok)
 			}
 		})

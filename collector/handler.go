@@ -18,33 +18,21 @@ import (
 
 const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 
-// Handler serves /metrics: a poll within the scrape's budget beside the
-// long-lived gatherer.
-type Handler struct {
-	poller   *Poller
-	metrics  *Metrics
-	gatherer prometheus.Gatherer
-	timeout  time.Duration
-	logger   *slog.Logger
-}
-
-// NewHandler returns a handler for p; timeout is --api.timeout.
-func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) *Handler {
+// NewHandler serves /metrics: a poll of p within the scrape's budget, beside
+// the long-lived gatherer; timeout is --api.timeout.
+func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{poller: p, metrics: m, gatherer: longLived, timeout: timeout, logger: logger}
-}
-
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := scrapeContext(r, h.timeout)
-	defer cancel()
-	g := prometheus.Gatherers{h.metrics.gatherer(h.poller.Poll(ctx))}
-	if h.gatherer != nil {
-		g = append(g, h.gatherer)
-	}
-	serveGatherer(w, r, g, h.logger)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := scrapeContext(r, timeout)
+		defer cancel()
+		g := prometheus.Gatherers{m.gatherer(p.Poll(ctx))}
+		if longLived != nil {
+			g = append(g, longLived)
+		}
+		serveGatherer(w, r, g, logger)
+	})
 }
 
 // NewGathererHandler serves g in the format and encoding the scraper asks for.

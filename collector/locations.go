@@ -2,7 +2,9 @@ package collector
 
 import (
 	"cmp"
+	"maps"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 )
@@ -42,22 +44,13 @@ func (b *locationBook) record(ls locationState) {
 func (b *locationBook) keepOnly(ids map[int64]bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for id := range b.last {
-		if !ids[id] {
-			delete(b.last, id)
-		}
-	}
+	maps.DeleteFunc(b.last, func(id int64, _ locationState) bool { return !ids[id] })
 }
 
 func (b *locationBook) ids() []int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]int64, 0, len(b.last))
-	for id := range b.last {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(b.last))
 }
 
 // view returns the last checks of those of ids that have one, sorted by id.
@@ -105,12 +98,7 @@ type queuedDetail struct {
 }
 
 func (q *detailQueue) add(d queuedDetail) {
-	i, _ := slices.BinarySearchFunc(*q, d.last, func(e queuedDetail, t time.Time) int {
-		if e.last.After(t) {
-			return 1
-		}
-		return -1
-	})
+	i := sort.Search(len(*q), func(i int) bool { return (*q)[i].last.After(d.last) })
 	*q = slices.Insert(*q, i, d)
 }
 

@@ -52,9 +52,8 @@ type pollRun struct {
 // detailSummary sums up the detail views as the location_detail endpoint.
 type detailSummary struct {
 	firstStart, lastEnd time.Time
-	failed              bool
-	failedStatus        int
-	err                 error
+	failedStatus        int   // the highest status of the failed views
+	err                 error // the first failure, nil when none failed
 }
 
 func (d *detailSummary) add(start, end time.Time, status int, err error) {
@@ -68,16 +67,14 @@ func (d *detailSummary) add(start, end time.Time, status int, err error) {
 }
 
 func (d *detailSummary) fail(status int, err error) {
-	d.failed = true
 	d.failedStatus = max(d.failedStatus, status)
 	if d.err == nil {
 		d.err = err
 	}
 }
 
-// status is the highest status of the failed views, 200 when none failed.
 func (d *detailSummary) status() int {
-	if d.failed {
+	if d.err != nil {
 		return d.failedStatus
 	}
 	return http.StatusOK
@@ -311,7 +308,7 @@ func (p *pollRun) snapshot() *Snapshot {
 		s.HoldOffUntil, unchecked = until, endpointState{Status: status, Err: client.ErrHeldOff}
 	}
 	switch d := &p.detail; {
-	case !d.firstStart.IsZero() || d.failed:
+	case !d.firstStart.IsZero() || d.err != nil:
 		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: d.status(), Duration: d.lastEnd.Sub(d.firstStart), Err: d.err}
 	case len(ids) > 0 || p.t.wantsDetails() && !s.Locations.Known:
 		s.Endpoints[client.EndpointLocationDetail] = unchecked

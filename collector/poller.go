@@ -48,13 +48,8 @@ type PollerOptions struct {
 	Recent      *PollLog
 	Name        string
 	Module      string
-	Polls       PollObserver
-	TimeoutName string // such as "--api.timeout"
-}
-
-// PollObserver counts polls, however many scrapes shared each; up is deployment_service_up after it.
-type PollObserver interface {
-	ObservePoll(up bool)
+	Polls       *RequestMetrics // counts polls, however many scrapes shared each
+	TimeoutName string          // such as "--api.timeout"
 }
 
 // Poller owns time for one target: it shares a poll in flight between scrapes,

@@ -67,7 +67,7 @@ type probeEntry struct {
 	poller   *Poller
 	metrics  *Metrics
 	requests *RequestMetrics
-	info     *TargetInfo
+	info     prometheus.Collector
 	timeout  time.Duration
 	lastUsed time.Time
 }

@@ -89,7 +89,7 @@ func (m *RequestMetrics) ObserveError(ep client.Endpoint, reason client.Reason) 
 	m.mu.Unlock()
 }
 
-// ObservePoll implements PollObserver.
+// ObservePoll counts a poll; up is deployment_service_up after it.
 func (m *RequestMetrics) ObservePoll(up bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -136,26 +136,18 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// TargetInfo collects deployment_service_target_info, which names the service
-// whatever the instance label holds.
-type TargetInfo struct{ m prometheus.Metric }
-
-// NewTargetInfo returns the collector for the service at redactedURL
-// (client.RedactURL); page is the exporter's page about it, "" when unknown.
-func NewTargetInfo(redactedURL, page string) *TargetInfo {
+// NewTargetInfo returns deployment_service_target_info, which names the service at
+// redactedURL (client.RedactURL) whatever the instance label holds; page is the
+// exporter's page about it, "" when unknown.
+func NewTargetInfo(redactedURL, page string) prometheus.Collector {
 	help := "The deployment service this answer is about, named by its base URL " +
 		"(redacted: no user info, credential-like query values cut out)"
-	labels, values := []string{"url"}, []string{redactedURL}
+	labels := prometheus.Labels{"url": redactedURL}
 	if page != "" {
 		help += ", with the exporter's page about it"
-		labels, values = append(labels, "page"), append(values, page)
+		labels["page"] = page
 	}
-	desc := prometheus.NewDesc(namespace+"_target_info", help+"; always 1.", labels, nil)
-	return &TargetInfo{prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, 1, values...)}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: namespace + "_target_info", Help: help + "; always 1.", ConstLabels: labels})
+	g.Set(1)
+	return g
 }
-
-// Describe implements prometheus.Collector.
-func (t *TargetInfo) Describe(ch chan<- *prometheus.Desc) { ch <- t.m.Desc() }
-
-// Collect implements prometheus.Collector.
-func (t *TargetInfo) Collect(ch chan<- prometheus.Metric) { ch <- t.m }

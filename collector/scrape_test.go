@@ -34,7 +34,7 @@ type rig struct {
 	target   *Target
 	poller   *Poller
 	metrics  *Metrics
-	handler  *Handler
+	handler  http.Handler
 	longLive *prometheus.Registry
 	requests *RequestMetrics
 	logs     *syncBuffer
