@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 )
@@ -41,10 +40,10 @@ func (b *locationBook) record(ls locationState) {
 }
 
 // keepOnly forgets every location that left the subset.
-func (b *locationBook) keepOnly(ids map[int64]bool) {
+func (b *locationBook) keepOnly(inSubset func(id int64) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	maps.DeleteFunc(b.last, func(id int64, _ locationState) bool { return !ids[id] })
+	maps.DeleteFunc(b.last, func(id int64, _ locationState) bool { return !inSubset(id) })
 }
 
 func (b *locationBook) ids() []int64 {
@@ -86,24 +85,4 @@ func (b *locationBook) usual() time.Duration {
 	}
 	p95 := sorted[(len(sorted)*95+99)/100-1]
 	return p95 + p95/2
-}
-
-// detailQueue holds the detail views a poll has yet to start: the location
-// checked longest ago first, then in the order they came.
-type detailQueue []queuedDetail
-
-type queuedDetail struct {
-	id   int64
-	last time.Time
-}
-
-func (q *detailQueue) add(d queuedDetail) {
-	i := sort.Search(len(*q), func(i int) bool { return (*q)[i].last.After(d.last) })
-	*q = slices.Insert(*q, i, d)
-}
-
-func (q *detailQueue) next() int64 {
-	id := (*q)[0].id
-	*q = (*q)[1:]
-	return id
 }

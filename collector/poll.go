@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -41,12 +42,17 @@ type pollRun struct {
 	lists             map[client.Endpoint]client.ListResult // root and the lists that are in
 	subset            []int64                               // detail ids met in this poll, in order
 	seen              map[int64]bool
-	queue             detailQueue
+	queue             []queuedDetail // the views yet to start, the location checked longest ago first
 	closed            bool // no more ids will join the queue
 	detail            detailSummary
 	listsOut, workers int
 	active            int  // calls whose results are out
 	cancelled         bool // every scrape gave up on the poll before all results were in
+}
+
+type queuedDetail struct {
+	id   int64
+	last time.Time
 }
 
 // detailSummary sums up the detail views as the location_detail endpoint.
@@ -134,7 +140,7 @@ func (p *pollRun) read(ep client.Endpoint, call func() client.ListResult) {
 		}
 		if ep == client.EndpointLocations && p.t.drawsFromList() {
 			if r.Err == nil {
-				p.book.keepOnly(p.seen)
+				p.book.keepOnly(func(id int64) bool { return p.seen[id] })
 			}
 			p.closed = true
 			p.wake.Broadcast()
@@ -173,7 +179,9 @@ func (p *pollRun) enqueue(ids []int64) {
 		if !p.seen[id] {
 			p.seen[id] = true
 			p.subset = append(p.subset, id)
-			p.queue.add(queuedDetail{id: id, last: p.book.lastChecked(id)})
+			last := p.book.lastChecked(id)
+			i := sort.Search(len(p.queue), func(i int) bool { return p.queue[i].last.After(last) })
+			p.queue = slices.Insert(p.queue, i, queuedDetail{id: id, last: last})
 			p.wake.Signal()
 		}
 	}
@@ -188,7 +196,9 @@ func (p *pollRun) nextDetail() (int64, bool) {
 		case p.ctx.Err() != nil, p.closed && len(p.queue) == 0:
 			return 0, false
 		case len(p.queue) > 0 && p.timeForDetail():
-			return p.queue.next(), true
+			id := p.queue[0].id
+			p.queue = p.queue[1:]
+			return id, true
 		}
 		p.wake.Wait()
 	}
@@ -276,14 +286,9 @@ func (p *pollRun) subsetIDs() []int64 {
 	if p.count(client.EndpointLocations).Known {
 		return p.subset
 	}
-	ids := p.book.ids()
-	known := len(ids)
-	for _, id := range p.subset {
-		if _, ok := slices.BinarySearch(ids[:known], id); !ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids
+	ids := append(p.book.ids(), p.subset...)
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // snapshot turns what has arrived into a Snapshot; lists not yet in are too late.

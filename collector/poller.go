@@ -276,15 +276,10 @@ func (p *Poller) takeLocations(old keptLocations) {
 	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.infoFields) {
 		return
 	}
-	b := old.book
-	if len(p.target.DetailIDs) > 0 {
-		keep := make(map[int64]bool, len(p.target.DetailIDs))
-		for _, id := range p.target.DetailIDs {
-			keep[id] = true
-		}
-		b.keepOnly(keep)
+	if ids := p.target.DetailIDs; len(ids) > 0 {
+		old.book.keepOnly(func(id int64) bool { return slices.Contains(ids, id) })
 	}
-	p.book = b
+	p.book = old.book
 }
 
 // stop cancels the poll in flight for good, for a reload that drops the target.

@@ -33,15 +33,9 @@ type RequestMetrics struct {
 	mu                  sync.Mutex
 	created             time.Time // of the counters, and of every error count
 	polls, pollFailures uint64
-	requests            map[requestKey]counter
+	requests            map[[2]string]counter // by endpoint and code
 	errors              map[[2]string]uint64 // by endpoint and reason
 	duration            map[client.Endpoint]*durationHistogram
-}
-
-// requestKey is an endpoint and a status (0: no response came).
-type requestKey struct {
-	endpoint client.Endpoint
-	status   int
 }
 
 type counter struct {
@@ -58,7 +52,7 @@ func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
 
 func newRequestMetrics() *RequestMetrics {
 	return &RequestMetrics{
-		created: time.Now(), requests: map[requestKey]counter{}, errors: map[[2]string]uint64{},
+		created: time.Now(), requests: map[[2]string]counter{}, errors: map[[2]string]uint64{},
 		duration: map[client.Endpoint]*durationHistogram{},
 	}
 }
@@ -67,7 +61,10 @@ func newRequestMetrics() *RequestMetrics {
 func (m *RequestMetrics) ObserveRequest(ep client.Endpoint, status int, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := requestKey{ep, status}
+	k := [2]string{string(ep), "none"} // none: no response came
+	if status != 0 {
+		k[1] = strconv.Itoa(status)
+	}
 	c, ok := m.requests[k]
 	if !ok {
 		c.created = time.Now()
@@ -116,11 +113,7 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	out := []prometheus.Metric{counter(pollsDesc, m.polls, m.created), counter(pollFailuresDesc, m.pollFailures, m.created)}
 	for k, c := range m.requests {
-		code := "none"
-		if k.status != 0 {
-			code = strconv.Itoa(k.status)
-		}
-		out = append(out, counter(requestsDesc, c.n, c.created, string(k.endpoint), code))
+		out = append(out, counter(requestsDesc, c.n, c.created, k[0], k[1]))
 	}
 	for _, ep := range client.Endpoints {
 		for _, r := range client.Reasons {
