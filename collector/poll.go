@@ -43,7 +43,7 @@ type pollRun struct {
 	subset            []int64                               // detail ids met in this poll, in order
 	seen              map[int64]bool
 	queue             []queuedDetail // the views yet to start, the location checked longest ago first
-	closed            bool // no more ids will join the queue
+	closed            bool           // no more ids will join the queue
 	detail            detailSummary
 	listsOut, workers int
 	active            int  // calls whose results are out

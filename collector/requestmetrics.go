@@ -34,7 +34,7 @@ type RequestMetrics struct {
 	created             time.Time // of the counters, and of every error count
 	polls, pollFailures uint64
 	requests            map[[2]string]counter // by endpoint and code
-	errors              map[[2]string]uint64 // by endpoint and reason
+	errors              map[[2]string]uint64  // by endpoint and reason
 	duration            map[client.Endpoint]*durationHistogram
 }
 
