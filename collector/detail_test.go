@@ -185,7 +185,7 @@ func (p *Poller) runNow() *pollRun {
 	if p.inflight == nil {
 		return nil
 	}
-	return p.inflight.run
+	return p.inflight
 }
 
 // TestDetailSummary checks the folding of detail views, and of failures

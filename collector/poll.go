@@ -35,6 +35,13 @@ type pollRun struct {
 	start  time.Time
 	trace  *client.Trace
 	allIn  chan struct{} // closed when active falls to 0
+	done   chan struct{} // closed once the Poller has kept snap
+
+	// Guarded by the Poller's mu: its scrapes, the latest of their deadlines.
+	seq            uint64
+	snap           *Snapshot
+	waiters        int
+	horizon, limit time.Time
 
 	mu                sync.Mutex
 	wake              *sync.Cond // the queue, the budget or the context changed
@@ -87,9 +94,9 @@ func (d *detailSummary) status() int {
 }
 
 // newPollRun prepares a poll of t, on a context that outlives ctx's cancellation.
-func newPollRun(ctx context.Context, t *Target, book *locationBook, budget time.Duration) *pollRun {
+func newPollRun(ctx context.Context, t *Target, book *locationBook, start time.Time, budget time.Duration) *pollRun {
 	p := &pollRun{
-		t: t, book: book, start: time.Now(), trace: &client.Trace{}, allIn: make(chan struct{}), budget: budget,
+		t: t, book: book, start: start, trace: &client.Trace{}, allIn: make(chan struct{}), budget: budget,
 		lists: make(map[client.Endpoint]client.ListResult, 3), seen: make(map[int64]bool), active: 1,
 	}
 	p.ctx, p.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), p.trace))
@@ -119,7 +126,7 @@ func (p *pollRun) run() *Snapshot {
 	}
 	p.read(client.EndpointLocations, func() client.ListResult { return c.Locations(p.ctx, want, p.enqueue) })
 	p.addWorkers()
-	p.done()
+	p.arrived()
 	p.mu.Unlock()
 	<-p.allIn
 	return p.snapshot()
@@ -147,7 +154,7 @@ func (p *pollRun) read(ep client.Endpoint, call func() client.ListResult) {
 		}
 		p.listsOut--
 		p.addWorkers()
-		p.done()
+		p.arrived()
 	}()
 }
 
@@ -163,8 +170,8 @@ func (p *pollRun) addWorkers() {
 	}
 }
 
-// done marks one call's results as in.
-func (p *pollRun) done() {
+// arrived marks one call's results as in.
+func (p *pollRun) arrived() {
 	p.active--
 	if p.active == 0 {
 		close(p.allIn)
@@ -217,7 +224,7 @@ func (p *pollRun) checkDetails() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.done()
+	p.arrived()
 }
 
 var errNoDetail = errors.New("no detail view was checked in this poll")

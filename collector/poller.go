@@ -60,26 +60,14 @@ type Poller struct {
 	book   *locationBook
 
 	mu           sync.Mutex
-	inflight     *pollCall
+	inflight     *pollRun
 	last         *Snapshot
-	seq, lastSeq uint64 // polls numbered as they start
+	seq, lastSeq uint64    // polls numbered as they start
+	heldEnd      time.Time // until when last, a held-off poll, is shared
 	stopped      bool
 	throttled    bool // in a run of hold-offs, which is logged once
 	heldUntil    time.Time
 	failures     failureLog
-}
-
-// pollCall is one poll in flight and its waiting scrapes, guarded by the
-// Poller's mu but for run and done.
-type pollCall struct {
-	seq                   uint64
-	run                   *pollRun
-	done                  chan struct{}
-	snap                  *Snapshot
-	waiters               int
-	start, horizon, limit time.Time // horizon: the latest deadline of its scrapes
-	held                  bool      // a hold-off: snap is shared until heldEnd
-	heldEnd               time.Time
 }
 
 // NewPoller returns a Poller for t.
@@ -100,41 +88,42 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 // on until this scrape's deadline too, so sharing never shortens a budget.
 func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()
+	own, _ := p.horizon(ctx, now.Add(p.opts.Timeout))
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
 		return failedSnapshot(now, p.target, p.book, 0, errDropped)
 	}
-	if p.last != nil && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(p.budget(ctx)) {
+	inInterval := p.last != nil && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(own.Sub(now))
+	if inInterval || now.Before(p.heldEnd) {
 		last := p.last.at(now)
 		p.mu.Unlock()
 		return last
 	}
 	c := p.inflight
-	started := c == nil || c.held && !now.Before(c.heldEnd)
-	if started {
-		c = p.start(ctx, now)
-	}
-	if c.held {
-		p.mu.Unlock()
-		if started {
-			p.report(c.snap, true)
+	if c == nil {
+		if until, status := p.target.Client.HoldOff(); now.Before(until) {
+			s := p.holdOff(now, own, until, status)
+			p.mu.Unlock()
+			p.report(s, true)
+			return s
 		}
-		return c.snap.at(now)
+		c = p.start(ctx, now, own)
 	}
 	c.waiters++
-	horizon, by := p.horizon(c, ctx)
+	horizon, by := p.horizon(ctx, c.limit)
 	if horizon.After(c.horizon) {
 		c.horizon = horizon
-		c.run.setBudget(horizon.Sub(c.start))
+		c.setBudget(horizon.Sub(c.start))
 	}
+	handoff := horizon.Add(-handoffMargin(horizon.Sub(c.start)))
 	p.mu.Unlock()
-	return p.wait(ctx, c, horizon, by)
+	return p.wait(ctx, c, handoff, by)
 }
 
-// wait waits for c until a little before horizon; the last scrape to leave ends the poll.
-func (p *Poller) wait(ctx context.Context, c *pollCall, horizon time.Time, by string) *Snapshot {
-	timer := time.NewTimer(time.Until(horizon) - handoffMargin(horizon.Sub(c.start)))
+// wait waits for c until handoff; the last scrape to leave ends the poll.
+func (p *Poller) wait(ctx context.Context, c *pollRun, handoff time.Time, by string) *Snapshot {
+	timer := time.NewTimer(time.Until(handoff))
 	defer timer.Stop()
 	select {
 	case <-c.done:
@@ -154,39 +143,34 @@ func (p *Poller) wait(ctx context.Context, c *pollCall, horizon time.Time, by st
 		}
 		p.leave(c, cause)
 	}
-	return c.run.snapshot()
+	return c.snapshot()
 }
 
 // start begins a poll, which its scrapes end when they leave; p.mu is held.
-func (p *Poller) start(ctx context.Context, now time.Time) *pollCall {
+func (p *Poller) start(ctx context.Context, now, horizon time.Time) *pollRun {
 	p.seq++
-	c := &pollCall{seq: p.seq, start: now, limit: now.Add(p.opts.Timeout)}
-	c.horizon, _ = p.horizon(c, ctx)
+	c := newPollRun(ctx, p.target, p.book, now, horizon.Sub(now))
+	c.seq, c.horizon, c.limit, c.done = p.seq, horizon, now.Add(p.opts.Timeout), make(chan struct{})
 	p.inflight = c
-	if until, status := p.target.Client.HoldOff(); now.Before(until) {
-		p.holdOff(c, until, status)
-		return c
-	}
-	c.done = make(chan struct{})
-	c.run = newPollRun(ctx, p.target, p.book, c.horizon.Sub(now))
-	go func() { p.finish(c, c.run.run()) }()
+	go func() { p.finish(c, c.run()) }()
 	return c
 }
 
-// holdOff makes c a poll that sends nothing until the hold-off ends; p.mu is held.
+// holdOff makes a poll that sends nothing until the hold-off ends; p.mu is held.
 // It is shared for a second at least, so hurried scrapes cannot count one each.
-func (p *Poller) holdOff(c *pollCall, until time.Time, status int) {
+func (p *Poller) holdOff(now, horizon, until time.Time, status int) *Snapshot {
 	p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
-	s := failedSnapshot(c.start, p.target, p.book, status, client.ErrHeldOff)
+	s := failedSnapshot(now, p.target, p.book, status, client.ErrHeldOff)
 	s.HoldOffUntil = until
-	c.held, c.snap = true, s
-	c.heldEnd = c.start.Add(min(max(c.horizon.Sub(c.start), fairBudget), until.Sub(c.start)))
-	p.last, p.lastSeq = s, c.seq
+	p.heldEnd = now.Add(min(max(horizon.Sub(now), fairBudget), until.Sub(now)))
+	p.seq++
+	p.last, p.lastSeq = s, p.seq
+	return s
 }
 
 // finish keeps what c found, counts it unless its caller cut it short, and hands it over.
-func (p *Poller) finish(c *pollCall, snap *Snapshot) {
-	abandoned := c.run.abandoned()
+func (p *Poller) finish(c *pollRun, snap *Snapshot) {
+	abandoned := c.abandoned()
 	if abandoned {
 		p.opts.Logger.Debug("Poll abandoned: every scrape waiting for it gave up")
 	} else {
@@ -210,36 +194,29 @@ func (p *Poller) finish(c *pollCall, snap *Snapshot) {
 }
 
 // leave drops one waiter from c; the last one ends the poll with cause and reports true.
-func (p *Poller) leave(c *pollCall, cause error) bool {
+func (p *Poller) leave(c *pollRun, cause error) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.waiters--
 	if c.waiters > 0 {
 		return false
 	}
-	c.run.end(cause)
+	c.end(cause)
 	if p.inflight == c {
 		p.inflight = nil
 	}
 	return true
 }
 
-// horizon is ctx's deadline bounded by c's limit, and what set it.
-func (p *Poller) horizon(c *pollCall, ctx context.Context) (time.Time, string) {
-	if deadline, ok := ctx.Deadline(); ok && deadline.Before(c.limit) {
+// horizon is ctx's deadline bounded by limit, and what set it.
+func (p *Poller) horizon(ctx context.Context, limit time.Time) (time.Time, string) {
+	if deadline, ok := ctx.Deadline(); ok && deadline.Before(limit) {
 		if h, ok := ctx.Value(scrapeTimeoutKey{}).(string); ok {
 			return deadline, fmt.Sprintf("the scrape timeout of %ss (X-Prometheus-Scrape-Timeout-Seconds, less a margin to answer)", h)
 		}
 		return deadline, "the scrape's deadline"
 	}
-	return c.limit, fmt.Sprintf("%s=%s", p.opts.TimeoutName, p.opts.Timeout)
-}
-
-func (p *Poller) budget(ctx context.Context) time.Duration {
-	if deadline, ok := ctx.Deadline(); ok {
-		return min(time.Until(deadline), p.opts.Timeout)
-	}
-	return p.opts.Timeout
+	return limit, fmt.Sprintf("%s=%s", p.opts.TimeoutName, p.opts.Timeout)
 }
 
 // logHoldOff logs when a run of hold-offs begins, is asked again and ends.
@@ -287,8 +264,8 @@ func (p *Poller) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopped = true
-	if c := p.inflight; c != nil && !c.held {
-		c.run.end(errDropped)
+	if c := p.inflight; c != nil {
+		c.end(errDropped)
 	}
 	p.inflight = nil
 }

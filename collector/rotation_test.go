@@ -139,7 +139,7 @@ func TestSlowDetailIsStillATimeout(t *testing.T) {
 func TestNoTimeNoStart(t *testing.T) {
 	book := newLocationBook()
 	book.observe(4 * time.Second) // views usually take 6 s
-	p := newPollRun(context.Background(), &Target{}, book, 30*time.Second)
+	p := newPollRun(context.Background(), &Target{}, book, time.Now(), 30*time.Second)
 	p.start = time.Now().Add(-26 * time.Second) // 4 s left of 30
 	p.mu.Lock()
 	if p.timeForDetail() {
@@ -374,8 +374,8 @@ func TestOlderPollNeverReplacesNewer(t *testing.T) {
 }
 
 // finished is a poll numbered seq whose every result has arrived.
-func finished(seq uint64) *pollCall {
-	return &pollCall{seq: seq, run: &pollRun{}, done: make(chan struct{})}
+func finished(seq uint64) *pollRun {
+	return &pollRun{seq: seq, done: make(chan struct{})}
 }
 
 // TestReloadKeepsLocationChecks: a reload that changes a /probe pair's
@@ -423,7 +423,7 @@ func TestSubsetWhileTheListIsRead(t *testing.T) {
 	for _, id := range []int64{1, 3, 5} {
 		book.record(locationState{ID: id, Checked: time.Unix(1700000000, 0)})
 	}
-	p := newPollRun(context.Background(), &Target{DetailLimit: 10}, book, time.Second)
+	p := newPollRun(context.Background(), &Target{DetailLimit: 10}, book, time.Now(), time.Second)
 	p.subset = []int64{2, 3, 6, 1, 4}
 	got := p.subsetIDs()
 	slices.Sort(got)

@@ -132,11 +132,11 @@ func (r *rig) expireNow(t *testing.T) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.inflight
-	if c == nil || c.held {
+	if c == nil {
 		t.Fatal("no poll in flight to expire")
 	}
 	p.inflight = nil
-	c.run.end(&deadlineError{limit: "the test"})
+	c.end(&deadlineError{limit: "the test"})
 }
 
 // heldLog is a log handler that holds the first record match accepts
