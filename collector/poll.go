@@ -22,8 +22,13 @@ type Target struct {
 
 func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLimit > 0 }
 
-// drawsFromList tells whether the detail subset comes from the location list.
-func (t *Target) drawsFromList() bool { return len(t.DetailIDs) == 0 && t.DetailLimit > 0 }
+// idsFromList is how many ids of the location list make the detail subset.
+func (t *Target) idsFromList() int {
+	if len(t.DetailIDs) > 0 {
+		return 0
+	}
+	return t.DetailLimit
+}
 
 // pollRun is one poll of the API. Its results gather as requests finish,
 // so a scrape that cannot wait any longer can take what has arrived.
@@ -120,11 +125,7 @@ func (p *pollRun) run() *Snapshot {
 	p.closed = len(p.t.DetailIDs) > 0
 	p.read(client.EndpointRoot, func() client.ListResult { return client.ListResult{Result: c.Root(p.ctx)} })
 	p.read(client.EndpointProjects, func() client.ListResult { return c.Projects(p.ctx) })
-	want := 0
-	if p.t.drawsFromList() {
-		want = p.t.DetailLimit
-	}
-	p.read(client.EndpointLocations, func() client.ListResult { return c.Locations(p.ctx, want, p.enqueue) })
+	p.read(client.EndpointLocations, func() client.ListResult { return c.Locations(p.ctx, p.t.idsFromList(), p.enqueue) })
 	p.addWorkers()
 	p.arrived()
 	p.mu.Unlock()
@@ -145,7 +146,7 @@ func (p *pollRun) read(ep client.Endpoint, call func() client.ListResult) {
 			// Entries without an integer id fail location_detail, not the list.
 			p.detail.fail(0, r.IDErr)
 		}
-		if ep == client.EndpointLocations && p.t.drawsFromList() {
+		if ep == client.EndpointLocations && p.t.idsFromList() > 0 {
 			if r.Err == nil {
 				p.book.keepOnly(func(id int64) bool { return p.seen[id] })
 			}

@@ -109,23 +109,20 @@ func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, n uint64, created time.Time, labels ...string) prometheus.Metric {
 		return prometheus.MustNewConstMetricWithCreatedTimestamp(d, prometheus.CounterValue, float64(n), created, labels...)
 	}
-	// Built under the lock, sent without it.
 	m.mu.Lock()
-	out := []prometheus.Metric{counter(pollsDesc, m.polls, m.created), counter(pollFailuresDesc, m.pollFailures, m.created)}
+	defer m.mu.Unlock()
+	ch <- counter(pollsDesc, m.polls, m.created)
+	ch <- counter(pollFailuresDesc, m.pollFailures, m.created)
 	for k, c := range m.requests {
-		out = append(out, counter(requestsDesc, c.n, c.created, k[0], k[1]))
+		ch <- counter(requestsDesc, c.n, c.created, k[0], k[1])
 	}
 	for _, ep := range client.Endpoints {
 		for _, r := range client.Reasons {
-			out = append(out, counter(requestErrorsDesc, m.errors[[2]string{string(ep), string(r)}], m.created, string(ep), string(r)))
+			ch <- counter(requestErrorsDesc, m.errors[[2]string{string(ep), string(r)}], m.created, string(ep), string(r))
 		}
 		if h := m.duration[ep]; h != nil {
-			out = append(out, h.metric(requestDurationDesc, string(ep)))
+			ch <- h.metric(requestDurationDesc, string(ep))
 		}
-	}
-	m.mu.Unlock()
-	for _, metric := range out {
-		ch <- metric
 	}
 }
 

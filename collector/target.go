@@ -71,6 +71,10 @@ func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
 	} else if a != nil {
 		key = a.Type + ", given inline"
 	}
+	rate := "none"
+	if c.RateLimit > 0 {
+		rate = strconv.FormatFloat(c.RateLimit, 'g', -1, 64) + "/s"
+	}
 	proxy := ""
 	if hc.ProxyURL.URL != nil {
 		proxy = "    proxy: " + client.RedactURL(hc.ProxyURL.URL) + "\n"
@@ -80,7 +84,7 @@ func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
 	_, err := fmt.Fprintf(w, "Module %s:\n    timeout %s (the scrape timeout header lowers it), min_interval %s\n"+
 		"    concurrency %d, rate_limit %s, max_pages %d, max_response_bytes %d, gzip %v\n"+
 		"    detail subset: %s\n    key: %s\n    TLS: %s\n%s",
-		ModuleName(module), s.Timeout, s.MinInterval, c.Concurrency, rateText(c.RateLimit), c.MaxPages, c.MaxResponseBytes,
+		ModuleName(module), s.Timeout, s.MinInterval, c.Concurrency, rate, c.MaxPages, c.MaxResponseBytes,
 		!c.DisableGzip, subset, key, tlsText(hc.TLSConfig), proxy)
 	return err
 }
@@ -88,7 +92,8 @@ func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
 // tlsText sums up a TLS configuration without its secrets.
 func tlsText(t config.TLSConfig) string {
 	var out []string
-	for _, f := range [][2]string{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"server_name", t.ServerName}, {"min_version", t.MinVersion.String()}} {
+	fields := [][2]string{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"server_name", t.ServerName}, {"min_version", t.MinVersion.String()}}
+	for _, f := range fields {
 		if f[1] != "" && f[1] != "0" {
 			out = append(out, f[0]+" "+f[1])
 		}
@@ -103,11 +108,4 @@ func tlsText(t config.TLSConfig) string {
 		return "system roots, default verification"
 	}
 	return strings.Join(out, ", ")
-}
-
-func rateText(r float64) string {
-	if r <= 0 {
-		return "none"
-	}
-	return strconv.FormatFloat(r, 'g', -1, 64) + "/s"
 }
