@@ -119,7 +119,6 @@ func (h *durationHistogram) reset(at time.Time) {
 	*h = durationHistogram{schema: nativeSchema, native: map[int]int64{}, created: at}
 }
 
-// metric returns the histogram as a sample of desc for the endpoint.
 func (h *durationHistogram) metric(desc *prometheus.Desc, endpoint string) prometheus.Metric {
 	h.resetIfDue(time.Now())
 	m, err := prometheus.NewConstNativeHistogram(desc, h.count, h.sum, h.native, nil, h.zero, h.schema, nativeZeroThreshold, h.created, endpoint)

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -42,11 +43,11 @@ type pollRun struct {
 	allIn  chan struct{} // closed when active falls to 0
 	done   chan struct{} // closed once the Poller has kept snap
 
-	// Guarded by the Poller's mu: its scrapes, the latest of their deadlines.
-	seq            uint64
-	snap           *Snapshot
-	waiters        int
-	horizon, limit time.Time
+	// Guarded by the Poller's mu: its scrapes and the latest of their deadlines.
+	seq     uint64
+	snap    *Snapshot
+	waiters int
+	horizon time.Time
 
 	mu                sync.Mutex
 	wake              *sync.Cond // the queue, the budget or the context changed
@@ -214,11 +215,7 @@ func (p *pollRun) nextDetail() (int64, bool) {
 
 // checkDetails is one worker, checking queued detail views until none is left.
 func (p *pollRun) checkDetails() {
-	for {
-		id, ok := p.nextDetail()
-		if !ok {
-			break
-		}
+	for id, ok := p.nextDetail(); ok; id, ok = p.nextDetail() {
 		start := time.Now()
 		r := p.t.Client.LocationDetail(p.ctx, id, p.t.InfoFields)
 		p.checked(id, start, time.Now(), r)
@@ -268,14 +265,11 @@ func (p *pollRun) cutShort(r client.DetailResult) bool {
 	case errors.Is(cause, errAbandoned), errors.Is(cause, errDropped):
 		return true
 	}
-	usual := p.book.usual()
 	p.mu.Lock()
 	half := p.budget / 2
 	p.mu.Unlock()
-	if usual == 0 || usual > half {
-		usual = half
-	}
-	return r.Duration < usual
+	// The usual time, at most half the budget; half while it is unknown.
+	return r.Duration < min(cmp.Or(p.book.usual(), half), half)
 }
 
 // count is a list's count, known once the list was read whole.

@@ -78,9 +78,6 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	if opts.TimeoutName == "" {
-		opts.TimeoutName = "timeout"
-	}
 	return &Poller{target: t, opts: opts, book: newLocationBook()}
 }
 
@@ -111,7 +108,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		c = p.start(ctx, now, own)
 	}
 	c.waiters++
-	horizon, by := p.horizon(ctx, c.limit)
+	horizon, by := p.horizon(ctx, c.start.Add(p.opts.Timeout))
 	if horizon.After(c.horizon) {
 		c.horizon = horizon
 		c.setBudget(horizon.Sub(c.start))
@@ -150,7 +147,7 @@ func (p *Poller) wait(ctx context.Context, c *pollRun, handoff time.Time, by str
 func (p *Poller) start(ctx context.Context, now, horizon time.Time) *pollRun {
 	p.seq++
 	c := newPollRun(ctx, p.target, p.book, now, horizon.Sub(now))
-	c.seq, c.horizon, c.limit, c.done = p.seq, horizon, now.Add(p.opts.Timeout), make(chan struct{})
+	c.seq, c.horizon, c.done = p.seq, horizon, make(chan struct{})
 	p.inflight = c
 	go func() { p.finish(c, c.run()) }()
 	return c
@@ -186,7 +183,7 @@ func (p *Poller) finish(c *pollRun, snap *Snapshot) {
 		p.last, p.lastSeq = &kept, c.seq
 	}
 	c.snap = snap
-	cut := abandoned || c.horizon.Before(c.limit) && c.horizon.Sub(c.start) < fairBudget
+	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
 	p.mu.Unlock()
 	p.logHoldOff()
 	p.report(snap, !cut || snap.up() || !snap.onlyOutOfTime())

@@ -10,7 +10,6 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// namespace prefixes every metric of the exporter.
 const namespace = "deployment_service"
 
 var (
