@@ -13,8 +13,8 @@ import (
 type locationBook struct {
 	mu     sync.Mutex
 	last   map[int64]locationState
-	recent [recentDetails]time.Duration // a ring of the last n durations
-	n, i   int
+	recent [recentDetails]time.Duration // a ring of the last durations observed
+	n      int                          // durations observed
 }
 
 // recentDetails is how many detail durations usual looks at.
@@ -69,16 +69,15 @@ func (b *locationBook) view(ids []int64) []locationState {
 func (b *locationBook) observe(d time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.recent[b.i] = d
-	b.i = (b.i + 1) % recentDetails
-	b.n = min(b.n+1, recentDetails)
+	b.recent[b.n%recentDetails] = d
+	b.n++
 }
 
 // usual is 1.5 times the 95th percentile of recent detail durations, so that
 // ordinary jitter fits; 0 while none has run to its end.
 func (b *locationBook) usual() time.Duration {
 	b.mu.Lock()
-	sorted := slices.Sorted(slices.Values(b.recent[:b.n]))
+	sorted := slices.Sorted(slices.Values(b.recent[:min(b.n, recentDetails)]))
 	b.mu.Unlock()
 	if len(sorted) == 0 {
 		return 0

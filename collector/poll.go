@@ -59,8 +59,7 @@ type pollRun struct {
 	closed            bool           // no more ids will join the queue
 	detail            detailSummary
 	listsOut, workers int
-	active            int  // calls whose results are out
-	cancelled         bool // every scrape gave up on the poll before all results were in
+	active            int // calls whose results are out
 }
 
 type queuedDetail struct {
@@ -259,10 +258,10 @@ func (p *pollRun) checked(id int64, start, end time.Time, r client.DetailResult)
 
 // cutShort tells whether a failed view was cut by the poll's end before its usual time.
 func (p *pollRun) cutShort(r client.DetailResult) bool {
-	switch cause := context.Cause(p.ctx); {
-	case cause == nil || client.ReasonOf(r.Err) != client.ReasonTimeout:
+	switch {
+	case context.Cause(p.ctx) == nil || client.ReasonOf(r.Err) != client.ReasonTimeout:
 		return false
-	case errors.Is(cause, errAbandoned), errors.Is(cause, errDropped):
+	case p.abandoned():
 		return true
 	}
 	p.mu.Lock()
@@ -331,19 +330,19 @@ func (p *pollRun) setBudget(d time.Duration) {
 	p.wake.Broadcast()
 }
 
-// end cancels the poll with cause; unless a deadline ends it, a poll still
-// waiting for results is abandoned.
+// end cancels the poll with cause, unless every result is in.
 func (p *pollRun) end(cause error) {
 	p.mu.Lock()
-	p.cancelled = p.cancelled || p.active > 0 && !errors.Is(cause, context.DeadlineExceeded)
-	p.mu.Unlock()
-	p.cancel(cause)
+	defer p.mu.Unlock()
+	if p.active > 0 {
+		p.cancel(cause)
+	}
 }
 
+// abandoned tells whether the poll ended before every result was in, and not by a deadline.
 func (p *pollRun) abandoned() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cancelled
+	cause := context.Cause(p.ctx)
+	return errors.Is(cause, errAbandoned) || errors.Is(cause, errDropped)
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -26,9 +26,7 @@ const fairBudget = time.Second
 // deadlineError ends a poll at its deadline, naming the limit that set it.
 type deadlineError struct{ limit string }
 
-func (e *deadlineError) Error() string {
-	return "the poll reached its deadline, set by " + e.limit
-}
+func (e *deadlineError) Error() string { return "the poll reached its deadline, set by " + e.limit }
 
 func (e *deadlineError) Unwrap() error { return context.DeadlineExceeded }
 

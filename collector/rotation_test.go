@@ -375,7 +375,10 @@ func TestOlderPollNeverReplacesNewer(t *testing.T) {
 
 // finished is a poll numbered seq whose every result has arrived.
 func finished(seq uint64) *pollRun {
-	return &pollRun{seq: seq, done: make(chan struct{})}
+	p := newPollRun(context.Background(), &Target{}, newLocationBook(), time.Now(), time.Second)
+	p.seq, p.done = seq, make(chan struct{})
+	p.cancel(nil)
+	return p
 }
 
 // TestReloadKeepsLocationChecks: a reload that changes a /probe pair's

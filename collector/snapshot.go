@@ -42,22 +42,15 @@ func (s *Snapshot) timedOut() bool {
 
 // onlyOutOfTime tells whether every list that failed, root included, ran out of time.
 func (s *Snapshot) onlyOutOfTime() bool {
-	for _, ep := range upEndpoints {
-		if st := s.Endpoints[ep]; st.Err != nil && !late(st.Err) {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
+		st := s.Endpoints[ep]
+		return st.Err != nil && !late(st.Err)
+	})
 }
 
+// checkedDetails returns the details that this poll checked.
 func (s *Snapshot) checkedDetails() []locationState {
-	var out []locationState
-	for _, d := range s.Details {
-		if !d.Checked.Before(s.Start) {
-			out = append(out, d)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(s.Details), func(d locationState) bool { return d.Checked.Before(s.Start) })
 }
 
 // at returns s as served at now, without a hold-off that has ended since; s is shared.
@@ -98,12 +91,10 @@ type locationState struct {
 var upEndpoints = []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations}
 
 func (s *Snapshot) up() bool {
-	for _, ep := range upEndpoints {
-		if st, ok := s.Endpoints[ep]; !ok || !st.ok() {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
+		st, ok := s.Endpoints[ep]
+		return !ok || !st.ok()
+	})
 }
 
 // failedSnapshot is a poll that sent nothing: the lists are down, the subset keeps its last checks.

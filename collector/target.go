@@ -92,7 +92,9 @@ func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
 // tlsText sums up a TLS configuration without its secrets.
 func tlsText(t config.TLSConfig) string {
 	var out []string
-	fields := [][2]string{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"server_name", t.ServerName}, {"min_version", t.MinVersion.String()}}
+	fields := [][2]string{
+		{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"server_name", t.ServerName}, {"min_version", t.MinVersion.String()},
+	}
 	for _, f := range fields {
 		if f[1] != "" && f[1] != "0" {
 			out = append(out, f[0]+" "+f[1])
