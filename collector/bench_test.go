@@ -10,6 +10,7 @@ package collector
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -154,7 +155,7 @@ func newBenchPipeline(b *testing.B, o benchOptions) *benchPipeline {
 	b.Cleanup(c.Close)
 	t := &Target{Client: c, DetailIDs: o.detailIDs, DetailLimit: o.detailLimit}
 	p := NewPoller(t, PollerOptions{Timeout: 10 * time.Second})
-	return &benchPipeline{svc: svc, poller: p, handler: NewHandler(p, NewMetrics(nil), reg, 10*time.Second, nil)}
+	return &benchPipeline{svc: svc, poller: p, handler: NewHandler(p, NewMetrics(nil), reg, 10*time.Second, slog.New(slog.DiscardHandler))}
 }
 
 // scrape serves one /metrics request and fails the benchmark on an

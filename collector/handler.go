@@ -21,9 +21,6 @@ const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 // NewHandler serves /metrics: a poll of p within the scrape's budget, beside
 // the long-lived gatherer; timeout is --api.timeout.
 func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) http.Handler {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := scrapeContext(r, timeout)
 		defer cancel()
@@ -37,9 +34,6 @@ func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout ti
 
 // NewGathererHandler serves g in the format and encoding the scraper asks for.
 func NewGathererHandler(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		serveGatherer(w, r, g, logger)
 	})

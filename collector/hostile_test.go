@@ -266,10 +266,10 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	h.mu.Lock()
 	kept := h.books[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
 	h.mu.Unlock()
-	if kept.book == nil {
+	if kept == nil {
 		t.Fatal("the reload kept no location checks")
 	}
-	if d := kept.book.view([]int64{1}); len(d) != 1 || d[0].Err != nil {
+	if d := kept.view([]int64{1}); len(d) != 1 || d[0].Err != nil {
 		t.Errorf("the cancelled view changed its location's last check: %+v", d)
 	}
 }

@@ -11,6 +11,8 @@ import (
 // locationBook remembers a target's last check of each subset location and
 // recent detail durations, so that a large subset is checked in turns across polls.
 type locationBook struct {
+	infoFields []string // the fields its checks hold
+
 	mu     sync.Mutex
 	last   map[int64]locationState
 	recent [recentDetails]time.Duration // a ring of the last durations observed
@@ -20,8 +22,8 @@ type locationBook struct {
 // recentDetails is how many detail durations usual looks at.
 const recentDetails = 64
 
-func newLocationBook() *locationBook {
-	return &locationBook{last: make(map[int64]locationState)}
+func newLocationBook(infoFields []string) *locationBook {
+	return &locationBook{infoFields: infoFields, last: make(map[int64]locationState)}
 }
 
 func (b *locationBook) lastChecked(id int64) time.Time {

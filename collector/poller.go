@@ -76,7 +76,7 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	return &Poller{target: t, opts: opts, book: newLocationBook()}
+	return &Poller{target: t, opts: opts, book: newLocationBook(t.InfoFields)}
 }
 
 // Poll returns a snapshot for one scrape by ctx's deadline. A joined poll runs
@@ -234,24 +234,17 @@ func (p *Poller) logHoldOff() {
 }
 
 // keptLocations is what a reload keeps of a replaced poller.
-type keptLocations struct {
-	book       *locationBook
-	infoFields []string
-}
-
-func (p *Poller) keptLocations() keptLocations {
-	return keptLocations{book: p.book, infoFields: p.target.InfoFields}
-}
+func (p *Poller) keptLocations() *locationBook { return p.book }
 
 // takeLocations carries over a replaced poller's checks still in the subset.
-func (p *Poller) takeLocations(old keptLocations) {
+func (p *Poller) takeLocations(old *locationBook) {
 	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.infoFields) {
 		return
 	}
 	if ids := p.target.DetailIDs; len(ids) > 0 {
-		old.book.keepOnly(func(id int64) bool { return slices.Contains(ids, id) })
+		old.keepOnly(func(id int64) bool { return slices.Contains(ids, id) })
 	}
-	p.book = old.book
+	p.book = old
 }
 
 // stop cancels the poll in flight for good, for a reload that drops the target.

@@ -49,7 +49,7 @@ type ProbeHandler struct {
 	pollers map[probeKey]*probeEntry
 	modules map[string]*probeModule
 	// books keeps the location checks of pairs a reload replaced, until rebuilt.
-	books map[probeKey]keptLocations
+	books map[probeKey]*locationBook
 }
 
 type probeKey struct{ target, module string }
@@ -80,7 +80,7 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 	return &ProbeHandler{
 		lookup: lookup, recent: recent, logger: logger, maxTargets: maxProbeTargets, HoldOffs: client.NewHoldOffs(),
 		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
-		books: make(map[probeKey]keptLocations),
+		books: make(map[probeKey]*locationBook),
 	}
 }
 

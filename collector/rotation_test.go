@@ -137,7 +137,7 @@ func TestSlowDetailIsStillATimeout(t *testing.T) {
 // usually takes starts none, and no view is counted as failed for it;
 // when a scrape with more time joins, the views go after all.
 func TestNoTimeNoStart(t *testing.T) {
-	book := newLocationBook()
+	book := newLocationBook(nil)
 	book.observe(4 * time.Second) // views usually take 6 s
 	p := newPollRun(context.Background(), &Target{}, book, time.Now(), 30*time.Second)
 	p.start = time.Now().Add(-26 * time.Second) // 4 s left of 30
@@ -375,7 +375,7 @@ func TestOlderPollNeverReplacesNewer(t *testing.T) {
 
 // finished is a poll numbered seq whose every result has arrived.
 func finished(seq uint64) *pollRun {
-	p := newPollRun(context.Background(), &Target{}, newLocationBook(), time.Now(), time.Second)
+	p := newPollRun(context.Background(), &Target{}, newLocationBook(nil), time.Now(), time.Second)
 	p.seq, p.done = seq, make(chan struct{})
 	p.cancel(nil)
 	return p
@@ -422,7 +422,7 @@ func TestReloadKeepsLocationChecks(t *testing.T) {
 // is the locations checked before and those the list has given so far,
 // each once.
 func TestSubsetWhileTheListIsRead(t *testing.T) {
-	book := newLocationBook()
+	book := newLocationBook(nil)
 	for _, id := range []int64{1, 3, 5} {
 		book.record(locationState{ID: id, Checked: time.Unix(1700000000, 0)})
 	}
