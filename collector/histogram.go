@@ -40,12 +40,11 @@ var nativeBounds = [...]float64{
 // holds for latencies, in a tenth of its memory (BENCHMARKS.md, item 8).
 // Its owner serialises the calls.
 type durationHistogram struct {
-	count   uint64
-	sum     float64
-	classic [len(durationBuckets)]uint64
-	zero    uint64
-	schema  int32
-	native  map[int]int64
+	count, zero uint64 // observations, and those in the zero bucket
+	sum         float64
+	classic     [len(durationBuckets)]uint64
+	schema      int32
+	native      map[int]int64
 	// created is when the counts began; resetAt, once the bucket limit has
 	// lowered the resolution, is when they begin again.
 	created, resetAt time.Time

@@ -15,12 +15,9 @@ type locationBook struct {
 
 	mu     sync.Mutex
 	last   map[int64]locationState
-	recent [recentDetails]time.Duration // a ring of the last durations observed
-	n      int                          // durations observed
+	recent [64]time.Duration // a ring of the last detail durations, which usual looks at
+	n      int               // durations observed
 }
-
-// recentDetails is how many detail durations usual looks at.
-const recentDetails = 64
 
 func newLocationBook(infoFields []string) *locationBook {
 	return &locationBook{infoFields: infoFields, last: make(map[int64]locationState)}
@@ -71,7 +68,7 @@ func (b *locationBook) view(ids []int64) []locationState {
 func (b *locationBook) observe(d time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.recent[b.n%recentDetails] = d
+	b.recent[b.n%len(b.recent)] = d
 	b.n++
 }
 
@@ -79,7 +76,7 @@ func (b *locationBook) observe(d time.Duration) {
 // ordinary jitter fits; 0 while none has run to its end.
 func (b *locationBook) usual() time.Duration {
 	b.mu.Lock()
-	sorted := slices.Sorted(slices.Values(b.recent[:min(b.n, recentDetails)]))
+	sorted := slices.Sorted(slices.Values(b.recent[:min(b.n, len(b.recent))]))
 	b.mu.Unlock()
 	if len(sorted) == 0 {
 		return 0

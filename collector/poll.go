@@ -50,7 +50,7 @@ type pollRun struct {
 	horizon time.Time
 
 	mu                sync.Mutex
-	wake              *sync.Cond // the queue, the budget or the context changed
+	wake              *sync.Cond // the queue or the budget changed, or the poll ended
 	budget            time.Duration
 	lists             map[client.Endpoint]client.ListResult // root and the lists that are in
 	subset            []int64                               // detail ids met in this poll, in order
@@ -113,12 +113,6 @@ func newPollRun(ctx context.Context, t *Target, book *locationBook, start time.T
 // views at once, and ids drawn from the list as their page arrives.
 func (p *pollRun) run() *Snapshot {
 	defer p.cancel(nil)
-	stop := context.AfterFunc(p.ctx, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.wake.Broadcast()
-	})
-	defer stop()
 	c := p.t.Client
 	p.enqueue(p.t.DetailIDs)
 	p.mu.Lock()
@@ -223,8 +217,6 @@ func (p *pollRun) checkDetails() {
 	defer p.mu.Unlock()
 	p.arrived()
 }
-
-var errNoDetail = errors.New("no detail view was checked in this poll")
 
 // timeForDetail tells whether the poll, by its deadline, has the time a detail
 // view usually takes, at most half its budget so that slow views still show.
@@ -336,6 +328,7 @@ func (p *pollRun) end(cause error) {
 	defer p.mu.Unlock()
 	if p.active > 0 {
 		p.cancel(cause)
+		p.wake.Broadcast()
 	}
 }
 

@@ -17,6 +17,7 @@ var (
 	errTooLate   = errors.New("poll did not finish before the scrape deadline")
 	errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
 	errDropped   = fmt.Errorf("a reload dropped the target or changed its module: %w", context.Canceled)
+	errNoDetail  = errors.New("no detail view was checked in this poll")
 )
 
 // fairBudget is the least time a poll needs to say anything of the service;
@@ -63,7 +64,7 @@ type Poller struct {
 	seq, lastSeq uint64    // polls numbered as they start
 	heldEnd      time.Time // until when last, a held-off poll, is shared
 	stopped      bool
-	throttled    bool // in a run of hold-offs, which is logged once
+	throttled    bool // in a run of hold-offs, logged once
 	heldUntil    time.Time
 	failures     failureLog
 }

@@ -18,7 +18,6 @@ type Metrics struct {
 	up, endpointUp, endpointDuration, endpointStatus, projects, locations *family
 	locationUp, locationDuration, locationInfo, locationChecked           *family
 	scrapeDuration, pollTimestamp, holdOffUntil                           *family
-	infoFields                                                            []string
 }
 
 // family is the name, help and label names of one gauge family.
@@ -47,7 +46,6 @@ func NewMetrics(infoFields []string) *Metrics {
 		scrapeDuration:   f("scrape_duration_seconds", "Wall time of the whole poll of the API."),
 		pollTimestamp:    f("poll_timestamp_seconds", "Unix time at which the poll behind this answer started."),
 		holdOffUntil:     f("hold_off_until_timestamp_seconds", "Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force."),
-		infoFields:       infoFields,
 	}
 }
 
@@ -74,8 +72,9 @@ func (m *Metrics) each(s *Snapshot, emit func(f *family, v float64, labels ...st
 		emit(m.locationDuration, d.Duration.Seconds(), id)
 		emit(m.locationChecked, float64(d.Checked.UnixMilli())/1e3, id)
 		if d.Err == nil {
-			labels := append(make([]string, 0, 1+len(m.infoFields)), id)
-			for _, f := range m.infoFields {
+			fields := m.locationInfo.labels[1:] // the info fields, after location_id
+			labels := append(make([]string, 0, 1+len(fields)), id)
+			for _, f := range fields {
 				labels = append(labels, labelValue(d.Fields[f]))
 			}
 			emit(m.locationInfo, 1, labels...)

@@ -16,12 +16,11 @@ import (
 // TargetSettings is what a poll of one service needs besides its URL: the
 // command-line flags for /metrics, or a module of the configuration file for /probe.
 type TargetSettings struct {
-	Client      client.Config // BaseURL left empty
-	DetailIDs   []int64
-	DetailLimit int
-	InfoFields  []string
-	Timeout     time.Duration
-	MinInterval time.Duration
+	Client               client.Config // BaseURL left empty
+	DetailIDs            []int64
+	DetailLimit          int
+	InfoFields           []string
+	Timeout, MinInterval time.Duration
 }
 
 // NewTargetPoller builds the client and poller for the service at base.
