@@ -10,6 +10,7 @@ package collector
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -63,12 +64,11 @@ func BenchmarkExposition(b *testing.B) {
 	}
 }
 
-// serveSnapshot does what Handler.ServeHTTP does once the poll is done: a
-// registry of its own for the snapshot, served through promhttp.
+// serveSnapshot does what Handler.ServeHTTP does once the poll is done: the
+// snapshot's families, served through promhttp.
 func serveSnapshot(w http.ResponseWriter, r *http.Request, m *Metrics, s *Snapshot) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.collector(s))
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+	g := prometheus.Gatherers{m.gatherer(s)}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }
 
 // benchSnapshot is a healthy poll with n locations in the detail subset,
@@ -99,9 +99,7 @@ func benchSnapshot(n int) *Snapshot {
 // benchSeries counts the series a snapshot exposes.
 func benchSeries(b *testing.B, m *Metrics, s *Snapshot) int {
 	b.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m.collector(s))
-	mfs, err := reg.Gather()
+	mfs, err := prometheus.Gatherers{m.gatherer(s)}.Gather()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -127,7 +125,7 @@ func (d *discardResponse) Write(p []byte) (int, error) { d.n += int64(len(p)); r
 type benchPipeline struct {
 	svc     *sampleservice.Service
 	poller  *Poller
-	handler *Handler
+	handler http.Handler
 }
 
 type benchOptions struct {
@@ -157,7 +155,7 @@ func newBenchPipeline(b *testing.B, o benchOptions) *benchPipeline {
 	b.Cleanup(c.Close)
 	t := &Target{Client: c, DetailIDs: o.detailIDs, DetailLimit: o.detailLimit}
 	p := NewPoller(t, PollerOptions{Timeout: 10 * time.Second})
-	return &benchPipeline{svc: svc, poller: p, handler: NewHandler(p, NewMetrics(nil), reg, 10*time.Second, nil)}
+	return &benchPipeline{svc: svc, poller: p, handler: NewHandler(p, NewMetrics(nil), reg, 10*time.Second, slog.New(slog.DiscardHandler))}
 }
 
 // scrape serves one /metrics request and fails the benchmark on an

@@ -18,40 +18,22 @@ import (
 
 const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 
-// Handler serves one scrape: it polls within the scrape's budget and serves the
-// snapshot beside the long-lived gatherer (nil for /probe).
-type Handler struct {
-	poller   *Poller
-	metrics  *Metrics
-	gatherer prometheus.Gatherer
-	timeout  time.Duration
-	logger   *slog.Logger
-}
-
-// NewHandler returns a handler for p; timeout is --api.timeout.
-func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) *Handler {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Handler{poller: p, metrics: m, gatherer: longLived, timeout: timeout, logger: logger}
-}
-
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := scrapeContext(r, h.timeout)
-	defer cancel()
-	g := prometheus.Gatherers{h.metrics.gatherer(h.poller.Poll(ctx))}
-	if h.gatherer != nil {
-		g = append(g, h.gatherer)
-	}
-	serveGatherer(w, r, g, h.logger)
+// NewHandler serves /metrics: a poll of p within the scrape's budget, beside
+// the long-lived gatherer; timeout is --api.timeout.
+func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := scrapeContext(r, timeout)
+		defer cancel()
+		g := prometheus.Gatherers{m.gatherer(p.Poll(ctx))}
+		if longLived != nil {
+			g = append(g, longLived)
+		}
+		serveGatherer(w, r, g, logger)
+	})
 }
 
 // NewGathererHandler serves g in the format and encoding the scraper asks for.
 func NewGathererHandler(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		serveGatherer(w, r, g, logger)
 	})
@@ -69,11 +51,9 @@ func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer
 		EnableOpenMetrics:                   true,
 		EnableOpenMetricsTextCreatedSamples: true,
 		// zstd first: promhttp breaks the tie in Prometheus's "zstd,gzip" by this order.
-		OfferedCompressions: offeredCompressions,
+		OfferedCompressions: []promhttp.Compression{promhttp.Zstd, promhttp.Gzip, promhttp.Identity},
 	}).ServeHTTP(w, r)
 }
-
-var offeredCompressions = []promhttp.Compression{promhttp.Zstd, promhttp.Gzip, promhttp.Identity}
 
 // scrapeErrorLog logs promhttp's errors, at debug level once Prometheus has hung up.
 type scrapeErrorLog struct {
@@ -102,19 +82,11 @@ func scrapeContext(r *http.Request, limit time.Duration) (context.Context, conte
 // scrapeBudget is the time a poll may take for r: the scrape timeout less a
 // margin to encode and send the answer, at most limit.
 func scrapeBudget(r *http.Request, limit time.Duration) time.Duration {
-	v := r.Header.Get(scrapeTimeoutHeader)
-	if v == "" {
-		return limit
-	}
-	secs, err := strconv.ParseFloat(v, 64)
+	secs, err := strconv.ParseFloat(r.Header.Get(scrapeTimeoutHeader), 64)
 	if err != nil || math.IsNaN(secs) || secs <= 0 || secs > 1e6 {
 		return limit
 	}
 	t := time.Duration(secs * float64(time.Second))
 	margin := min(max(t/10, 50*time.Millisecond), 500*time.Millisecond)
-	budget := t - margin
-	if budget < t/2 {
-		budget = t / 2
-	}
-	return min(budget, limit)
+	return min(max(t-margin, t/2), limit)
 }

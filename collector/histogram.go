@@ -19,44 +19,41 @@ var durationBuckets = [...]float64{
 	15, 30,
 }
 
-// The native buckets of client_golang's histogram with a bucket factor of
-// 1.1, at most 100 buckets and a minimum reset duration of one hour.
+// The native buckets of client_golang's histogram with a bucket factor of 1.1,
+// at most 100 buckets and a minimum reset duration of one hour.
 const (
-	nativeSchema        int32 = 3 // client_golang's pick for a bucket factor of 1.1
+	nativeSchema        int32 = 3
 	nativeMinSchema     int32 = -4
 	nativeMaxBuckets          = 100
 	nativeMinResetAfter       = time.Hour
 	nativeZeroThreshold       = 2.938735877055719e-39 // client_golang's DefNativeHistogramZeroThreshold
 )
 
-// nativeBounds[s] are client_golang's bounds of the buckets of schema s > 0
-// within one power of two, as fractions of math.Frexp, to the last bit.
-var nativeBounds = [nativeSchema + 1][]float64{
-	1: {0.5, 0.7071067811865475},
-	2: {0.5, 0.5946035575013605, 0.7071067811865475, 0.8408964152537144},
-	3: {
-		0.5, 0.5452538663326288, 0.5946035575013605, 0.6484197773255048,
-		0.7071067811865475, 0.7711054127039704, 0.8408964152537144, 0.9170040432046711,
-	},
+// nativeBounds are client_golang's bounds of schema 3 within one power of two,
+// as fractions of math.Frexp; those of schemas 2 and 1 are among them.
+var nativeBounds = [...]float64{
+	0.5, 0.5452538663326288, 0.5946035575013605, 0.6484197773255048,
+	0.7071067811865475, 0.7711054127039704, 0.8408964152537144, 0.9170040432046711,
 }
 
-// durationHistogram holds for one endpoint what client_golang's histogram
-// with these options holds for latencies (never negative), in a tenth of
-// its memory (BENCHMARKS.md, item 8). Its owner serialises the calls.
+// durationHistogram holds what client_golang's histogram with these options
+// holds for latencies, in a tenth of its memory (BENCHMARKS.md, item 8).
+// Its owner serialises the calls.
 type durationHistogram struct {
-	count   uint64
-	sum     float64
-	classic [len(durationBuckets)]uint64
-	zero    uint64
-	schema  int32
-	native  map[int]int64
-	// created is the start of the counts; resetAt, when set, is when they
-	// restart, set when the bucket limit first lowered the resolution.
+	count, zero uint64 // observations, and those in the zero bucket
+	sum         float64
+	classic     [len(durationBuckets)]uint64
+	schema      int32
+	native      map[int]int64
+	// created is when the counts began; resetAt, once the bucket limit has
+	// lowered the resolution, is when they begin again.
 	created, resetAt time.Time
 }
 
 func newDurationHistogram() *durationHistogram {
-	return &durationHistogram{schema: nativeSchema, native: map[int]int64{}, created: time.Now()}
+	h := &durationHistogram{}
+	h.reset(time.Now())
+	return h
 }
 
 // observe adds one latency in seconds.
@@ -67,17 +64,23 @@ func (h *durationHistogram) observe(v float64) {
 	if len(h.native) <= nativeMaxBuckets {
 		return
 	}
-	// Past the bucket limit: start afresh with this latency if the counts
-	// are an hour old; else halve the resolution until they are.
-	if h.resetAt.IsZero() && now.Sub(h.created) >= nativeMinResetAfter {
+	// Past the bucket limit: start afresh if the counts are an hour old, else
+	// halve the resolution until they are.
+	switch {
+	case h.resetAt.IsZero() && now.Sub(h.created) >= nativeMinResetAfter:
 		h.reset(now)
 		h.add(v)
-		return
+	case h.schema > nativeMinSchema:
+		if h.resetAt.IsZero() {
+			h.resetAt = h.created.Add(nativeMinResetAfter)
+		}
+		h.schema--
+		merged := make(map[int]int64, len(h.native))
+		for i, n := range h.native {
+			merged[ceilDiv(i, 2)] += n
+		}
+		h.native = merged
 	}
-	if h.resetAt.IsZero() {
-		h.resetAt = h.created.Add(nativeMinResetAfter)
-	}
-	h.halveResolution()
 }
 
 func (h *durationHistogram) add(v float64) {
@@ -90,34 +93,19 @@ func (h *durationHistogram) add(v float64) {
 		h.zero++
 		return
 	}
-	// Bucket i holds the values in (2^((i-1)/2^schema), 2^(i/2^schema)].
+	// Bucket i of schema s holds (2^((i-1)/2^s), 2^(i/2^s)]; bucket i of
+	// schema 3 lies in bucket ceil(i/2^(3-s)) of schema s.
 	frac, exp := math.Frexp(v)
-	if h.schema > 0 {
-		bounds := nativeBounds[h.schema]
-		h.native[sort.SearchFloat64s(bounds, frac)+(exp-1)*len(bounds)]++
-		return
-	}
-	if frac == 0.5 {
-		exp--
-	}
-	h.native[(exp+1<<-h.schema-1)>>-h.schema]++
+	i := sort.SearchFloat64s(nativeBounds[:], frac) + (exp-1)*len(nativeBounds)
+	h.native[ceilDiv(i, 1<<(nativeSchema-h.schema))]++
 }
 
-// halveResolution merges pairs of native buckets, one schema down.
-func (h *durationHistogram) halveResolution() {
-	if h.schema == nativeMinSchema {
-		return
+// ceilDiv is i/d rounded up, for d > 0.
+func ceilDiv(i, d int) int {
+	if i > 0 {
+		i += d - 1
 	}
-	h.schema--
-	merged := make(map[int]int64, len(h.native))
-	for i, n := range h.native {
-		// Bucket i of the finer schema lies in bucket ceil(i/2).
-		if i > 0 {
-			i++
-		}
-		merged[i/2] += n
-	}
-	h.native = merged
+	return i / d
 }
 
 func (h *durationHistogram) resetIfDue(now time.Time) {
@@ -127,11 +115,9 @@ func (h *durationHistogram) resetIfDue(now time.Time) {
 }
 
 func (h *durationHistogram) reset(at time.Time) {
-	h.count, h.sum, h.classic, h.zero = 0, 0, [len(durationBuckets)]uint64{}, 0
-	h.schema, h.native, h.created, h.resetAt = nativeSchema, map[int]int64{}, at, time.Time{}
+	*h = durationHistogram{schema: nativeSchema, native: map[int]int64{}, created: at}
 }
 
-// metric returns the histogram as a sample of desc for the endpoint.
 func (h *durationHistogram) metric(desc *prometheus.Desc, endpoint string) prometheus.Metric {
 	h.resetIfDue(time.Now())
 	m, err := prometheus.NewConstNativeHistogram(desc, h.count, h.sum, h.native, nil, h.zero, h.schema, nativeZeroThreshold, h.created, endpoint)

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -207,16 +206,6 @@ func TestUncheckedDetailsAreDown(t *testing.T) {
 	}
 }
 
-// pollCount counts polls and failed ones.
-type pollCount struct{ polls, failures atomic.Int64 }
-
-func (c *pollCount) ObservePoll(up bool) {
-	c.polls.Add(1)
-	if !up {
-		c.failures.Add(1)
-	}
-}
-
 // TestHeldOffPollLastsASecond: a held-off poll that a scrape with no time
 // to spare started stays in flight for a second, shared by the scrapes
 // that come meanwhile, so that such scrapes cannot count a failure each.
@@ -227,8 +216,8 @@ func TestHeldOffPollLastsASecond(t *testing.T) {
 	// bubble's clock, which starts in 2000.
 	r.gather(t)
 	synctest.Test(t, func(t *testing.T) {
-		var n pollCount
-		p := NewPoller(r.target, PollerOptions{Timeout: time.Minute, Polls: &n})
+		m := newRequestMetrics()
+		p := NewPoller(r.target, PollerOptions{Timeout: time.Minute, Polls: m})
 		tiny := func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
 			defer cancel()
@@ -239,12 +228,12 @@ func TestHeldOffPollLastsASecond(t *testing.T) {
 		tiny()
 		time.Sleep(900 * time.Millisecond)
 		tiny()
-		if got := n.polls.Load(); got != 1 {
+		if got, _ := pollCounts(m); got != 1 {
 			t.Errorf("two scrapes within a second counted %d held-off polls, want 1", got)
 		}
 		time.Sleep(200 * time.Millisecond)
 		tiny()
-		if got := n.failures.Load(); got != 2 {
+		if _, got := pollCounts(m); got != 2 {
 			t.Errorf("a scrape a second later counted %d failed polls in all, want 2", got)
 		}
 	})
@@ -277,10 +266,10 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	h.mu.Lock()
 	kept := h.books[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
 	h.mu.Unlock()
-	if kept.book == nil {
+	if kept == nil {
 		t.Fatal("the reload kept no location checks")
 	}
-	if d := kept.book.view([]int64{1}); len(d) != 1 || d[0].Err != nil {
+	if d := kept.view([]int64{1}); len(d) != 1 || d[0].Err != nil {
 		t.Errorf("the cancelled view changed its location's last check: %+v", d)
 	}
 }

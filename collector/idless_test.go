@@ -30,8 +30,8 @@ deployment_service_endpoint_status_code{endpoint="locations"} 200
 deployment_service_endpoint_status_code{endpoint="projects"} 200
 deployment_service_endpoint_status_code{endpoint="root"} 200
 `, "deployment_service_endpoint_status_code")
-	if n := testutil.CollectAndCount(reg, "deployment_service_location_up", "deployment_service_location_info"); n != 0 {
-		t.Errorf("got %d per-location series for locations without ids, want none", n)
+	if n, err := testutil.GatherAndCount(reg, "deployment_service_location_up", "deployment_service_location_info"); err != nil || n != 0 {
+		t.Errorf("got %d per-location series for locations without ids (%v), want none", n, err)
 	}
 	// The client counts each detail view it could not ask for, once.
 	if got := r.requests.errorCount("location_detail", "invalid_body"); got != 3 {

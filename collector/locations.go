@@ -2,27 +2,25 @@ package collector
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 )
 
 // locationBook remembers a target's last check of each subset location and
-// recent detail durations; a large subset is checked in turns across polls.
+// recent detail durations, so that a large subset is checked in turns across polls.
 type locationBook struct {
-	mu         sync.Mutex
-	last       map[int64]locationState
-	recent     [recentDetails]time.Duration
-	n, i       int
-	usualCache time.Duration
-	dirty      bool
+	infoFields []string // the fields its checks hold
+
+	mu     sync.Mutex
+	last   map[int64]locationState
+	recent [64]time.Duration // a ring of the last detail durations, which usual looks at
+	n      int               // durations observed
 }
 
-// recentDetails is how many detail durations usual looks at.
-const recentDetails = 64
-
-func newLocationBook() *locationBook {
-	return &locationBook{last: make(map[int64]locationState)}
+func newLocationBook(infoFields []string) *locationBook {
+	return &locationBook{infoFields: infoFields, last: make(map[int64]locationState)}
 }
 
 func (b *locationBook) lastChecked(id int64) time.Time {
@@ -41,25 +39,16 @@ func (b *locationBook) record(ls locationState) {
 }
 
 // keepOnly forgets every location that left the subset.
-func (b *locationBook) keepOnly(ids map[int64]bool) {
+func (b *locationBook) keepOnly(inSubset func(id int64) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for id := range b.last {
-		if !ids[id] {
-			delete(b.last, id)
-		}
-	}
+	maps.DeleteFunc(b.last, func(id int64, _ locationState) bool { return !inSubset(id) })
 }
 
 func (b *locationBook) ids() []int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]int64, 0, len(b.last))
-	for id := range b.last {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(b.last))
 }
 
 // view returns the last checks of those of ids that have one, sorted by id.
@@ -79,47 +68,19 @@ func (b *locationBook) view(ids []int64) []locationState {
 func (b *locationBook) observe(d time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.recent[b.i] = d
-	b.i = (b.i + 1) % recentDetails
-	b.n = min(b.n+1, recentDetails)
-	b.dirty = true
+	b.recent[b.n%len(b.recent)] = d
+	b.n++
 }
 
 // usual is 1.5 times the 95th percentile of recent detail durations, so that
 // ordinary jitter fits; 0 while none has run to its end.
 func (b *locationBook) usual() time.Duration {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.dirty {
-		sorted := slices.Clone(b.recent[:b.n])
-		slices.Sort(sorted)
-		p95 := sorted[(len(sorted)*95+99)/100-1]
-		b.usualCache, b.dirty = p95+p95/2, false
+	sorted := slices.Sorted(slices.Values(b.recent[:min(b.n, len(b.recent))]))
+	b.mu.Unlock()
+	if len(sorted) == 0 {
+		return 0
 	}
-	return b.usualCache
-}
-
-// detailQueue holds the detail views a poll has yet to start, the location
-// checked longest ago first, then in the order they came.
-type detailQueue []queuedDetail
-
-type queuedDetail struct {
-	id   int64
-	last time.Time
-}
-
-func (q *detailQueue) add(d queuedDetail) {
-	i, _ := slices.BinarySearchFunc(*q, d.last, func(e queuedDetail, t time.Time) int {
-		if e.last.After(t) {
-			return 1
-		}
-		return -1
-	})
-	*q = slices.Insert(*q, i, d)
-}
-
-func (q *detailQueue) next() int64 {
-	id := (*q)[0].id
-	*q = (*q)[1:]
-	return id
+	p95 := sorted[(len(sorted)*95+99)/100-1]
+	return p95 + p95/2
 }

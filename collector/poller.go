@@ -12,23 +12,22 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// errTooLate stands for endpoints whose results came after the scrape had to answer.
-var errTooLate = errors.New("poll did not finish before the scrape deadline")
+var (
+	// errTooLate stands for endpoints whose results came after the scrape had to answer.
+	errTooLate   = errors.New("poll did not finish before the scrape deadline")
+	errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
+	errDropped   = fmt.Errorf("a reload dropped the target or changed its module: %w", context.Canceled)
+	errNoDetail  = errors.New("no detail view was checked in this poll")
+)
 
-var errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
-
-var errDropped = fmt.Errorf("a reload dropped the target or changed its module: %w", context.Canceled)
-
-// fairBudget is the least time a poll needs to say anything of the
-// service; a poll cut sooner by lack of time alone is not counted.
+// fairBudget is the least time a poll needs to say anything of the service;
+// a poll cut sooner by lack of time alone is not counted.
 const fairBudget = time.Second
 
 // deadlineError ends a poll at its deadline, naming the limit that set it.
 type deadlineError struct{ limit string }
 
-func (e *deadlineError) Error() string {
-	return "the poll reached its deadline, set by " + e.limit
-}
+func (e *deadlineError) Error() string { return "the poll reached its deadline, set by " + e.limit }
 
 func (e *deadlineError) Unwrap() error { return context.DeadlineExceeded }
 
@@ -39,55 +38,35 @@ func WithScrapeTimeout(ctx context.Context, header string) context.Context {
 	return context.WithValue(ctx, scrapeTimeoutKey{}, header)
 }
 
-// PollerOptions tunes a Poller.
+// PollerOptions tunes a Poller. Recent, when set, records every poll under
+// Name (the redacted base URL) and Module.
 type PollerOptions struct {
-	// Timeout bounds a poll; it ends at the latest waiting scrape's deadline.
-	Timeout time.Duration
-	// MinInterval is the least time between two polls' starts; 0 polls every scrape.
-	MinInterval time.Duration
+	Timeout     time.Duration // bounds a poll, which ends at the latest waiting scrape's deadline
+	MinInterval time.Duration // the least time between two polls' starts; 0 polls every scrape
 	Logger      *slog.Logger
-	// Recent, when set, records every poll under Name (the redacted base URL) and Module.
 	Recent      *PollLog
 	Name        string
 	Module      string
-	Polls       PollObserver
-	TimeoutName string // such as "--api.timeout"
+	Polls       *RequestMetrics // counts polls, however many scrapes shared each
+	TimeoutName string          // such as "--api.timeout"
 }
 
-// PollObserver counts polls, however many scrapes shared each; up is deployment_service_up after it.
-type PollObserver interface {
-	ObservePoll(up bool)
-}
-
-// Poller owns time for one target: it shares a poll in flight between
-// scrapes, reuses the last one inside the minimum interval, and honours hold-offs.
+// Poller owns time for one target: it shares a poll in flight between scrapes,
+// reuses the last one inside the minimum interval, and honours hold-offs.
 type Poller struct {
 	target *Target
 	opts   PollerOptions
 	book   *locationBook
 
 	mu           sync.Mutex
-	inflight     *pollCall
+	inflight     *pollRun
 	last         *Snapshot
-	seq, lastSeq uint64 // polls numbered as they start
+	seq, lastSeq uint64    // polls numbered as they start
+	heldEnd      time.Time // until when last, a held-off poll, is shared
 	stopped      bool
-	throttled    bool // a hold-off run is logged once
+	throttled    bool // in a run of hold-offs, logged once
 	heldUntil    time.Time
 	failures     failureLog
-}
-
-// pollCall is one poll in flight and its waiting scrapes; fields other than
-// run and done are guarded by the Poller's mu.
-type pollCall struct {
-	seq                   uint64
-	run                   *pollRun
-	done                  chan struct{}
-	snap                  *Snapshot
-	waiters               int
-	cancel                context.CancelCauseFunc
-	start, horizon, limit time.Time // horizon: the latest deadline of its scrapes
-	held                  bool      // a hold-off: snap is shared until heldEnd
-	heldEnd               time.Time
 }
 
 // NewPoller returns a Poller for t.
@@ -98,49 +77,49 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	return &Poller{target: t, opts: opts, book: newLocationBook()}
+	return &Poller{target: t, opts: opts, book: newLocationBook(t.InfoFields)}
 }
 
 // Poll returns a snapshot for one scrape by ctx's deadline. A joined poll runs
 // on until this scrape's deadline too, so sharing never shortens a budget.
 func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()
+	own, _ := p.horizon(ctx, now.Add(p.opts.Timeout))
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
 		return failedSnapshot(now, p.target, p.book, 0, errDropped)
 	}
-	if p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(p.budget(ctx)) {
+	inInterval := p.last != nil && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(own.Sub(now))
+	if inInterval || now.Before(p.heldEnd) {
 		last := p.last.at(now)
 		p.mu.Unlock()
 		return last
 	}
 	c := p.inflight
-	started := c == nil || c.held && !now.Before(c.heldEnd)
-	if started {
-		c = p.start(ctx, now)
-	}
-	if c.held {
-		p.mu.Unlock()
-		if started {
-			p.countPoll(c.snap)
-			p.record(c.snap)
+	if c == nil {
+		if until, status := p.target.Client.HoldOff(); now.Before(until) {
+			s := p.holdOff(now, own, until, status)
+			p.mu.Unlock()
+			p.report(s, true)
+			return s
 		}
-		return c.snap.at(now)
+		c = p.start(ctx, now, own)
 	}
 	c.waiters++
-	horizon, by := p.horizon(c, ctx)
+	horizon, by := p.horizon(ctx, c.start.Add(p.opts.Timeout))
 	if horizon.After(c.horizon) {
 		c.horizon = horizon
-		c.run.setBudget(horizon.Sub(c.start))
+		c.setBudget(horizon.Sub(c.start))
 	}
+	handoff := horizon.Add(-handoffMargin(horizon.Sub(c.start)))
 	p.mu.Unlock()
-	return p.wait(ctx, c, horizon, by)
+	return p.wait(ctx, c, handoff, by)
 }
 
-// wait waits for c until a little before horizon; the last scrape to leave ends the poll.
-func (p *Poller) wait(ctx context.Context, c *pollCall, horizon time.Time, by string) *Snapshot {
-	timer := time.NewTimer(time.Until(horizon) - handoffMargin(horizon.Sub(c.start)))
+// wait waits for c until handoff; the last scrape to leave ends the poll.
+func (p *Poller) wait(ctx context.Context, c *pollRun, handoff time.Time, by string) *Snapshot {
+	timer := time.NewTimer(time.Until(handoff))
 	defer timer.Stop()
 	select {
 	case <-c.done:
@@ -160,46 +139,34 @@ func (p *Poller) wait(ctx context.Context, c *pollCall, horizon time.Time, by st
 		}
 		p.leave(c, cause)
 	}
-	return c.run.snapshot()
+	return c.snapshot()
 }
 
-// start begins a poll; p.mu is held. Its scrapes end it when they leave.
-func (p *Poller) start(ctx context.Context, now time.Time) *pollCall {
+// start begins a poll, which its scrapes end when they leave; p.mu is held.
+func (p *Poller) start(ctx context.Context, now, horizon time.Time) *pollRun {
 	p.seq++
-	c := &pollCall{seq: p.seq, start: now, limit: now.Add(p.opts.Timeout)}
-	c.horizon, _ = p.horizon(c, ctx)
-	if until, status := p.target.Client.HoldOff(); now.Before(until) {
-		p.holdOff(c, until, status)
-		return c
-	}
-	pctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	trace := &client.Trace{}
-	pctx = client.WithTrace(pctx, trace)
-	c.done, c.cancel = make(chan struct{}), cancel
-	c.run = newPollRun(pctx, p.target, p.book, trace, c.horizon.Sub(now))
+	c := newPollRun(ctx, p.target, p.book, now, horizon.Sub(now))
+	c.seq, c.horizon, c.done = p.seq, horizon, make(chan struct{})
 	p.inflight = c
-	go func() {
-		defer cancel(nil)
-		p.finish(c, c.run.run())
-	}()
+	go func() { p.finish(c, c.run()) }()
 	return c
 }
 
-// holdOff makes c a poll that sends nothing until the hold-off ends; p.mu is held.
+// holdOff makes a poll that sends nothing until the hold-off ends; p.mu is held.
 // It is shared for a second at least, so hurried scrapes cannot count one each.
-func (p *Poller) holdOff(c *pollCall, until time.Time, status int) {
+func (p *Poller) holdOff(now, horizon, until time.Time, status int) *Snapshot {
 	p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
-	s := failedSnapshot(c.start, p.target, p.book, status, client.ErrHeldOff)
+	s := failedSnapshot(now, p.target, p.book, status, client.ErrHeldOff)
 	s.HoldOffUntil = until
-	c.held, c.snap = true, s
-	c.heldEnd = c.start.Add(min(max(c.horizon.Sub(c.start), fairBudget), until.Sub(c.start)))
-	p.inflight = c
-	p.last, p.lastSeq = s, c.seq
+	p.heldEnd = now.Add(min(max(horizon.Sub(now), fairBudget), until.Sub(now)))
+	p.seq++
+	p.last, p.lastSeq = s, p.seq
+	return s
 }
 
 // finish keeps what c found, counts it unless its caller cut it short, and hands it over.
-func (p *Poller) finish(c *pollCall, snap *Snapshot) {
-	abandoned := c.run.abandoned()
+func (p *Poller) finish(c *pollRun, snap *Snapshot) {
+	abandoned := c.abandoned()
 	if abandoned {
 		p.opts.Logger.Debug("Poll abandoned: every scrape waiting for it gave up")
 	} else {
@@ -215,100 +182,70 @@ func (p *Poller) finish(c *pollCall, snap *Snapshot) {
 		p.last, p.lastSeq = &kept, c.seq
 	}
 	c.snap = snap
-	cut := abandoned || c.horizon.Before(c.limit) && c.horizon.Sub(c.start) < fairBudget
+	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
 	p.mu.Unlock()
 	p.logHoldOff()
-	if !cut || snap.up() || !snap.onlyOutOfTime() {
-		p.countPoll(snap)
-	}
-	p.record(snap)
+	p.report(snap, !cut || snap.up() || !snap.onlyOutOfTime())
 	close(c.done)
 }
 
 // leave drops one waiter from c; the last one ends the poll with cause and reports true.
-func (p *Poller) leave(c *pollCall, cause error) bool {
+func (p *Poller) leave(c *pollRun, cause error) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.waiters--
 	if c.waiters > 0 {
 		return false
 	}
-	c.run.end(errors.Is(cause, context.DeadlineExceeded))
-	c.cancel(cause)
+	c.end(cause)
 	if p.inflight == c {
 		p.inflight = nil
 	}
 	return true
 }
 
-// horizon is ctx's deadline bounded by c's limit, and what set it.
-func (p *Poller) horizon(c *pollCall, ctx context.Context) (time.Time, string) {
-	if deadline, ok := ctx.Deadline(); ok && deadline.Before(c.limit) {
+// horizon is ctx's deadline bounded by limit, and what set it.
+func (p *Poller) horizon(ctx context.Context, limit time.Time) (time.Time, string) {
+	if deadline, ok := ctx.Deadline(); ok && deadline.Before(limit) {
 		if h, ok := ctx.Value(scrapeTimeoutKey{}).(string); ok {
 			return deadline, fmt.Sprintf("the scrape timeout of %ss (X-Prometheus-Scrape-Timeout-Seconds, less a margin to answer)", h)
 		}
 		return deadline, "the scrape's deadline"
 	}
-	name := p.opts.TimeoutName
-	if name == "" {
-		name = "timeout"
-	}
-	return c.limit, fmt.Sprintf("%s=%s", name, p.opts.Timeout)
-}
-
-func (p *Poller) budget(ctx context.Context) time.Duration {
-	if deadline, ok := ctx.Deadline(); ok {
-		return min(time.Until(deadline), p.opts.Timeout)
-	}
-	return p.opts.Timeout
+	return limit, fmt.Sprintf("%s=%s", p.opts.TimeoutName, p.opts.Timeout)
 }
 
 // logHoldOff logs when a run of hold-offs begins, is asked again and ends.
 func (p *Poller) logHoldOff() {
 	until, status := p.target.Client.HoldOff()
-	p.mu.Lock()
 	held := until.After(time.Now())
-	begins, again, ends := held && !p.throttled, held && p.throttled && !until.Equal(p.heldUntil), !held && p.throttled
-	p.throttled = held
-	if held {
-		p.heldUntil = until
-	}
+	p.mu.Lock()
+	was, again := p.throttled, !until.Equal(p.heldUntil)
+	p.throttled, p.heldUntil = held, until
 	p.mu.Unlock()
 	when := until.UTC().Format(time.RFC3339)
 	switch {
-	case begins:
+	case held && !was:
 		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", when)
-	case again:
+	case held && again:
 		p.opts.Logger.Debug("The service asked again to hold off", "status", status, "until", when)
-	case ends:
+	case !held && was:
 		p.opts.Logger.Info("The service no longer asks to hold off")
 	}
 }
 
 // keptLocations is what a reload keeps of a replaced poller.
-type keptLocations struct {
-	book       *locationBook
-	infoFields []string
-}
-
-func (p *Poller) keptLocations() keptLocations {
-	return keptLocations{book: p.book, infoFields: p.target.InfoFields}
-}
+func (p *Poller) keptLocations() *locationBook { return p.book }
 
 // takeLocations carries over a replaced poller's checks still in the subset.
-func (p *Poller) takeLocations(old keptLocations) {
+func (p *Poller) takeLocations(old *locationBook) {
 	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.infoFields) {
 		return
 	}
-	b := old.book
-	if len(p.target.DetailIDs) > 0 {
-		keep := make(map[int64]bool, len(p.target.DetailIDs))
-		for _, id := range p.target.DetailIDs {
-			keep[id] = true
-		}
-		b.keepOnly(keep)
+	if ids := p.target.DetailIDs; len(ids) > 0 {
+		old.keepOnly(func(id int64) bool { return slices.Contains(ids, id) })
 	}
-	p.book = b
+	p.book = old
 }
 
 // stop cancels the poll in flight for good, for a reload that drops the target.
@@ -316,20 +253,17 @@ func (p *Poller) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopped = true
-	if c := p.inflight; c != nil && !c.held {
-		c.run.end(false)
-		c.cancel(errDropped)
+	if c := p.inflight; c != nil {
+		c.end(errDropped)
 	}
 	p.inflight = nil
 }
 
-func (p *Poller) countPoll(s *Snapshot) {
-	if p.opts.Polls != nil {
+// report counts a poll unless told not to, and records it.
+func (p *Poller) report(s *Snapshot, count bool) {
+	if count && p.opts.Polls != nil {
 		p.opts.Polls.ObservePoll(s.up())
 	}
-}
-
-func (p *Poller) record(s *Snapshot) {
 	if p.opts.Recent != nil {
 		p.opts.Recent.Add(newPollRecord(p.opts.Name, p.opts.Module, s))
 	}

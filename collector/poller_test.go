@@ -142,7 +142,7 @@ func TestPollEndsWhenEveryWaiterLeaves(t *testing.T) {
 func TestPollNeverOutlastsTheTimeout(t *testing.T) {
 	now := time.Now()
 	p := NewPoller(&Target{}, PollerOptions{Timeout: time.Second, TimeoutName: "--api.timeout"})
-	c := &pollCall{start: now, limit: now.Add(time.Second)}
+	limit := now.Add(time.Second)
 	for _, tt := range []struct {
 		name     string
 		deadline time.Duration
@@ -152,8 +152,8 @@ func TestPollNeverOutlastsTheTimeout(t *testing.T) {
 	}{
 		{"shorter", 300 * time.Millisecond, "", now.Add(300 * time.Millisecond), "the scrape's deadline"},
 		{"shorter, from the header", 300 * time.Millisecond, "0.35", now.Add(300 * time.Millisecond), "the scrape timeout of 0.35s (X-Prometheus-Scrape-Timeout-Seconds, less a margin to answer)"},
-		{"longer", time.Hour, "3600", c.limit, "--api.timeout=1s"},
-		{"none", 0, "", c.limit, "--api.timeout=1s"},
+		{"longer", time.Hour, "3600", limit, "--api.timeout=1s"},
+		{"none", 0, "", limit, "--api.timeout=1s"},
 	} {
 		ctx := context.Background()
 		if tt.header != "" {
@@ -164,7 +164,7 @@ func TestPollNeverOutlastsTheTimeout(t *testing.T) {
 			ctx, cancel = context.WithDeadline(ctx, now.Add(tt.deadline))
 			defer cancel()
 		}
-		got, by := p.horizon(c, ctx)
+		got, by := p.horizon(ctx, limit)
 		if !got.Equal(tt.want) {
 			t.Errorf("%s: horizon %v after the start, want %v", tt.name, got.Sub(now), tt.want.Sub(now))
 		}

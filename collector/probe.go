@@ -49,7 +49,7 @@ type ProbeHandler struct {
 	pollers map[probeKey]*probeEntry
 	modules map[string]*probeModule
 	// books keeps the location checks of pairs a reload replaced, until rebuilt.
-	books map[probeKey]keptLocations
+	books map[probeKey]*locationBook
 }
 
 type probeKey struct{ target, module string }
@@ -67,7 +67,7 @@ type probeEntry struct {
 	poller   *Poller
 	metrics  *Metrics
 	requests *RequestMetrics
-	info     *TargetInfo
+	info     prometheus.Collector
 	timeout  time.Duration
 	lastUsed time.Time
 }
@@ -80,7 +80,7 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 	return &ProbeHandler{
 		lookup: lookup, recent: recent, logger: logger, maxTargets: maxProbeTargets, HoldOffs: client.NewHoldOffs(),
 		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
-		books: make(map[probeKey]keptLocations),
+		books: make(map[probeKey]*locationBook),
 	}
 }
 
@@ -102,12 +102,13 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	snap := e.poller.Poll(ctx)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(e.metrics.collector(snap), e.requests, e.info)
+	reg.MustRegister(e.requests, e.info)
+	g := prometheus.Gatherers{e.metrics.gatherer(snap), reg}
 	if q.Get("debug") == "true" {
-		h.writeDebug(w, target, module, m.Settings, snap, reg)
+		h.writeDebug(w, target, module, m.Settings, snap, g)
 		return
 	}
-	serveGatherer(w, r, reg, h.logger)
+	serveGatherer(w, r, g, h.logger)
 }
 
 // writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.

@@ -10,55 +10,37 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// namespace prefixes every metric of the exporter.
 const namespace = "deployment_service"
 
 var (
-	requestDurationDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "request_duration_seconds"),
-		"Latency of each HTTP request to the deployment service API.",
-		[]string{"endpoint"}, nil)
-	requestsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "requests_total"),
+	requestDurationDesc = prometheus.NewDesc(namespace+"_request_duration_seconds",
+		"Latency of each HTTP request to the deployment service API.", []string{"endpoint"}, nil)
+	requestsDesc = prometheus.NewDesc(namespace+"_requests_total",
 		"Requests sent to the deployment service API, by HTTP status code (none when no response came).",
 		[]string{"endpoint", "code"}, nil)
-	requestErrorsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "request_errors_total"),
-		"Failed requests to the deployment service API, by reason.",
-		[]string{"endpoint", "reason"}, nil)
-	pollsDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "polls_total"),
-		"Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.",
-		nil, nil)
-	pollFailuresDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "poll_failures_total"),
-		"Polls after which deployment_service_up was 0, held-off ones included.",
-		nil, nil)
+	requestErrorsDesc = prometheus.NewDesc(namespace+"_request_errors_total",
+		"Failed requests to the deployment service API, by reason.", []string{"endpoint", "reason"}, nil)
+	pollsDesc = prometheus.NewDesc(namespace+"_polls_total",
+		"Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.", nil, nil)
+	pollFailuresDesc = prometheus.NewDesc(namespace+"_poll_failures_total",
+		"Polls after which deployment_service_up was 0, held-off ones included.", nil, nil)
 )
 
-// RequestMetrics holds the metrics kept across scrapes about the requests to
-// one service and its polls: one on /metrics, one per /probe target and
-// module. Plain counts, collected as const metrics (BENCHMARKS.md, item 8).
+// RequestMetrics counts the requests to one service and its polls across
+// scrapes, as plain counts collected as const metrics (BENCHMARKS.md, item 8).
 type RequestMetrics struct {
 	mu                  sync.Mutex
 	created             time.Time // of the counters, and of every error count
 	polls, pollFailures uint64
-	requests            map[requestKey]counter
-	errors              map[[2]string]uint64 // by endpoint and reason
+	requests            map[[2]string]counter // by endpoint and code
+	errors              map[[2]string]uint64  // by endpoint and reason
 	duration            map[client.Endpoint]*durationHistogram
-}
-
-// requestKey is an endpoint and a status (0: no response came).
-type requestKey struct {
-	endpoint client.Endpoint
-	status   int
 }
 
 type counter struct {
 	n       uint64
 	created time.Time
 }
-
-var (
-	_ client.Observer      = (*RequestMetrics)(nil)
-	_ PollObserver         = (*RequestMetrics)(nil)
-	_ prometheus.Collector = (*RequestMetrics)(nil)
-)
 
 // NewRequestMetrics creates the request metrics and registers them on reg.
 func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
@@ -69,7 +51,7 @@ func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
 
 func newRequestMetrics() *RequestMetrics {
 	return &RequestMetrics{
-		created: time.Now(), requests: map[requestKey]counter{}, errors: map[[2]string]uint64{},
+		created: time.Now(), requests: map[[2]string]counter{}, errors: map[[2]string]uint64{},
 		duration: map[client.Endpoint]*durationHistogram{},
 	}
 }
@@ -78,7 +60,10 @@ func newRequestMetrics() *RequestMetrics {
 func (m *RequestMetrics) ObserveRequest(ep client.Endpoint, status int, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := requestKey{ep, status}
+	k := [2]string{string(ep), "none"} // none: no response came
+	if status != 0 {
+		k[1] = strconv.Itoa(status)
+	}
 	c, ok := m.requests[k]
 	if !ok {
 		c.created = time.Now()
@@ -100,7 +85,7 @@ func (m *RequestMetrics) ObserveError(ep client.Endpoint, reason client.Reason) 
 	m.mu.Unlock()
 }
 
-// ObservePoll implements PollObserver.
+// ObservePoll counts a poll; up is deployment_service_up after it.
 func (m *RequestMetrics) ObservePoll(up bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -117,70 +102,41 @@ func (m *RequestMetrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector. Every endpoint × reason pair
-// of request_errors_total is sent, at 0 before its first failure.
+// Collect implements prometheus.Collector; every endpoint and reason of
+// request_errors_total is sent, at 0 before its first failure.
 func (m *RequestMetrics) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, n uint64, created time.Time, labels ...string) prometheus.Metric {
 		return prometheus.MustNewConstMetricWithCreatedTimestamp(d, prometheus.CounterValue, float64(n), created, labels...)
 	}
-	// Built under the lock, sent without it.
 	m.mu.Lock()
-	out := []prometheus.Metric{counter(pollsDesc, m.polls, m.created), counter(pollFailuresDesc, m.pollFailures, m.created)}
+	defer m.mu.Unlock()
+	ch <- counter(pollsDesc, m.polls, m.created)
+	ch <- counter(pollFailuresDesc, m.pollFailures, m.created)
 	for k, c := range m.requests {
-		code := "none"
-		if k.status != 0 {
-			code = strconv.Itoa(k.status)
-		}
-		out = append(out, counter(requestsDesc, c.n, c.created, string(k.endpoint), code))
+		ch <- counter(requestsDesc, c.n, c.created, k[0], k[1])
 	}
 	for _, ep := range client.Endpoints {
 		for _, r := range client.Reasons {
-			out = append(out, counter(requestErrorsDesc, m.errors[[2]string{string(ep), string(r)}], m.created, string(ep), string(r)))
+			ch <- counter(requestErrorsDesc, m.errors[[2]string{string(ep), string(r)}], m.created, string(ep), string(r))
 		}
 		if h := m.duration[ep]; h != nil {
-			out = append(out, h.metric(requestDurationDesc, string(ep)))
+			ch <- h.metric(requestDurationDesc, string(ep))
 		}
 	}
-	m.mu.Unlock()
-	for _, metric := range out {
-		ch <- metric
+}
+
+// NewTargetInfo returns deployment_service_target_info, which names the service at
+// redactedURL (client.RedactURL) whatever the instance label holds; page is the
+// exporter's page about it, "" when unknown.
+func NewTargetInfo(redactedURL, page string) prometheus.Collector {
+	help := "The deployment service this answer is about, named by its base URL " +
+		"(redacted: no user info, credential-like query values cut out)"
+	labels := prometheus.Labels{"url": redactedURL}
+	if page != "" {
+		help += ", with the exporter's page about it"
+		labels["page"] = page
 	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: namespace + "_target_info", Help: help + "; always 1.", ConstLabels: labels})
+	g.Set(1)
+	return g
 }
-
-// targetInfoDesc describes deployment_service_target_info; the page label
-// is there only when --web.external-url says where people reach the
-// exporter.
-var (
-	targetInfoDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "target_info"),
-		"The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out); always 1.",
-		[]string{"url"}, nil)
-	targetInfoPageDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "target_info"),
-		"The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out), with the exporter's page about it; always 1.",
-		[]string{"url", "page"}, nil)
-)
-
-// TargetInfo is the collector of deployment_service_target_info for one
-// service, which names the service in alerts whatever the instance label
-// holds, and links to the exporter's page about it.
-type TargetInfo struct {
-	desc *prometheus.Desc
-	m    prometheus.Metric
-}
-
-var _ prometheus.Collector = (*TargetInfo)(nil)
-
-// NewTargetInfo returns the collector for the service at the given base
-// URL, already redacted (client.RedactURL). page is the exporter's page
-// about it, "" when the exporter's own URL is not known.
-func NewTargetInfo(redactedURL, page string) *TargetInfo {
-	if page == "" {
-		return &TargetInfo{desc: targetInfoDesc, m: prometheus.MustNewConstMetric(targetInfoDesc, prometheus.GaugeValue, 1, redactedURL)}
-	}
-	return &TargetInfo{desc: targetInfoPageDesc, m: prometheus.MustNewConstMetric(targetInfoPageDesc, prometheus.GaugeValue, 1, redactedURL, page)}
-}
-
-// Describe implements prometheus.Collector.
-func (t *TargetInfo) Describe(ch chan<- *prometheus.Desc) { ch <- t.desc }
-
-// Collect implements prometheus.Collector.
-func (t *TargetInfo) Collect(ch chan<- prometheus.Metric) { ch <- t.m }

@@ -137,9 +137,9 @@ func TestSlowDetailIsStillATimeout(t *testing.T) {
 // usually takes starts none, and no view is counted as failed for it;
 // when a scrape with more time joins, the views go after all.
 func TestNoTimeNoStart(t *testing.T) {
-	book := newLocationBook()
+	book := newLocationBook(nil)
 	book.observe(4 * time.Second) // views usually take 6 s
-	p := newPollRun(context.Background(), &Target{}, book, nil, 30*time.Second)
+	p := newPollRun(context.Background(), &Target{}, book, time.Now(), 30*time.Second)
 	p.start = time.Now().Add(-26 * time.Second) // 4 s left of 30
 	p.mu.Lock()
 	if p.timeForDetail() {
@@ -201,7 +201,8 @@ func TestJoiningScrapeRestartsTheViews(t *testing.T) {
 	waitFor(t, func() bool {
 		run.mu.Lock()
 		defer run.mu.Unlock()
-		return run.locations != nil && len(run.queue) == 3
+		_, listed := run.lists[client.EndpointLocations]
+		return listed && len(run.queue) == 3
 	})
 	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelLong()
@@ -373,8 +374,11 @@ func TestOlderPollNeverReplacesNewer(t *testing.T) {
 }
 
 // finished is a poll numbered seq whose every result has arrived.
-func finished(seq uint64) *pollCall {
-	return &pollCall{seq: seq, run: &pollRun{settled: true}, done: make(chan struct{})}
+func finished(seq uint64) *pollRun {
+	p := newPollRun(context.Background(), &Target{}, newLocationBook(nil), time.Now(), time.Second)
+	p.seq, p.done = seq, make(chan struct{})
+	p.cancel(nil)
+	return p
 }
 
 // TestReloadKeepsLocationChecks: a reload that changes a /probe pair's
@@ -418,11 +422,11 @@ func TestReloadKeepsLocationChecks(t *testing.T) {
 // is the locations checked before and those the list has given so far,
 // each once.
 func TestSubsetWhileTheListIsRead(t *testing.T) {
-	book := newLocationBook()
+	book := newLocationBook(nil)
 	for _, id := range []int64{1, 3, 5} {
 		book.record(locationState{ID: id, Checked: time.Unix(1700000000, 0)})
 	}
-	p := newPollRun(context.Background(), &Target{DetailLimit: 10}, book, nil, time.Second)
+	p := newPollRun(context.Background(), &Target{DetailLimit: 10}, book, time.Now(), time.Second)
 	p.subset = []int64{2, 3, 6, 1, 4}
 	got := p.subsetIDs()
 	slices.Sort(got)

@@ -34,7 +34,7 @@ type rig struct {
 	target   *Target
 	poller   *Poller
 	metrics  *Metrics
-	handler  *Handler
+	handler  http.Handler
 	longLive *prometheus.Registry
 	requests *RequestMetrics
 	logs     *syncBuffer
@@ -103,16 +103,14 @@ func newRig(t *testing.T, o rigOptions) *rig {
 
 // gather polls once and returns a pedantic registry holding the result.
 // The poll has the rig's whole timeout.
-func (r *rig) gather(t *testing.T) *prometheus.Registry {
+func (r *rig) gather(t *testing.T) prometheus.Gatherer {
 	t.Helper()
 	return r.registry(r.poller.Poll(context.Background()))
 }
 
-// registry returns a pedantic registry holding the metrics of s.
-func (r *rig) registry(s *Snapshot) *prometheus.Registry {
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(r.metrics.collector(s))
-	return reg
+// registry returns the metrics of s as the handler serves them.
+func (r *rig) registry(s *Snapshot) prometheus.Gatherer {
+	return prometheus.Gatherers{r.metrics.gatherer(s)}
 }
 
 // hold puts a closed gate in front of the given endpoints of the sample
@@ -134,12 +132,11 @@ func (r *rig) expireNow(t *testing.T) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.inflight
-	if c == nil || c.held {
+	if c == nil {
 		t.Fatal("no poll in flight to expire")
 	}
 	p.inflight = nil
-	c.run.end(true)
-	c.cancel(&deadlineError{limit: "the test"})
+	c.end(&deadlineError{limit: "the test"})
 }
 
 // heldLog is a log handler that holds the first record match accepts
@@ -403,7 +400,7 @@ func TestHoldOffAfterRetryAfter(t *testing.T) {
 	// test however slow the machine.
 	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "60"})
 	g := r.hold(t, sampleservice.EndpointProjects)
-	polled := make(chan *prometheus.Registry, 1)
+	polled := make(chan prometheus.Gatherer, 1)
 	go func() { polled <- r.gather(t) }()
 	waitFor(t, func() bool { return r.svc.TotalRequests() == 4 })
 	g.Open()
@@ -467,7 +464,7 @@ func TestHoldOffWithADetailLimit(t *testing.T) {
 	// The 503 comes once both lists have reached the service.
 	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 503, RetryAfter: "60"})
 	g := r.hold(t, sampleservice.EndpointRoot)
-	polled := make(chan *prometheus.Registry, 1)
+	polled := make(chan prometheus.Gatherer, 1)
 	go func() { polled <- r.gather(t) }()
 	waitFor(t, func() bool {
 		return r.svc.Requests(sampleservice.EndpointProjects) == 1 && r.svc.Requests(sampleservice.EndpointLocations) == 1
@@ -649,7 +646,7 @@ func TestConcurrencyIsBounded(t *testing.T) {
 		detailIDs: []int64{1, 2, 3, 4, 5, 6, 7, 8},
 	})
 	g := r.hold(t)
-	polled := make(chan *prometheus.Registry, 1)
+	polled := make(chan prometheus.Gatherer, 1)
 	go func() { polled <- r.gather(t) }()
 	for left := 3 + 8; left > 0; left-- {
 		await(t, g, func(c sampleservice.GateCounts) bool { return c.Held >= min(2, left) })

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -13,17 +14,15 @@ type Snapshot struct {
 	Duration            time.Duration
 	Endpoints           map[client.Endpoint]endpointState
 	Projects, Locations Count
-	// Details holds each subset location's last check, by this poll or an earlier one.
-	Details []locationState
-	// HoldOffUntil ends the Retry-After hold-off in force at the snapshot; zero if none.
-	HoldOffUntil time.Time
+	Details             []locationState // each subset location's last check, by this poll or an earlier one
+	HoldOffUntil        time.Time       // the end of the hold-off in force; zero if none
 
 	trace  *client.Trace
 	budget time.Duration
 }
 
-// reusableFor tells whether a scrape with budget may reuse this poll: one that
-// ran out of time is not reused for a scrape with more time than it had.
+// reusableFor tells whether a scrape with budget may reuse this poll: not when
+// it ran out of time and the scrape has more time than it had.
 func (s *Snapshot) reusableFor(budget time.Duration) bool {
 	return !s.timedOut() || s.budget >= budget-budget/20
 }
@@ -38,32 +37,20 @@ func (s *Snapshot) timedOut() bool {
 			return true
 		}
 	}
-	for _, d := range s.checkedDetails() {
-		if late(d.Err) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.checkedDetails(), func(d locationState) bool { return late(d.Err) })
 }
 
 // onlyOutOfTime tells whether every list that failed, root included, ran out of time.
 func (s *Snapshot) onlyOutOfTime() bool {
-	for _, ep := range upEndpoints {
-		if st := s.Endpoints[ep]; st.Err != nil && !late(st.Err) {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
+		st := s.Endpoints[ep]
+		return st.Err != nil && !late(st.Err)
+	})
 }
 
+// checkedDetails returns the details that this poll checked.
 func (s *Snapshot) checkedDetails() []locationState {
-	var out []locationState
-	for _, d := range s.Details {
-		if !d.Checked.Before(s.Start) {
-			out = append(out, d)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(s.Details), func(d locationState) bool { return d.Checked.Before(s.Start) })
 }
 
 // at returns s as served at now, without a hold-off that has ended since; s is shared.
@@ -104,15 +91,13 @@ type locationState struct {
 var upEndpoints = []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations}
 
 func (s *Snapshot) up() bool {
-	for _, ep := range upEndpoints {
-		if st, ok := s.Endpoints[ep]; !ok || !st.ok() {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
+		st, ok := s.Endpoints[ep]
+		return !ok || !st.ok()
+	})
 }
 
-// failedSnapshot stands for a poll that sent nothing: lists are down and the subset keeps its last checks.
+// failedSnapshot is a poll that sent nothing: the lists are down, the subset keeps its last checks.
 func failedSnapshot(start time.Time, t *Target, book *locationBook, status int, err error) *Snapshot {
 	s := &Snapshot{Start: start, Endpoints: make(map[client.Endpoint]endpointState, 4)}
 	for _, ep := range upEndpoints {

@@ -8,21 +8,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/config"
+
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// TargetSettings is everything a poll of one service needs besides its
-// URL: what the command-line flags say for /metrics, or a module of the
-// configuration file for /probe.
+// TargetSettings is what a poll of one service needs besides its URL: the
+// command-line flags for /metrics, or a module of the configuration file for /probe.
 type TargetSettings struct {
-	// Client is the client configuration, BaseURL left empty.
-	Client      client.Config
-	DetailIDs   []int64
-	DetailLimit int
-	InfoFields  []string
-	// Timeout bounds one poll; MinInterval spaces polls out.
-	Timeout     time.Duration
-	MinInterval time.Duration
+	Client               client.Config // BaseURL left empty
+	DetailIDs            []int64
+	DetailLimit          int
+	InfoFields           []string
+	Timeout, MinInterval time.Duration
 }
 
 // NewTargetPoller builds the client and poller for the service at base.
@@ -38,8 +36,7 @@ func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poll
 	return NewPoller(t, opts), nil
 }
 
-// uniqueIDs drops repeated ids, keeping the first of each: an id given
-// twice is still one location with one set of series.
+// uniqueIDs drops repeated ids, keeping the first of each: one location, one set of series.
 func uniqueIDs(ids []int64) []int64 {
 	seen := make(map[int64]bool, len(ids))
 	out := make([]int64, 0, len(ids))
@@ -52,69 +49,64 @@ func uniqueIDs(ids []int64) []int64 {
 	return out
 }
 
-// WriteSettingsText writes the settings a poll of one target runs with,
-// as the debug view of /probe shows them: limits, subset, gzip, TLS and
-// proxy, where the key comes from; never a secret.
+// WriteSettingsText writes the settings a poll of one target runs with, as
+// the debug view of /probe shows them; never a secret.
 func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
 	c := s.Client.WithDefaults()
 	hc := &c.HTTPClientConfig
-	var b strings.Builder
-	fmt.Fprintf(&b, "Module %s:\n", ModuleName(module))
-	fmt.Fprintf(&b, "    timeout %s (the scrape timeout header lowers it), min_interval %s\n", s.Timeout, s.MinInterval)
-	fmt.Fprintf(&b, "    concurrency %d, rate_limit %s, max_pages %d, max_response_bytes %d, gzip %v\n",
-		c.Concurrency, rateText(c.RateLimit), c.MaxPages, c.MaxResponseBytes, !c.DisableGzip)
+	subset := "none"
 	switch {
 	case len(s.DetailIDs) > 0:
-		fmt.Fprintf(&b, "    detail subset: ids %v", s.DetailIDs)
+		subset = fmt.Sprintf("ids %v", s.DetailIDs)
 	case s.DetailLimit > 0:
-		fmt.Fprintf(&b, "    detail subset: the first %d locations of the list", s.DetailLimit)
-	default:
-		b.WriteString("    detail subset: none")
+		subset = fmt.Sprintf("the first %d locations of the list", s.DetailLimit)
 	}
 	if len(s.InfoFields) > 0 {
-		fmt.Fprintf(&b, ", info fields %v", s.InfoFields)
+		subset += fmt.Sprintf(", info fields %v", s.InfoFields)
 	}
-	b.WriteByte('\n')
-	switch a := hc.Authorization; {
-	case a == nil:
-		b.WriteString("    key: none (no Authorization header)\n")
-	case a.CredentialsFile != "":
-		fmt.Fprintf(&b, "    key: %s, read from %s\n", a.Type, a.CredentialsFile)
-	default:
-		fmt.Fprintf(&b, "    key: %s, given inline\n", a.Type)
+	key := "none (no Authorization header)"
+	if a := hc.Authorization; a != nil && a.CredentialsFile != "" {
+		key = a.Type + ", read from " + a.CredentialsFile
+	} else if a != nil {
+		key = a.Type + ", given inline"
 	}
-	t := hc.TLSConfig
-	tls := []string{}
-	for _, f := range []struct{ name, value string }{
-		{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"server_name", t.ServerName}, {"min_version", t.MinVersion.String()},
-	} {
-		if f.value != "" && f.value != "0" {
-			tls = append(tls, f.name+" "+f.value)
-		}
+	rate := "none"
+	if c.RateLimit > 0 {
+		rate = strconv.FormatFloat(c.RateLimit, 'g', -1, 64) + "/s"
 	}
-	if t.CA != "" {
-		tls = append(tls, "ca inline")
+	proxy := ""
+	if hc.ProxyURL.URL != nil {
+		proxy = "    proxy: " + client.RedactURL(hc.ProxyURL.URL) + "\n"
+	} else if hc.ProxyFromEnvironment {
+		proxy = "    proxy: from the environment\n"
 	}
-	if t.InsecureSkipVerify {
-		tls = append(tls, "insecure_skip_verify (certificates NOT checked)")
-	}
-	if len(tls) == 0 {
-		tls = append(tls, "system roots, default verification")
-	}
-	fmt.Fprintf(&b, "    TLS: %s\n", strings.Join(tls, ", "))
-	switch {
-	case hc.ProxyURL.URL != nil:
-		fmt.Fprintf(&b, "    proxy: %s\n", client.RedactURL(hc.ProxyURL.URL))
-	case hc.ProxyFromEnvironment:
-		b.WriteString("    proxy: from the environment\n")
-	}
-	_, err := io.WriteString(w, b.String())
+	_, err := fmt.Fprintf(w, "Module %s:\n    timeout %s (the scrape timeout header lowers it), min_interval %s\n"+
+		"    concurrency %d, rate_limit %s, max_pages %d, max_response_bytes %d, gzip %v\n"+
+		"    detail subset: %s\n    key: %s\n    TLS: %s\n%s",
+		ModuleName(module), s.Timeout, s.MinInterval, c.Concurrency, rate, c.MaxPages, c.MaxResponseBytes,
+		!c.DisableGzip, subset, key, tlsText(hc.TLSConfig), proxy)
 	return err
 }
 
-func rateText(r float64) string {
-	if r <= 0 {
-		return "none"
+// tlsText sums up a TLS configuration without its secrets.
+func tlsText(t config.TLSConfig) string {
+	var out []string
+	fields := [][2]string{
+		{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"server_name", t.ServerName}, {"min_version", t.MinVersion.String()},
 	}
-	return strconv.FormatFloat(r, 'g', -1, 64) + "/s"
+	for _, f := range fields {
+		if f[1] != "" && f[1] != "0" {
+			out = append(out, f[0]+" "+f[1])
+		}
+	}
+	if t.CA != "" {
+		out = append(out, "ca inline")
+	}
+	if t.InsecureSkipVerify {
+		out = append(out, "insecure_skip_verify (certificates NOT checked)")
+	}
+	if len(out) == 0 {
+		return "system roots, default verification"
+	}
+	return strings.Join(out, ", ")
 }
