@@ -21,9 +21,8 @@ type failureLog struct {
 	failing map[client.Endpoint]*failingRun
 }
 
-// failingRun is a run of polls in which an endpoint failed.
+// failingRun is a run of polls in which an endpoint failed, kind ("http_status 401") naming how.
 type failingRun struct {
-	// kind is the reason and status ("http_status 401"), every failed kind for details.
 	kind  string
 	since time.Time
 	polls int
@@ -36,20 +35,18 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 	if f.failing == nil {
 		f.failing = make(map[client.Endpoint]*failingRun)
 	}
-	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
+	for _, ep := range upEndpoints {
 		st, ok := s.Endpoints[ep]
-		if !ok {
-			continue
-		}
-		if errors.Is(st.Err, client.ErrHeldOff) {
+		switch {
+		case !ok:
+		case errors.Is(st.Err, client.ErrHeldOff):
 			logger.Debug("Endpoint not polled: holding off", "endpoint", ep, "status", st.Status)
-			continue
+		case st.ok():
+			f.step(logger.With("endpoint", ep), "Endpoint", s.Start, ep, "")
+		default:
+			f.step(logger.With("endpoint", ep), "Endpoint", s.Start, ep, failureOf(st.Err, st.Status).String(),
+				"reason", client.ReasonOf(st.Err), "status", st.Status, "err", st.Err)
 		}
-		kind := ""
-		if !st.ok() {
-			kind = failure{failureKind(st.Err), st.Status}.String()
-		}
-		f.step(logger.With("endpoint", ep), "Endpoint", s.Start, ep, kind, "reason", client.ReasonOf(st.Err), "status", st.Status, "err", st.Err)
 	}
 	f.logDetails(logger, s)
 }
@@ -64,27 +61,20 @@ func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 	}
 	st, ok := s.Endpoints[client.EndpointLocationDetail]
 	if !ok {
-		// No detail view was asked for: a run of failures stays open until one is.
-		return
+		return // a run of failures stays open until a detail view is asked for
 	}
-	tally := detailFailures(s)
-	var kinds []failure
-	failed := 0
-	for _, k := range tally.order {
-		if k.what == failureKind(client.ErrHeldOff) {
-			continue
-		}
-		kinds = append(kinds, k)
-		failed += tally.count[k]
-	}
-	if len(kinds) == 0 && len(tally.order) > 0 {
+	all := detailFailures(s)
+	held := len(all) > 0
+	kinds := slices.DeleteFunc(all, func(k failure) bool { return k.what == "held off" })
+	if held && len(kinds) == 0 {
 		logger.Debug("Location details not polled: holding off", "status", st.Status)
 		return
 	}
 	slices.SortFunc(kinds, func(a, b failure) int { return cmp.Or(cmp.Compare(b.status, a.status), cmp.Compare(a.what, b.what)) })
 	names := make([]string, len(kinds))
+	failed := 0
 	for i, k := range kinds {
-		names[i] = k.String()
+		names[i], failed = k.String(), failed+k.n
 	}
 	kind := strings.Join(names, ", ")
 	f.step(logger, "Location details", s.Start, client.EndpointLocationDetail, kind,
@@ -116,25 +106,21 @@ func sinceAttr(t time.Time) slog.Attr {
 	return slog.String("failing_since", t.UTC().Format(time.RFC3339))
 }
 
-// shownIDs is how many failing locations a log line names.
-const shownIDs = 5
-
-// failingIDs names the first few failing locations of checked, and how many more.
+// failingIDs names the first five failing locations of checked, and how many more.
 func failingIDs(checked []locationState) string {
 	var ids []string
 	more := 0
 	for _, d := range checked {
 		switch {
 		case d.Err == nil:
-		case len(ids) < shownIDs:
+		case len(ids) < 5:
 			ids = append(ids, strconv.FormatInt(d.ID, 10))
 		default:
 			more++
 		}
 	}
-	out := strings.Join(ids, ",")
 	if more > 0 {
-		out += fmt.Sprintf(" and %d more", more)
+		return fmt.Sprintf("%s and %d more", strings.Join(ids, ","), more)
 	}
-	return out
+	return strings.Join(ids, ",")
 }

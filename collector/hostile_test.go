@@ -38,13 +38,13 @@ func TestHoldOffOutlivesEviction(t *testing.T) {
 	defer srv.Close()
 	svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "3600"})
 	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings("k-held")}), nil, nil)
-	h.maxTargets = 2
+	leaveRoom(t, h, 2)
 	held := "target=" + url.QueryEscape(srv.URL)
 	probe(t, h, held)
 	sent := svc.TotalRequests()
 
 	junk := closedURL(t)
-	for i := range 2 * h.maxTargets {
+	for i := range 4 {
 		probe(t, h, "target="+url.QueryEscape(fmt.Sprintf("%s/junk%d", junk, i)))
 	}
 	h.mu.Lock()

@@ -3,7 +3,6 @@ package collector
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -18,7 +17,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// maxProbeTargets bounds the pollers kept for /probe; the least recently used goes first.
+// maxProbeTargets bounds the pairs /probe keeps; the least recently used goes first.
 const maxProbeTargets = 1000
 
 // ModuleLookup finds a module by name; its error is the 400's reason.
@@ -36,10 +35,9 @@ type ProbeModule struct {
 // ProbeHandler serves /probe?target=<base URL>&module=<name> from one poller
 // per target and module, each with its own interval, hold-off and request metrics.
 type ProbeHandler struct {
-	lookup     ModuleLookup
-	recent     *PollLog
-	logger     *slog.Logger
-	maxTargets int
+	lookup ModuleLookup
+	recent *PollLog
+	logger *slog.Logger
 	// ExternalURL, when set, is where target_info links point; set it before serving.
 	ExternalURL *url.URL
 	// HoldOffs keeps every origin's hold-off, so a pair dropped from the cache forgets none.
@@ -54,7 +52,7 @@ type ProbeHandler struct {
 
 type probeKey struct{ target, module string }
 
-// probeModule is what one module's targets share: transport, key source and descriptors.
+// probeModule is what one module's targets share.
 type probeModule struct {
 	version   any
 	transport *client.Transport
@@ -63,12 +61,10 @@ type probeModule struct {
 
 // probeEntry is one target × module pair: its poller and its lasting metrics.
 type probeEntry struct {
-	version  any
+	module   *probeModule
 	poller   *Poller
-	metrics  *Metrics
 	requests *RequestMetrics
 	info     *TargetInfo
-	timeout  time.Duration
 	lastUsed time.Time
 }
 
@@ -78,9 +74,8 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &ProbeHandler{
-		lookup: lookup, recent: recent, logger: logger, maxTargets: maxProbeTargets, HoldOffs: client.NewHoldOffs(),
-		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
-		books: make(map[probeKey]keptLocations),
+		lookup: lookup, recent: recent, logger: logger, HoldOffs: client.NewHoldOffs(),
+		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule), books: make(map[probeKey]keptLocations),
 	}
 }
 
@@ -98,59 +93,58 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	ctx, cancel := scrapeContext(r, e.timeout)
+	ctx, cancel := scrapeContext(r, e.poller.opts.Timeout)
 	defer cancel()
 	snap := e.poller.Poll(ctx)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(e.metrics.collector(snap), e.requests, e.info)
-	if q.Get("debug") == "true" {
-		h.writeDebug(w, target, module, m.Settings, snap, reg)
+	reg.MustRegister(e.module.metrics.collector(snap), e.requests, e.info)
+	if q.Get("debug") != "true" {
+		serveGatherer(w, r, reg, h.logger)
 		return
 	}
-	serveGatherer(w, r, reg, h.logger)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_ = WriteSettingsText(w, moduleName(module), m.Settings)
+	_, _ = fmt.Fprintln(w)
+	h.writeDebug(w, newPollRecord(client.RedactURL(target), moduleName(module), snap), reg)
 }
 
-// writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.
-func (h *ProbeHandler) writeDebug(w http.ResponseWriter, target *url.URL, module string, s TargetSettings, snap *Snapshot, reg prometheus.Gatherer) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	var b strings.Builder
-	_ = WriteSettingsText(&b, moduleName(module), s)
-	b.WriteByte('\n')
-	rec := newPollRecord(client.RedactURL(target), moduleName(module), snap)
+// writeDebug writes the rest of /probe?debug=true, as blackbox_exporter's debug output does.
+func (h *ProbeHandler) writeDebug(w http.ResponseWriter, rec *PollRecord, reg prometheus.Gatherer) {
+	var met *PollRecord
 	if h.recent != nil {
-		rec.HoldOffPollID = h.recent.HoldOffPoll(rec)
+		met = h.recent.holdOffPoll(rec)
 	}
-	_ = rec.WriteText(&b)
+	if met != nil {
+		rec.HoldOffPollID = met.ID
+	}
+	_ = rec.WriteText(w)
 	if len(rec.Requests) == 0 && !rec.HeldOff {
-		b.WriteString("(answered from the last poll, inside the module's min_interval: its requests are on its page among the recent polls)\n")
+		fmt.Fprintln(w, "(answered from the last poll, inside the module's min_interval: its requests are on its page among the recent polls)")
 	}
-	if rec.HoldOffPollID != 0 {
-		if met, ok := h.recent.Get(rec.HoldOffPollID); ok {
-			fmt.Fprintf(&b, "\nThe answer that started the hold-off (poll %d, /polls/%d):\n", met.ID, met.ID)
-			for _, q := range met.Requests {
-				if !q.HoldOffUntil.IsZero() {
-					fmt.Fprintf(&b, "%s %s %s -> status %d\n", q.Endpoint, q.Method, q.URL, q.Status)
-					writeAnswerText(&b, q)
-				}
+	if met != nil {
+		fmt.Fprintf(w, "\nThe answer that started the hold-off (poll %d, /polls/%d):\n", met.ID, met.ID)
+		for _, q := range met.Requests {
+			if !q.HoldOffUntil.IsZero() {
+				fmt.Fprintf(w, "%s %s %s -> status %d\n", q.Endpoint, q.Method, q.URL, q.Status)
+				writeAnswerText(w, q)
 			}
 		}
 	}
-	b.WriteString("\nMetrics this probe would have returned:\n\n")
+	fmt.Fprint(w, "\nMetrics this probe would have returned:\n\n")
 	mfs, err := reg.Gather()
 	if err != nil {
-		fmt.Fprintf(&b, "(cannot gather them: %v)\n", err)
+		fmt.Fprintf(w, "(cannot gather them: %v)\n", err)
 	}
 	for _, mf := range mfs {
-		_, _ = expfmt.MetricFamilyToText(&b, mf)
+		_, _ = expfmt.MetricFamilyToText(w, mf)
 	}
-	_, _ = io.WriteString(w, b.String())
 }
 
 // parseTarget checks a /probe target and returns it in one spelling, so that
 // spellings of one service share one poller; its errors never repeat the target.
 func parseTarget(raw string) (*url.URL, error) {
 	if raw == "" {
-		return nil, fmt.Errorf("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
+		return nil, errors.New("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
 	}
 	u, err := client.ParseTarget(raw)
 	if errors.Is(err, client.ErrURLCredentials) {
@@ -178,83 +172,55 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 	if err != nil {
 		return nil, m, http.StatusBadRequest, err
 	}
+	name := client.RedactURL(target)
 	if m.CheckTarget != nil {
 		if err := m.CheckTarget(target); err != nil {
-			h.logger.Debug("Target refused", "target", client.RedactURL(target), "module", moduleName(module), "err", err)
-			return nil, m, http.StatusForbidden, fmt.Errorf("module %q may not be used with target %s: %w", moduleName(module), client.RedactURL(target), err)
+			h.logger.Debug("Target refused", "target", name, "module", moduleName(module), "err", err)
+			return nil, m, http.StatusForbidden, fmt.Errorf("module %q may not be used with target %s: %w", moduleName(module), name, err)
 		}
 	}
-	e, err := h.entry(target, module, m)
-	return e, m, http.StatusBadRequest, err
-}
-
-// entry returns the poller for target and m, building one when needed; h.mu is held.
-func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*probeEntry, error) {
-	settings, version := m.Settings, m.Version
 	key := probeKey{target: target.String(), module: moduleName(module)}
-	if e, ok := h.pollers[key]; ok && reflect.DeepEqual(e.version, version) {
+	if e, ok := h.pollers[key]; ok && reflect.DeepEqual(e.module.version, m.Version) {
 		e.lastUsed = time.Now()
-		return e, nil
+		return e, m, 0, nil
 	} else if ok {
-		h.keepBook(key, e.poller)
-		e.poller.stop()
-		h.drop(key, e)
+		h.drop(key, e, true)
 	}
-	shared, err := h.module(key.module, settings, version)
+	e, err := h.newEntry(target, name, key.module, m)
 	if err != nil {
-		return nil, h.targetError(key.module, err)
-	}
-	name := client.RedactURL(target)
-	e := &probeEntry{
-		version: version, metrics: shared.metrics, requests: newRequestMetrics(), info: NewTargetInfo(name, TargetPage(h.ExternalURL, name, key.module)),
-		timeout: settings.Timeout, lastUsed: time.Now(),
-	}
-	settings.Client.Transport, settings.Client.Observer, settings.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
-	e.poller, err = NewTargetPoller(target, settings, PollerOptions{
-		Logger: h.logger.With("target", name, "module", key.module), Recent: h.recent, Name: name, Module: key.module,
-		Polls: e.requests, TimeoutName: fmt.Sprintf("the timeout of module %q", key.module),
-	})
-	if err != nil {
-		return nil, h.targetError(key.module, err)
+		return nil, m, http.StatusBadRequest, fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	if old, ok := h.books[key]; ok {
 		e.poller.takeLocations(old)
 		delete(h.books, key)
 	}
-	if len(h.pollers) >= h.maxTargets {
+	if len(h.pollers) >= maxProbeTargets {
 		h.evictOldest()
 	}
 	h.pollers[key] = e
-	return e, nil
+	return e, m, 0, nil
 }
 
-// keepBook stashes a replaced pair's location checks, bounded like the cache; h.mu is held.
-func (h *ProbeHandler) keepBook(key probeKey, p *Poller) {
-	if _, ok := h.books[key]; !ok && len(h.books) >= h.maxTargets {
-		for k := range h.books {
-			delete(h.books, k)
-			break
+// newEntry builds the pair of target, named so once redacted, and module m.
+func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeModule) (*probeEntry, error) {
+	shared, ok := h.modules[module]
+	if !ok || !reflect.DeepEqual(shared.version, m.Version) {
+		t, err := client.NewTransport(m.Settings.Client.HTTPClientConfig, m.Settings.Client.UserAgent)
+		if err != nil {
+			return nil, err
 		}
+		shared = &probeModule{version: m.Version, transport: t, metrics: NewMetrics(m.Settings.InfoFields)}
+		h.modules[module] = shared
 	}
-	h.books[key] = p.keptLocations()
-}
-
-func (h *ProbeHandler) targetError(module string, err error) error {
-	return fmt.Errorf("module %q cannot poll this target: %s", module, strings.ReplaceAll(err.Error(), "\n", " "))
-}
-
-// module returns what the named module's targets share, rebuilt when it changed; h.mu is held.
-func (h *ProbeHandler) module(name string, s TargetSettings, version any) (*probeModule, error) {
-	if m, ok := h.modules[name]; ok && reflect.DeepEqual(m.version, version) {
-		return m, nil
-	}
-	t, err := client.NewTransport(s.Client.HTTPClientConfig, s.Client.UserAgent)
-	if err != nil {
-		return nil, err
-	}
-	m := &probeModule{version: version, transport: t, metrics: NewMetrics(s.InfoFields)}
-	h.modules[name] = m
-	return m, nil
+	e := &probeEntry{module: shared, requests: newRequestMetrics(), info: NewTargetInfo(name, TargetPage(h.ExternalURL, name, module)), lastUsed: time.Now()}
+	s := m.Settings
+	s.Client.Transport, s.Client.Observer, s.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
+	var err error
+	e.poller, err = NewTargetPoller(target, s, PollerOptions{
+		Logger: h.logger.With("target", name, "module", module), Recent: h.recent, Name: name, Module: module,
+		Polls: e.requests, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
+	})
+	return e, err
 }
 
 // Prune drops the pollers whose module is gone or changed after a reload,
@@ -263,13 +229,8 @@ func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for key, e := range h.pollers {
-		m, err := h.lookup(key.module)
-		if err != nil || !reflect.DeepEqual(e.version, m.Version) {
-			if err == nil {
-				h.keepBook(key, e.poller)
-			}
-			e.poller.stop()
-			h.drop(key, e)
+		if !h.current(key.module, e.module.version) {
+			h.drop(key, e, true)
 		}
 	}
 	for key := range h.books {
@@ -278,14 +239,31 @@ func (h *ProbeHandler) Prune() {
 		}
 	}
 	for name, m := range h.modules {
-		if l, err := h.lookup(name); err != nil || !reflect.DeepEqual(m.version, l.Version) {
+		if !h.current(name, m.version) {
 			delete(h.modules, name)
 		}
 	}
 }
 
-// drop forgets a pair and closes its connections once no poll is in flight; h.mu is held.
-func (h *ProbeHandler) drop(key probeKey, e *probeEntry) {
+// current tells whether the module named so is still in force at that version.
+func (h *ProbeHandler) current(name string, version any) bool {
+	m, err := h.lookup(name)
+	return err == nil && reflect.DeepEqual(m.Version, version)
+}
+
+// drop forgets a pair and closes its connections once no poll is in flight; a
+// replaced pair also stops its poll and leaves its location checks in h.books.
+func (h *ProbeHandler) drop(key probeKey, e *probeEntry, replaced bool) {
+	if replaced {
+		if _, ok := h.books[key]; !ok && len(h.books) >= maxProbeTargets {
+			for k := range h.books {
+				delete(h.books, k)
+				break
+			}
+		}
+		h.books[key] = e.poller.keptLocations()
+		e.poller.stop()
+	}
 	e.poller.target.Client.Close()
 	delete(h.pollers, key)
 }
@@ -298,7 +276,5 @@ func (h *ProbeHandler) evictOldest() {
 			oldest, at = k, e.lastUsed
 		}
 	}
-	if e, ok := h.pollers[oldest]; ok {
-		h.drop(oldest, e)
-	}
+	h.drop(oldest, h.pollers[oldest], false)
 }

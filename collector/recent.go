@@ -138,10 +138,25 @@ func holdOffEnd(reqs []client.TraceRequest) time.Time {
 	return end
 }
 
-// failure is one thing that went wrong in a poll; status is 0 when no response came.
+// failure is one way an endpoint failed in a poll, by n of its detail views; status is 0 without a response.
 type failure struct {
 	what   string
 	status int
+	n      int
+}
+
+// failureOf names how err failed: its reason, or what kept it from being sent or waited for.
+func failureOf(err error, status int) failure {
+	f := failure{what: string(client.ReasonOf(err)), status: status, n: 1}
+	switch {
+	case errors.Is(err, client.ErrHeldOff):
+		f.what = "held off"
+	case errors.Is(err, errTooLate):
+		f.what = "too late"
+	case errors.Is(err, client.ErrKeyUnavailable):
+		f.what = "key unavailable"
+	}
+	return f
 }
 
 func (f failure) String() string {
@@ -151,28 +166,50 @@ func (f failure) String() string {
 	return fmt.Sprintf("%s %d", f.what, f.status)
 }
 
-// summarize tells how a poll went in one line naming every failure, highest status first;
-// detail views are counted one by one.
+// detailFailures groups the failing detail views of s by kind and status, or
+// falls back on the location_detail endpoint's failure.
+func detailFailures(s *Snapshot) []failure {
+	var out []failure
+	checked := s.checkedDetails()
+	for _, d := range checked {
+		if d.Err == nil {
+			continue
+		}
+		f := failureOf(d.Err, d.Status)
+		if i := slices.IndexFunc(out, func(o failure) bool { return o.String() == f.String() }); i >= 0 {
+			out[i].n++
+		} else {
+			out = append(out, f)
+		}
+	}
+	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.ok() && len(out) == 0 {
+		f := failureOf(st.Err, st.Status)
+		f.n = len(checked)
+		out = append(out, f)
+	}
+	return out
+}
+
+// summarize tells how a poll went in one line naming every failure, highest status first.
 func summarize(s *Snapshot) (PollState, string) {
 	var order []failure
-	groups := map[failure][]string{}
+	names := map[string][]string{}
 	add := func(name string, f failure) {
-		if _, ok := groups[f]; !ok {
+		if names[f.String()] == nil {
 			order = append(order, f)
 		}
-		groups[f] = append(groups[f], name)
+		names[f.String()] = append(names[f.String()], name)
 	}
-	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
+	for _, ep := range upEndpoints {
 		if st, ok := s.Endpoints[ep]; ok && !st.ok() {
-			add(string(ep), failure{failureKind(st.Err), st.Status})
+			add(string(ep), failureOf(st.Err, st.Status))
 		}
 	}
-	detailFailures := detailFailures(s)
 	checked := len(s.checkedDetails())
-	for _, f := range detailFailures.order {
+	for _, f := range detailFailures(s) {
 		name := string(client.EndpointLocationDetail)
-		if n := detailFailures.count[f]; n < checked {
-			name = fmt.Sprintf("%s (%d of %d)", name, n, checked)
+		if f.n < checked {
+			name = fmt.Sprintf("%s (%d of %d)", name, f.n, checked)
 		}
 		add(name, f)
 	}
@@ -182,7 +219,7 @@ func summarize(s *Snapshot) (PollState, string) {
 	slices.SortStableFunc(order, func(a, b failure) int { return cmp.Compare(b.status, a.status) })
 	parts := make([]string, 0, len(order))
 	for _, f := range order {
-		parts = append(parts, strings.Join(groups[f], ", ")+" "+f.String())
+		parts = append(parts, strings.Join(names[f.String()], ", ")+" "+f.String())
 	}
 	state := PollFailed
 	if s.up() {
@@ -191,46 +228,7 @@ func summarize(s *Snapshot) (PollState, string) {
 	return state, state.String() + ": " + strings.Join(parts, ", ")
 }
 
-type detailTally struct {
-	order []failure
-	count map[failure]int
-}
-
-// detailFailures groups this poll's failing detail views by kind and status,
-// or falls back on the location_detail endpoint's failure.
-func detailFailures(s *Snapshot) detailTally {
-	t := detailTally{count: map[failure]int{}}
-	checked := s.checkedDetails()
-	for _, d := range checked {
-		if d.Err == nil {
-			continue
-		}
-		f := failure{failureKind(d.Err), d.Status}
-		if t.count[f] == 0 {
-			t.order = append(t.order, f)
-		}
-		t.count[f]++
-	}
-	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.ok() && len(t.order) == 0 {
-		f := failure{failureKind(st.Err), st.Status}
-		t.order, t.count[f] = []failure{f}, len(checked)
-	}
-	return t
-}
-
-// failureKind names how err failed: its reason, or what kept it from being sent or waited for.
-func failureKind(err error) string {
-	switch {
-	case errors.Is(err, client.ErrHeldOff):
-		return "held off"
-	case errors.Is(err, errTooLate):
-		return "too late"
-	case errors.Is(err, client.ErrKeyUnavailable):
-		return "key unavailable"
-	}
-	return string(client.ReasonOf(err))
-}
-
+// ModuleName names a poll's module on the pages: "(flags)" for /metrics.
 func ModuleName(module string) string {
 	if module == "" {
 		return "(flags)"
@@ -253,17 +251,14 @@ func (rec *PollRecord) KeyRefused() string {
 
 // NotSentText says why r was not sent.
 func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
-	if r.Status == 0 {
+	until := "an unknown time"
+	switch {
+	case r.Status == 0:
 		return r.Error
+	case !rec.HeldOffUntil.IsZero():
+		until = rec.HeldOffUntil.UTC().Format("2006-01-02 15:04:05") + " UTC"
 	}
-	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, untilText(rec.HeldOffUntil))
-}
-
-func untilText(t time.Time) string {
-	if t.IsZero() {
-		return "an unknown time"
-	}
-	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, until)
 }
 
 // textView is the debug view of a poll; excerpts are quoted to keep control characters off terminals.

@@ -11,23 +11,22 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// maxTargets bounds the targets kept: the /probe cache's, plus /metrics.
-const maxTargets = maxProbeTargets + 1
-
-// maxKeptBytes bounds the polls kept of all targets, as bytes counts them.
-const maxKeptBytes = 32 << 20
-
-// DefaultRecentPolls is how many targets' latest polls the landing page lists.
-const DefaultRecentPolls = 20
+const (
+	// maxTargets bounds the targets kept: the /probe cache's, plus /metrics.
+	maxTargets = maxProbeTargets + 1
+	// maxKeptBytes bounds the polls kept of all targets, as PollRecord.bytes counts them.
+	maxKeptBytes = 32 << 20
+	// DefaultRecentPolls is how many targets' latest polls the landing page lists.
+	DefaultRecentPolls = 20
+)
 
 // PollLog keeps what the pages show of each target polled lately.
 type PollLog struct {
-	mu         sync.Mutex
-	seq        uint64
-	targets    map[targetKey]*TargetState
-	bytes      int
-	maxTargets int
-	recent     int
+	mu      sync.Mutex
+	seq     uint64
+	targets map[targetKey]*TargetState
+	bytes   int
+	recent  int
 }
 
 // TargetState is one target's latest poll and, until one is ok again, its first
@@ -40,7 +39,7 @@ type targetKey struct{ target, module string }
 
 // NewPollLog returns a log whose Recent lists as many as recent polls.
 func NewPollLog(recent int) *PollLog {
-	return &PollLog{targets: make(map[targetKey]*TargetState), maxTargets: maxTargets, recent: recent}
+	return &PollLog{targets: make(map[targetKey]*TargetState), recent: recent}
 }
 
 // Add keeps rec, with the next id, as the latest poll of its target; the
@@ -59,37 +58,40 @@ func (l *PollLog) Add(rec *PollRecord) {
 	}
 	l.bytes -= st.bytes()
 	st.Latest = rec
-	switch {
-	case rec.State <= PollSlow:
+	if rec.State <= PollSlow {
 		st.Failing, st.HoldOff = nil, nil
-	case st.Failing == nil:
+	} else if st.Failing == nil {
 		st.Failing = rec
 	}
 	switch {
 	case !rec.metUntil.IsZero() && (st.HoldOff == nil || rec.metUntil.After(st.HoldOff.metUntil)):
 		st.HoldOff = rec
-	case st.HoldOff == nil && rec.HeldOff:
-		// Held off after another target of the same origin met the answer.
-		st.HoldOff = l.metAnswer(rec)
+	case st.HoldOff == nil:
+		st.HoldOff = l.heldOffBy(rec)
 	}
 	l.bytes += st.bytes()
-	for len(l.targets) > 1 && (len(l.targets) > l.maxTargets || l.bytes > maxKeptBytes) {
+	for len(l.targets) > 1 && (len(l.targets) > maxTargets || l.bytes > maxKeptBytes) {
 		l.evictOldest(key)
 	}
 }
 
-func (st *TargetState) bytes() int {
-	n := 0
-	for i, r := range st.records() {
-		if r != nil && !slices.Contains(st.records()[:i], r) {
-			n += r.size
+// records lists st's polls, each once.
+func (st *TargetState) records() []*PollRecord {
+	var out []*PollRecord
+	for _, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
+		if r != nil && !slices.Contains(out, r) {
+			out = append(out, r)
 		}
 	}
-	return n
+	return out
 }
 
-func (st *TargetState) records() []*PollRecord {
-	return []*PollRecord{st.Latest, st.Failing, st.HoldOff}
+func (st *TargetState) bytes() int {
+	n := 0
+	for _, r := range st.records() {
+		n += r.size
+	}
+	return n
 }
 
 // bytes is about how much memory rec keeps, shared excerpts counted each time.
@@ -101,7 +103,7 @@ func (rec *PollRecord) bytes() int {
 	return n
 }
 
-// evictOldest drops the least recently polled target but keep; l.mu is held.
+// evictOldest drops the least recently polled target but keep.
 func (l *PollLog) evictOldest(keep targetKey) {
 	var oldest targetKey
 	var id uint64
@@ -114,13 +116,10 @@ func (l *PollLog) evictOldest(keep targetKey) {
 	delete(l.targets, oldest)
 }
 
-// metAnswer finds the kept poll, of any target of rec's origin, whose answer started its hold-off.
-func (l *PollLog) metAnswer(rec *PollRecord) *PollRecord {
-	if rec.HeldOffUntil.IsZero() {
+// heldOffBy finds the kept poll, of another target of rec's origin, whose answer started rec's hold-off.
+func (l *PollLog) heldOffBy(rec *PollRecord) *PollRecord {
+	if !rec.HeldOff || rec.metUntil.Equal(rec.HeldOffUntil) {
 		return nil
-	}
-	if rec.metUntil.Equal(rec.HeldOffUntil) {
-		return rec
 	}
 	for _, st := range l.targets {
 		if st.HoldOff != nil && st.HoldOff.metUntil.Equal(rec.HeldOffUntil) {
@@ -130,52 +129,51 @@ func (l *PollLog) metAnswer(rec *PollRecord) *PollRecord {
 	return nil
 }
 
-// HoldOffPoll is the id of the poll that met rec's hold-off, 0 if unknown.
-func (l *PollLog) HoldOffPoll(rec *PollRecord) uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.view(rec).HoldOffPollID
-}
-
+// view copies rec for the pages, with the id of the poll that met its hold-off.
 func (l *PollLog) view(rec *PollRecord) *PollRecord {
 	if rec == nil {
 		return nil
 	}
 	c := *rec
-	if m := l.metAnswer(rec); m != nil && m.ID != rec.ID && rec.HeldOff {
+	if m := l.heldOffBy(rec); m != nil {
 		c.HoldOffPollID = m.ID
 	}
 	return &c
+}
+
+func (l *PollLog) viewState(st *TargetState) TargetState {
+	return TargetState{l.view(st.Latest), l.view(st.Failing), l.view(st.HoldOff)}
+}
+
+// holdOffPoll returns a copy of the kept poll that met rec's hold-off, nil if none.
+func (l *PollLog) holdOffPoll(rec *PollRecord) *PollRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.view(l.heldOffBy(rec))
 }
 
 // Get returns a copy of the poll with the given id, if it is still kept.
 func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.find(id)
-	return l.view(r), r != nil
-}
-
-func (l *PollLog) find(id uint64) *PollRecord {
 	for _, st := range l.targets {
 		for _, r := range st.records() {
-			if r != nil && r.ID == id {
-				return r
+			if r.ID == id {
+				return l.view(r), true
 			}
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // Target returns what is kept of a target, by redacted URL and module.
 func (l *PollLog) Target(target, module string) (TargetState, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st, ok := l.targets[targetKey{target, module}]
-	if !ok {
-		return TargetState{}, false
+	if st, ok := l.targets[targetKey{target, module}]; ok {
+		return l.viewState(st), true
 	}
-	return TargetState{l.view(st.Latest), l.view(st.Failing), l.view(st.HoldOff)}, true
+	return TargetState{}, false
 }
 
 // Targets returns the state of every target polled lately: the service
@@ -184,15 +182,12 @@ func (l *PollLog) Targets() []TargetState {
 	l.mu.Lock()
 	out := make([]TargetState, 0, len(l.targets))
 	for _, st := range l.targets {
-		out = append(out, TargetState{l.view(st.Latest), l.view(st.Failing), l.view(st.HoldOff)})
+		out = append(out, l.viewState(st))
 	}
 	l.mu.Unlock()
 	slices.SortFunc(out, func(a, b TargetState) int {
-		return cmp.Or(
-			cmp.Compare(min(len(a.Latest.Module), 1), min(len(b.Latest.Module), 1)),
-			cmp.Compare(a.Latest.Target, b.Latest.Target),
-			cmp.Compare(a.Latest.Module, b.Latest.Module),
-		)
+		return cmp.Or(cmp.Compare(min(len(a.Latest.Module), 1), min(len(b.Latest.Module), 1)),
+			cmp.Compare(a.Latest.Target, b.Latest.Target), cmp.Compare(a.Latest.Module, b.Latest.Module))
 	})
 	return out
 }
