@@ -15,10 +15,8 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
-// pageCSS keeps the pages readable on a phone without any external asset.
-// Below 48rem the tables stack: each row becomes a block and each cell
-// shows its column's name from data-label, so nothing is off-screen and a
-// URL gets the whole width instead of one character per line.
+// pageCSS keeps the pages readable on a phone without any external asset: below 48rem
+// the tables stack, each cell showing its column's name from data-label.
 const pageCSS = `body{font-family:system-ui,sans-serif;margin:0 auto;max-width:80rem;padding:1rem;line-height:1.4;overflow-wrap:break-word}
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.5rem}
 table{border-collapse:collapse;width:100%;font-size:.9rem}
@@ -44,17 +42,14 @@ form label{display:block}
 .url{overflow-wrap:anywhere}
 }`
 
-// securityHeaders go with every answer of the exporter's own: its pages
-// run no script and show in no frame, and no browser reads an answer as
-// another type than it says.
+// securityHeaders go with every answer of the exporter's own: its pages run no script and show in no frame.
 var securityHeaders = [...][2]string{
 	{"Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"},
 	{"X-Content-Type-Options", "nosniff"},
 	{"X-Frame-Options", "DENY"},
 }
 
-// withSecurityHeaders sends securityHeaders with h's answers, except those
-// that --web.config.file's http_server_config.headers has set already.
+// withSecurityHeaders sends securityHeaders with h's answers, but those --web.config.file has set.
 func withSecurityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, kv := range securityHeaders {
@@ -67,10 +62,17 @@ func withSecurityHeaders(h http.Handler) http.Handler {
 }
 
 var pageFuncs = template.FuncMap{
-	"duration":   func(d time.Duration) string { return d.Round(time.Microsecond).String() },
-	"breakable":  breakableURL,
-	"phases":     collector.PhasesText,
-	"utc":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"duration":  func(d time.Duration) string { return d.Round(time.Microsecond).String() },
+	"breakable": breakableURL,
+	"phases":    collector.PhasesText,
+	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"page":      func(r *collector.PollRecord) string { return "target?" + collector.TargetQuery(r.Target, r.Module) },
+	"count": func(c collector.Count) string {
+		if !c.Known {
+			return "—"
+		}
+		return strconv.FormatInt(c.Value, 10)
+	},
 	"moduleName": collector.ModuleName,
 	"status":     collector.StatusText,
 	"notSent":    collector.NotSent,
@@ -78,8 +80,7 @@ var pageFuncs = template.FuncMap{
 	"view":       func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
 }
 
-// pollView is a poll as a page shows it; Polls is the way from that page
-// to the poll pages.
+// pollView is a poll as a page shows it; Polls is the way from that page to the poll pages.
 type pollView struct {
 	*collector.PollRecord
 	Polls string
@@ -102,10 +103,10 @@ var pageTemplates = template.Must(template.New("").Funcs(pageFuncs).Parse(`{{def
 <h2>Targets</h2>
 {{if .Targets}}<table class="stack" id="targets">
 <thead><tr><th>Target</th><th>Module</th><th>State</th><th class="num">Projects</th><th class="num">Locations</th><th>Last poll</th><th>Failing since</th><th>Held off until</th></tr></thead>
-<tbody>{{range $t := .Targets}}<tr class="{{.Latest.State}}"><td data-label="Target" class="url"><a href="{{.Page}}">{{breakable .Latest.Target}}</a></td><td data-label="Module">{{moduleName .Latest.Module}}</td>
+<tbody>{{range $t := .Targets}}<tr class="{{.Latest.State}}"><td data-label="Target" class="url"><a href="{{page .Latest}}">{{breakable .Latest.Target}}</a></td><td data-label="Module">{{moduleName .Latest.Module}}</td>
 <td data-label="State" class="{{.Latest.State}}">{{.StateText}}</td>
-<td data-label="Projects" class="num">{{.ProjectsText}}</td><td data-label="Locations" class="num">{{.LocationsText}}</td>
-<td data-label="Last poll"><a href="polls/{{.Latest.ID}}">{{.Age}} ago</a></td>
+<td data-label="Projects" class="num">{{count .Latest.Projects}}</td><td data-label="Locations" class="num">{{count .Latest.Locations}}</td>
+<td data-label="Last poll"><a href="polls/{{.Latest.ID}}">{{.Ago .Latest.Start}} ago</a></td>
 <td data-label="Failing since" class="wrap">{{with .Failing}}{{utc .Start}} UTC ({{$t.Ago .Start}} ago), <a href="polls/{{.ID}}">poll {{.ID}}</a>: {{.Summary}}{{else}}—{{end}}</td>
 <td data-label="Held off until">{{.HeldOffText}}</td></tr>
 {{end}}</tbody></table>{{else}}<p>No target polled yet.</p>{{end}}
@@ -128,7 +129,7 @@ var pageTemplates = template.Must(template.New("").Funcs(pageFuncs).Parse(`{{def
 {{define "target"}}{{template "head" "Target"}}<p><a href="./">Back</a></p>
 {{with .Target}}<h1>Target <span class="url">{{breakable .Latest.Target}}</span>, module {{moduleName .Latest.Module}}</h1>
 {{if $.Demo}}<p class="demo" id="demo">Demo mode: this is the embedded sample service, with generated data and a generated key.</p>{{end}}
-<p>State: <span class="{{.Latest.State}}" id="state">{{.StateText}}</span>. Projects {{.ProjectsText}}, locations {{.LocationsText}}; last poll {{.Age}} ago.</p>
+<p>State: <span class="{{.Latest.State}}" id="state">{{.StateText}}</span>. Projects {{count .Latest.Projects}}, locations {{count .Latest.Locations}}; last poll {{.Ago .Latest.Start}} ago.</p>
 {{with .Failing}}<p id="failing">Failing since {{utc .Start}} UTC ({{$.Target.Ago .Start}} ago): {{.Summary}}</p>{{end}}
 {{if ne .HeldOffText "—"}}<p id="heldoff">Held off until {{.HeldOffText}}.</p>{{end}}
 {{range .Sections}}<h2>{{.Title}}: <a href="polls/{{.Poll.ID}}">poll {{.Poll.ID}}</a></h2>
@@ -136,7 +137,7 @@ var pageTemplates = template.Must(template.New("").Funcs(pageFuncs).Parse(`{{def
 </body></html>
 {{end}}
 
-{{define "pollpage"}}{{template "head" (printf "Poll %d" .Poll.ID)}}<p><a href="../">Back</a> · <a href="../{{.Page}}">Target</a></p>
+{{define "pollpage"}}{{template "head" (printf "Poll %d" .Poll.ID)}}<p><a href="../">Back</a> · <a href="../{{page .Poll}}">Target</a></p>
 <h1>Poll {{.Poll.ID}}</h1>
 {{if .Demo}}<p class="demo" id="demo">Demo mode: this poll read the embedded sample service, with generated data and a generated key.</p>{{end}}
 {{template "poll" view "" .Poll}}
@@ -164,9 +165,7 @@ Result: <span class="{{.State}} result">{{.Summary}}</span></p>
 {{if .Dropped}}<p>{{.Dropped}} more requests were not kept.</p>{{end}}</section>
 {{end}}`))
 
-// breakableURL lets a URL break only after "/", "?" and "&" (and before
-// "#"), never inside a host, a port or a word: the page's CSS keeps it
-// whole otherwise on a wide screen.
+// breakableURL lets a URL break only after "/", "?" and "&" and before "#", never inside a host or a word.
 func breakableURL(u string) template.HTML {
 	var b strings.Builder
 	for _, r := range u {
@@ -184,36 +183,29 @@ func breakableURL(u string) template.HTML {
 // ago renders how long ago something happened, to the second.
 func ago(d time.Duration) string { return max(d, 0).Round(time.Second).String() }
 
-// pages serves the landing page with the watched targets and the recent
-// polls, a page per target and one per poll kept.
+// pages serves the landing page, a page per target and one per poll kept.
 type pages struct {
-	metricsPath  string
-	singleTarget string
-	// demo is the sample service's URL with --demo, empty otherwise.
-	demo    string
-	modules func() []string
-	recent  *collector.PollLog
-	logger  *slog.Logger
+	metricsPath, singleTarget string
+	demo                      string // the sample service's URL with --demo
+	modules                   func() []string
+	recent                    *collector.PollLog
+	logger                    *slog.Logger
 }
 
-// targetRow is a target at a glance, with times rendered relative to the
-// moment the page is served.
+// targetRow is a target at a glance, times relative to when the page is served.
 type targetRow struct {
 	collector.TargetState
-	now                                    time.Time
-	StateText, ProjectsText, LocationsText string
-	Age, HeldOffText, Page                 string
+	now                    time.Time
+	StateText, HeldOffText string
 }
 
 func newTargetRow(st collector.TargetState, now time.Time) targetRow {
 	last := st.Latest
 	r := targetRow{
-		TargetState: st, now: now, Age: ago(now.Sub(last.Start)), HeldOffText: "—",
-		ProjectsText: countText(last.Projects), LocationsText: countText(last.Locations),
+		TargetState: st, now: now, HeldOffText: "—",
 		StateText: map[collector.PollState]string{
 			collector.PollOK: "up", collector.PollSlow: "up, " + last.Summary, collector.PollPartial: "up, some details failing", collector.PollFailed: "down",
 		}[last.State],
-		Page: "target?" + collector.TargetQuery(last.Target, last.Module),
 	}
 	switch {
 	case last.HeldOffUntil.After(now):
@@ -248,22 +240,6 @@ func (r targetRow) Sections() []section {
 	return out
 }
 
-func countText(c collector.Count) string {
-	if !c.Known {
-		return "—"
-	}
-	return strconv.FormatInt(c.Value, 10)
-}
-
-// defaultModule is the module the probe form preselects: the one /probe
-// uses when none is named, else the first.
-func defaultModule(modules []string) string {
-	if slices.Contains(modules, "default") || len(modules) == 0 {
-		return "default"
-	}
-	return modules[0]
-}
-
 func (p *pages) render(w http.ResponseWriter, name string, data map[string]any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := pageTemplates.ExecuteTemplate(w, name, data); err != nil {
@@ -281,15 +257,17 @@ func (p *pages) landing(w http.ResponseWriter, r *http.Request) {
 	for _, st := range p.recent.Targets() {
 		targets = append(targets, newTargetRow(st, now))
 	}
-	modules := p.modules()
+	modules, def := p.modules(), "default" // the module /probe uses when none is named, else the first
+	if len(modules) > 0 && !slices.Contains(modules, def) {
+		def = modules[0]
+	}
 	p.render(w, "landing", map[string]any{
 		"Version": version.Version, "MetricsPath": p.metricsPath, "SingleTarget": p.singleTarget, "Demo": p.demo,
-		"Modules": modules, "DefaultModule": defaultModule(modules), "Targets": targets, "Polls": p.recent.Recent(),
+		"Modules": modules, "DefaultModule": def, "Targets": targets, "Polls": p.recent.Recent(),
 	})
 }
 
-// target serves the page of one target: /target?target=<URL>&module=<m>,
-// no module for the service behind /metrics. It polls nothing.
+// target serves /target?target=<URL>&module=<m>, no module for /metrics; it polls nothing.
 func (p *pages) target(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	st, ok := p.recent.Target(q.Get("target"), q.Get("module"))
@@ -319,6 +297,6 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.render(w, "pollpage", map[string]any{
-		"Poll": rec, "Page": "target?" + collector.TargetQuery(rec.Target, rec.Module), "Demo": p.demo != "" && rec.Target == p.singleTarget,
+		"Poll": rec, "Demo": p.demo != "" && rec.Target == p.singleTarget,
 	})
 }
