@@ -109,18 +109,13 @@ func sinceAttr(t time.Time) slog.Attr {
 // failingIDs names the first five failing locations of checked, and how many more.
 func failingIDs(checked []locationState) string {
 	var ids []string
-	more := 0
 	for _, d := range checked {
-		switch {
-		case d.Err == nil:
-		case len(ids) < 5:
+		if d.Err != nil {
 			ids = append(ids, strconv.FormatInt(d.ID, 10))
-		default:
-			more++
 		}
 	}
-	if more > 0 {
-		return fmt.Sprintf("%s and %d more", strings.Join(ids, ","), more)
+	if len(ids) > 5 {
+		return fmt.Sprintf("%s and %d more", strings.Join(ids[:5], ","), len(ids)-5)
 	}
 	return strings.Join(ids, ",")
 }
