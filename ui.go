@@ -27,7 +27,6 @@ th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd;vertical-
 td.ok,td.slow,td.partial,td.failed,span.slow{font-weight:600}
 tr.slow,tr.partial{background:#fff8c5;color:inherit}tr.failed{background:#ffebe9;color:inherit}tr.notsent{color:#555}
 pre.excerpt{white-space:pre-wrap;overflow-wrap:anywhere;background:#f4f4f4;margin:.2rem 0;padding:.2rem .4rem;font-size:.85rem}
-code{background:#f4f4f4;padding:0 .2rem}
 form label{display:inline-block;margin:.2rem 1rem .2rem 0;max-width:100%}
 form input[type=url]{box-sizing:border-box;width:28rem;max-width:100%}
 @media (max-width:48rem){

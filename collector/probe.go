@@ -98,18 +98,19 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	snap := e.poller.Poll(ctx)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(e.module.metrics.collector(snap), e.requests, e.info)
-	if q.Get("debug") != "true" {
-		serveGatherer(w, r, reg, h.logger)
+	if q.Get("debug") == "true" {
+		h.writeDebug(w, e.poller.opts, m.Settings, snap, reg)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_ = WriteSettingsText(w, moduleName(module), m.Settings)
-	_, _ = fmt.Fprintln(w)
-	h.writeDebug(w, newPollRecord(client.RedactURL(target), moduleName(module), snap), reg)
+	serveGatherer(w, r, reg, h.logger)
 }
 
-// writeDebug writes the rest of /probe?debug=true, as blackbox_exporter's debug output does.
-func (h *ProbeHandler) writeDebug(w http.ResponseWriter, rec *PollRecord, reg prometheus.Gatherer) {
+// writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.
+func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, snap *Snapshot, reg prometheus.Gatherer) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_ = WriteSettingsText(w, o.Module, s)
+	fmt.Fprintln(w)
+	rec := newPollRecord(o.Name, o.Module, snap)
 	var met *PollRecord
 	if h.recent != nil {
 		met = h.recent.holdOffPoll(rec)
@@ -122,13 +123,7 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, rec *PollRecord, reg pr
 		fmt.Fprintln(w, "(answered from the last poll, inside the module's min_interval: its requests are on its page among the recent polls)")
 	}
 	if met != nil {
-		fmt.Fprintf(w, "\nThe answer that started the hold-off (poll %d, /polls/%d):\n", met.ID, met.ID)
-		for _, q := range met.Requests {
-			if !q.HoldOffUntil.IsZero() {
-				fmt.Fprintf(w, "%s %s %s -> status %d\n", q.Endpoint, q.Method, q.URL, q.Status)
-				writeAnswerText(w, q)
-			}
-		}
+		_ = textView.ExecuteTemplate(w, "met", met)
 	}
 	fmt.Fprint(w, "\nMetrics this probe would have returned:\n\n")
 	mfs, err := reg.Gather()

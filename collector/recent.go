@@ -264,7 +264,8 @@ func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
 	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, until)
 }
 
-// textView is the debug view of a poll; excerpts are quoted to keep control characters off terminals.
+// textView is the debug view of a poll, "met" that of the answer starting a hold-off; excerpts are quoted
+// to keep control characters off terminals.
 var textView = template.Must(template.New("poll").Funcs(template.FuncMap{
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
@@ -288,14 +289,14 @@ Started {{rfc3339nano .Start}}, took {{duration .Duration}}, up {{.Up}}: {{.Summ
 {{end}}{{with .WWWAuthenticate}}    WWW-Authenticate: {{.}}
 {{end}}{{if or .RetryAfter (not .HoldOffUntil.IsZero)}}    Retry-After: {{or .RetryAfter "(none)"}}{{if not .HoldOffUntil.IsZero}}; held off until {{rfc3339 .HoldOffUntil}}{{end}}
 {{end}}{{with .BodyExcerpt}}    Body: {{printf "%q" .}}
-{{end}}{{end}}`))
+{{end}}{{end}}
+{{- define "met"}}
+The answer that started the hold-off (poll {{.ID}}, /polls/{{.ID}}):
+{{range .Requests}}{{if not .HoldOffUntil.IsZero}}{{.Endpoint}} {{.Method}} {{.URL}} -> status {{.Status}}
+{{template "answer" .}}{{end}}{{end}}{{end}}`))
 
 // WriteText writes the debug view of rec as plain text.
 func (rec *PollRecord) WriteText(w io.Writer) error { return textView.Execute(w, rec) }
-
-func writeAnswerText(w io.Writer, r client.TraceRequest) {
-	_ = textView.ExecuteTemplate(w, "answer", r)
-}
 
 // PhasesText renders when each phase of an exchange ended, from the request's start; "" when none was timed.
 func PhasesText(p client.Phases) string {
