@@ -275,7 +275,7 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	h.Prune()
 	<-done
 	h.mu.Lock()
-	kept := h.books[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	kept := h.pollers[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}].poller.keptLocations()
 	h.mu.Unlock()
 	if kept.book == nil {
 		t.Fatal("the reload kept no location checks")

@@ -46,8 +46,6 @@ type ProbeHandler struct {
 	mu      sync.Mutex
 	pollers map[probeKey]*probeEntry
 	modules map[string]*probeModule
-	// books keeps the location checks of pairs a reload replaced, until rebuilt.
-	books map[probeKey]keptLocations
 }
 
 type probeKey struct{ target, module string }
@@ -59,13 +57,15 @@ type probeModule struct {
 	metrics   *Metrics
 }
 
-// probeEntry is one target × module pair: its poller and its lasting metrics.
+// probeEntry is one target × module pair: its poller and its lasting metrics. A stale
+// pair, stopped by a reload, keeps its location checks for the pair that replaces it.
 type probeEntry struct {
 	module   *probeModule
 	poller   *Poller
 	requests *RequestMetrics
 	info     *TargetInfo
 	lastUsed time.Time
+	stale    bool
 }
 
 // NewProbeHandler returns a /probe handler; recent may be nil.
@@ -75,7 +75,7 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 	}
 	return &ProbeHandler{
 		lookup: lookup, recent: recent, logger: logger, HoldOffs: client.NewHoldOffs(),
-		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule), books: make(map[probeKey]keptLocations),
+		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
 	}
 }
 
@@ -175,21 +175,20 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 		}
 	}
 	key := probeKey{target: target.String(), module: moduleName(module)}
-	if e, ok := h.pollers[key]; ok && reflect.DeepEqual(e.module.version, m.Version) {
-		e.lastUsed = time.Now()
-		return e, m, 0, nil
+	old, ok := h.pollers[key]
+	if ok && !old.stale && reflect.DeepEqual(old.module.version, m.Version) {
+		old.lastUsed = time.Now()
+		return old, m, 0, nil
 	} else if ok {
-		h.drop(key, e, true)
+		old.retire()
 	}
 	e, err := h.newEntry(target, name, key.module, m)
 	if err != nil {
 		return nil, m, http.StatusBadRequest, fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
-	if old, ok := h.books[key]; ok {
-		e.poller.takeLocations(old)
-		delete(h.books, key)
-	}
-	if len(h.pollers) >= maxProbeTargets {
+	if ok {
+		e.poller.takeLocations(old.poller.keptLocations())
+	} else if len(h.pollers) >= maxProbeTargets {
 		h.evictOldest()
 	}
 	h.pollers[key] = e
@@ -218,49 +217,31 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 	return e, err
 }
 
-// Prune drops the pollers whose module is gone or changed after a reload,
-// cancelling their polls and closing their connections.
+// Prune stops the pollers whose module changed after a reload and drops those whose module is
+// gone, cancelling their polls and closing their connections.
 func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for key, e := range h.pollers {
-		if !h.current(key.module, e.module.version) {
-			h.drop(key, e, true)
-		}
-	}
-	for key := range h.books {
-		if _, err := h.lookup(key.module); err != nil {
-			delete(h.books, key)
+		if m, err := h.lookup(key.module); err != nil || !reflect.DeepEqual(e.module.version, m.Version) {
+			e.retire()
+			if err != nil {
+				delete(h.pollers, key)
+			}
 		}
 	}
 	for name, m := range h.modules {
-		if !h.current(name, m.version) {
+		if l, err := h.lookup(name); err != nil || !reflect.DeepEqual(m.version, l.Version) {
 			delete(h.modules, name)
 		}
 	}
 }
 
-// current tells whether the module named so is still in force at that version.
-func (h *ProbeHandler) current(name string, version any) bool {
-	m, err := h.lookup(name)
-	return err == nil && reflect.DeepEqual(m.Version, version)
-}
-
-// drop forgets a pair and closes its connections once no poll is in flight; a
-// replaced pair also stops its poll and leaves its location checks in h.books.
-func (h *ProbeHandler) drop(key probeKey, e *probeEntry, replaced bool) {
-	if replaced {
-		if _, ok := h.books[key]; !ok && len(h.books) >= maxProbeTargets {
-			for k := range h.books {
-				delete(h.books, k)
-				break
-			}
-		}
-		h.books[key] = e.poller.keptLocations()
-		e.poller.stop()
-	}
+// retire stops e's poll and closes its connections once no request is in flight.
+func (e *probeEntry) retire() {
+	e.stale = true
+	e.poller.stop()
 	e.poller.target.Client.Close()
-	delete(h.pollers, key)
 }
 
 func (h *ProbeHandler) evictOldest() {
@@ -271,5 +252,6 @@ func (h *ProbeHandler) evictOldest() {
 			oldest, at = k, e.lastUsed
 		}
 	}
-	h.drop(oldest, h.pollers[oldest], false)
+	h.pollers[oldest].poller.target.Client.Close()
+	delete(h.pollers, oldest)
 }
