@@ -15,8 +15,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
-// pageCSS keeps the pages readable on a phone without any external asset: below 48rem
-// the tables stack, each cell showing its column's name from data-label.
+// pageCSS keeps the pages readable on a phone: below 48rem each table cell stacks, named by its data-label.
 const pageCSS = `body{font-family:system-ui,sans-serif;margin:0 auto;max-width:80rem;padding:1rem;line-height:1.4;overflow-wrap:break-word}
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.5rem}
 table{border-collapse:collapse;width:100%;font-size:.9rem}

@@ -14,8 +14,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// failureLog logs a failure at warn when it starts or changes kind, at debug while
-// it lasts and at info when it ends; detail views are followed as one.
+// failureLog logs a failure at warn when it starts or changes kind, at debug while it lasts and at info when it ends.
 type failureLog struct {
 	mu      sync.Mutex
 	failing map[client.Endpoint]*failingRun

@@ -32,8 +32,7 @@ type ProbeModule struct {
 	CheckTarget func(target *url.URL) error
 }
 
-// ProbeHandler serves /probe?target=<base URL>&module=<name> from one poller
-// per target and module, each with its own interval, hold-off and request metrics.
+// ProbeHandler serves /probe?target=<base URL>&module=<name> from one poller per target and module.
 type ProbeHandler struct {
 	lookup ModuleLookup
 	recent *PollLog
@@ -57,8 +56,7 @@ type probeModule struct {
 	metrics   *Metrics
 }
 
-// probeEntry is one target × module pair: its poller and its lasting metrics. A stale
-// pair, stopped by a reload, keeps its location checks for the pair that replaces it.
+// probeEntry is one target and module pair; a stale one, stopped by a reload, keeps its location checks for its successor.
 type probeEntry struct {
 	module   *probeModule
 	poller   *Poller
@@ -87,8 +85,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	module := q.Get("module")
-	e, m, status, err := h.pair(target, module)
+	e, m, status, err := h.pair(target, q.Get("module"))
 	if err != nil {
 		http.Error(w, err.Error(), status)
 		return
@@ -106,7 +103,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.
-func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, snap *Snapshot, reg prometheus.Gatherer) {
+func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, snap *Snapshot, g prometheus.Gatherer) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_ = WriteSettingsText(w, o.Module, s)
 	fmt.Fprintln(w)
@@ -126,7 +123,7 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s Targ
 		_ = textView.ExecuteTemplate(w, "met", met)
 	}
 	fmt.Fprint(w, "\nMetrics this probe would have returned:\n\n")
-	mfs, err := reg.Gather()
+	mfs, err := g.Gather()
 	if err != nil {
 		fmt.Fprintf(w, "(cannot gather them: %v)\n", err)
 	}
@@ -135,8 +132,7 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s Targ
 	}
 }
 
-// parseTarget checks a /probe target and returns it in one spelling, so that
-// spellings of one service share one poller; its errors never repeat the target.
+// parseTarget returns a /probe target in the one spelling its poller is known by; its errors never repeat it.
 func parseTarget(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
@@ -158,8 +154,7 @@ func moduleName(m string) string {
 	return m
 }
 
-// pair looks the module up and returns its pair with target, or a refusal, under
-// h.mu so that a reload's Prune cannot come between.
+// pair returns the pair of target and module, or a refusal, under h.mu so that no Prune comes between.
 func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeModule, int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -184,7 +179,8 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 	}
 	e, err := h.newEntry(target, name, key.module, m)
 	if err != nil {
-		return nil, m, http.StatusBadRequest, fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
+		err = fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
+		return nil, m, http.StatusBadRequest, err
 	}
 	if ok {
 		e.poller.takeLocations(old.poller.keptLocations())
@@ -206,7 +202,8 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 		shared = &probeModule{version: m.Version, transport: t, metrics: NewMetrics(m.Settings.InfoFields)}
 		h.modules[module] = shared
 	}
-	e := &probeEntry{module: shared, requests: newRequestMetrics(), info: NewTargetInfo(name, TargetPage(h.ExternalURL, name, module)), lastUsed: time.Now()}
+	e := &probeEntry{module: shared, requests: newRequestMetrics(), lastUsed: time.Now()}
+	e.info = NewTargetInfo(name, TargetPage(h.ExternalURL, name, module))
 	s := m.Settings
 	s.Client.Transport, s.Client.Observer, s.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
 	var err error
@@ -217,8 +214,7 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 	return e, err
 }
 
-// Prune stops the pollers whose module changed after a reload and drops those whose module is
-// gone, cancelling their polls and closing their connections.
+// Prune stops, after a reload, the pollers whose module changed and drops those whose module is gone.
 func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()

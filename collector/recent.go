@@ -169,8 +169,7 @@ func (f failure) String() string {
 	return fmt.Sprintf("%s %d", f.what, f.status)
 }
 
-// detailFailures groups the failing detail views of s by kind and status, or
-// falls back on the location_detail endpoint's failure.
+// detailFailures groups the failing detail views of s by kind and status, else takes location_detail's failure.
 func detailFailures(s *Snapshot) []failure {
 	var out []failure
 	checked := s.checkedDetails()
@@ -264,8 +263,7 @@ func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
 	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, until)
 }
 
-// textView is the debug view of a poll, "met" that of the answer starting a hold-off; excerpts are quoted
-// to keep control characters off terminals.
+// textView is the debug view of a poll, "met" that of the answer starting a hold-off; excerpts are quoted.
 var textView = template.Must(template.New("poll").Funcs(template.FuncMap{
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
@@ -330,8 +328,7 @@ type PollLog struct {
 	recent  int
 }
 
-// TargetState is one target's latest poll and, until one is ok again, its first
-// failing poll and the one that met the answer starting its hold-off.
+// TargetState is a target's latest poll and, until one is ok, its first failing one and the one that met its hold-off.
 type TargetState struct {
 	Latest, Failing, HoldOff *PollRecord
 }
@@ -343,8 +340,7 @@ func NewPollLog(recent int) *PollLog {
 	return &PollLog{targets: make(map[targetKey]*TargetState), recent: recent}
 }
 
-// Add keeps rec, with the next id, as the latest poll of its target; the
-// least recently polled targets go past maxTargets or maxKeptBytes.
+// Add keeps rec, with the next id, as its target's latest poll, dropping the targets polled longest ago past the bounds.
 func (l *PollLog) Add(rec *PollRecord) {
 	rec.metUntil, rec.size = holdOffEnd(rec.Requests), rec.bytes()
 	l.mu.Lock()
@@ -477,8 +473,7 @@ func (l *PollLog) Target(target, module string) (TargetState, bool) {
 	return TargetState{}, false
 }
 
-// Targets returns the state of every target polled lately: the service
-// behind /metrics first, then the /probe targets by URL and module.
+// Targets returns every target polled lately: the one behind /metrics first, then the others by URL and module.
 func (l *PollLog) Targets() []TargetState {
 	l.mu.Lock()
 	out := make([]TargetState, 0, len(l.targets))
