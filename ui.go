@@ -163,19 +163,13 @@ Result: <span class="{{.State}} result">{{.Summary}}</span></p>
 {{if .Dropped}}<p>{{.Dropped}} more requests were not kept.</p>{{end}}</section>
 {{end}}`))
 
-// breakableURL lets a URL break only after "/", "?" and "&" and before "#", never inside a host or a word.
+// urlBreaks lets an escaped URL break only after "/", "?" and "&" and before "#", never inside a host or a word;
+// the quotes' escapes come first so that their "#" stays whole. breakableURL shows invalid bytes as U+FFFD.
+var urlBreaks = strings.NewReplacer("&#34;", "&#34;", "&#39;", "&#39;",
+	"&amp;", "&amp;<wbr/>", "/", "/<wbr/>", "?", "?<wbr/>", "#", "<wbr/>#")
+
 func breakableURL(u string) template.HTML {
-	var b strings.Builder
-	for _, r := range u {
-		if r == '#' {
-			b.WriteString("<wbr/>")
-		}
-		b.WriteString(template.HTMLEscapeString(string(r)))
-		if r == '/' || r == '?' || r == '&' {
-			b.WriteString("<wbr/>")
-		}
-	}
-	return template.HTML(b.String()) //nolint:gosec // every rune is escaped; only <wbr/> is added
+	return template.HTML(urlBreaks.Replace(template.HTMLEscapeString(string([]rune(u))))) //nolint:gosec // escaped, only <wbr/> added
 }
 
 // ago renders how long ago something happened, to the second.
