@@ -239,11 +239,7 @@ func (p *pages) render(w http.ResponseWriter, name string, data map[string]any) 
 	}
 }
 
-func (p *pages) landing(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/" {
-		http.NotFound(w, r)
-		return
-	}
+func (p *pages) landing(w http.ResponseWriter, _ *http.Request) {
 	now := time.Now()
 	var targets []targetRow
 	for _, st := range p.recent.Targets() {

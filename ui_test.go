@@ -145,8 +145,10 @@ func TestLandingPage(t *testing.T) {
 	if !strings.Contains(page, `href="polls/1"`) || !strings.Contains(page, `name="viewport"`) {
 		t.Error("landing page lacks the poll link or the viewport for phones")
 	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", p.landing) // as routes serves it
 	rec = httptest.NewRecorder()
-	p.landing(rec, httptest.NewRequest(http.MethodGet, "/nothing-here", nil))
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nothing-here", nil))
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("unknown path answered %d", rec.Code)
 	}
