@@ -2,6 +2,7 @@ package collector
 
 import (
 	"cmp"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -263,38 +264,20 @@ func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
 	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, until)
 }
 
-// textView is the debug view of a poll, "met" that of the answer starting a hold-off; excerpts are quoted.
-var textView = template.Must(template.New("poll").Funcs(template.FuncMap{
+// textView holds the text templates of a poll's debug view.
+//
+//go:embed poll.tmpl
+var textSource string
+
+var textView = template.Must(template.New("").Funcs(template.FuncMap{
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"duration":    func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
 	"moduleName":  ModuleName, "phases": PhasesText, "status": StatusText, "notSent": NotSent, "slow": Slow,
-}).Parse(`Poll {{with .ID}}{{.}} {{end}}of {{.Target}}, module {{moduleName .Module}}
-Started {{rfc3339nano .Start}}, took {{duration .Duration}}, up {{.Up}}: {{.Summary}}
-{{if .SentNothing}}Sent nothing: the service asked to hold off (status {{.HoldOffStatus}}) until {{if .HeldOffUntil.IsZero}}an unknown time{{else}}{{rfc3339 .HeldOffUntil}}{{end}}
-{{- with .HoldOffPollID}}; poll {{.}} met that answer{{end}}.
-{{else if not .HeldOffUntil.IsZero}}The service asked to hold off: no requests until {{rfc3339 .HeldOffUntil}}.
-{{end}}{{with .KeyRefused}}{{.}}
-{{end}}
-{{range .Requests}}{{if .Note}}    {{.Endpoint}} page {{.Page}}: {{if .NoteFailed}}FAILED, pagination: {{end}}{{.Note}}
-{{else if notSent .}}{{.Endpoint}} {{.Method}} {{.URL}} -> not sent: {{$.NotSentText .}}
-{{else}}{{.Endpoint}} {{.Method}} {{.URL}} -> {{if .Status}}status {{end}}{{status .}}, {{.Bytes}} bytes, {{duration .Duration}}{{if slow .}}, slow{{end}}{{if .Error}}, {{.Reason}}: {{.Error}}{{end}}
-{{with phases .Phases}}    Phases: {{.}}
-{{end}}{{template "answer" .}}{{end}}{{end}}{{with .Dropped}}({{.}} more requests not kept)
-{{end}}
-{{- define "answer"}}{{with .ContentType}}    Content-Type: {{.}}
-{{end}}{{with .Location}}    Location: {{.}}
-{{end}}{{with .WWWAuthenticate}}    WWW-Authenticate: {{.}}
-{{end}}{{if or .RetryAfter (not .HoldOffUntil.IsZero)}}    Retry-After: {{or .RetryAfter "(none)"}}{{if not .HoldOffUntil.IsZero}}; held off until {{rfc3339 .HoldOffUntil}}{{end}}
-{{end}}{{with .BodyExcerpt}}    Body: {{printf "%q" .}}
-{{end}}{{end}}
-{{- define "met"}}
-The answer that started the hold-off (poll {{.ID}}, /polls/{{.ID}}):
-{{range .Requests}}{{if not .HoldOffUntil.IsZero}}{{.Endpoint}} {{.Method}} {{.URL}} -> status {{.Status}}
-{{template "answer" .}}{{end}}{{end}}{{end}}`))
+}).Parse(textSource))
 
 // WriteText writes the debug view of rec as plain text.
-func (rec *PollRecord) WriteText(w io.Writer) error { return textView.Execute(w, rec) }
+func (rec *PollRecord) WriteText(w io.Writer) error { return textView.ExecuteTemplate(w, "poll", rec) }
 
 // PhasesText renders when each phase of an exchange ended, from the request's start; "" when none was timed.
 func PhasesText(p client.Phases) string {
