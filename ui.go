@@ -36,22 +36,22 @@ func withSecurityHeaders(h http.Handler) http.Handler {
 }
 
 var pageFuncs = template.FuncMap{
-	"duration":  func(d time.Duration) string { return d.Round(time.Microsecond).String() },
-	"breakable": breakableURL,
-	"phases":    collector.PhasesText,
-	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"page":      func(r *collector.PollRecord) string { return "target?" + collector.TargetQuery(r.Target, r.Module) },
+	"duration":   func(d time.Duration) string { return d.Round(time.Microsecond).String() },
+	"breakable":  breakableURL,
+	"phases":     collector.PhasesText,
+	"utc":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"page":       func(r *collector.PollRecord) string { return "target?" + collector.TargetQuery(r.Target, r.Module) },
+	"moduleName": collector.ModuleName,
+	"status":     collector.StatusText,
+	"notSent":    collector.NotSent,
+	"slow":       collector.Slow,
+	"view":       func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
 	"count": func(c collector.Count) string {
 		if !c.Known {
 			return "—"
 		}
 		return strconv.FormatInt(c.Value, 10)
 	},
-	"moduleName": collector.ModuleName,
-	"status":     collector.StatusText,
-	"notSent":    collector.NotSent,
-	"slow":       collector.Slow,
-	"view":       func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
 }
 
 // pollView is a poll as a page shows it; Polls is the way from that page to the poll pages.

@@ -59,11 +59,8 @@ func (s PollState) String() string {
 	return [...]string{"ok", "slow", "partial", "failed"}[s]
 }
 
-// slowAnswer is the first-byte wait past which a page calls an answer slow, as DeploymentServiceAPISlow does.
-const slowAnswer = 2 * time.Second
-
-// Slow tells whether r's first byte came after slowAnswer.
-func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > slowAnswer }
+// Slow tells whether r's first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
+func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > 2*time.Second }
 
 // NotSent tells whether r was never sent: the client gives a reason for every failed sent one.
 func NotSent(r client.TraceRequest) bool { return r.Note == "" && r.Reason == "" && r.Error != "" }
