@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -185,7 +187,11 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 	if ok {
 		e.poller.takeLocations(old.poller.keptLocations())
 	} else if len(h.pollers) >= maxProbeTargets {
-		h.evictOldest()
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b probeKey) int {
+			return h.pollers[a].lastUsed.Compare(h.pollers[b].lastUsed)
+		})
+		h.pollers[oldest].poller.target.Client.Close()
+		delete(h.pollers, oldest)
 	}
 	h.pollers[key] = e
 	return e, m, 0, nil
@@ -238,16 +244,4 @@ func (e *probeEntry) retire() {
 	e.stale = true
 	e.poller.stop()
 	e.poller.target.Client.Close()
-}
-
-func (h *ProbeHandler) evictOldest() {
-	var oldest probeKey
-	var at time.Time
-	for k, e := range h.pollers {
-		if at.IsZero() || e.lastUsed.Before(at) {
-			oldest, at = k, e.lastUsed
-		}
-	}
-	h.pollers[oldest].poller.target.Client.Close()
-	delete(h.pollers, oldest)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"path"
 	"slices"
@@ -320,7 +321,7 @@ func NewPollLog(recent int) *PollLog {
 	return &PollLog{targets: make(map[targetKey]*TargetState), recent: recent}
 }
 
-// Add keeps rec, with the next id, as its target's latest poll, dropping the targets polled longest ago past the bounds.
+// Add keeps rec, with the next id, as its target's latest poll; the targets polled longest ago go past the bounds.
 func (l *PollLog) Add(rec *PollRecord) {
 	rec.metUntil, rec.size = holdOffEnd(rec.Requests), rec.bytes()
 	l.mu.Lock()
@@ -348,7 +349,11 @@ func (l *PollLog) Add(rec *PollRecord) {
 	}
 	l.bytes += st.bytes()
 	for len(l.targets) > 1 && (len(l.targets) > maxTargets || l.bytes > maxKeptBytes) {
-		l.evictOldest(key)
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(l.targets)), func(a, b targetKey) int {
+			return cmp.Compare(l.targets[a].Latest.ID, l.targets[b].Latest.ID)
+		})
+		l.bytes -= l.targets[oldest].bytes()
+		delete(l.targets, oldest)
 	}
 }
 
@@ -378,19 +383,6 @@ func (rec *PollRecord) bytes() int {
 		n += len(q.URL) + len(q.Error) + len(q.Note) + len(q.BodyExcerpt) + len(q.ContentType) + len(q.Location) + len(q.WWWAuthenticate) + len(q.RetryAfter)
 	}
 	return n
-}
-
-// evictOldest drops the least recently polled target but keep.
-func (l *PollLog) evictOldest(keep targetKey) {
-	var oldest targetKey
-	var id uint64
-	for k, st := range l.targets {
-		if k != keep && (id == 0 || st.Latest.ID < id) {
-			oldest, id = k, st.Latest.ID
-		}
-	}
-	l.bytes -= l.targets[oldest].bytes()
-	delete(l.targets, oldest)
 }
 
 // heldOffBy finds the kept poll, of another target of rec's origin, whose answer started rec's hold-off.
