@@ -46,6 +46,13 @@ var pageFuncs = template.FuncMap{
 	"notSent":    collector.NotSent,
 	"slow":       collector.Slow,
 	"view":       func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
+	"ago":        ago,
+	"heldOff":    heldOffText,
+	"sections":   sections,
+	"state": func(r *collector.PollRecord) string {
+		return map[collector.PollState]string{collector.PollOK: "up", collector.PollSlow: "up, " + r.Summary,
+			collector.PollPartial: "up, some details failing", collector.PollFailed: "down"}[r.State]
+	},
 	"count": func(c collector.Count) string {
 		if !c.Known {
 			return "—"
@@ -76,8 +83,8 @@ func breakableURL(u string) template.HTML {
 	return template.HTML(urlBreaks.Replace(template.HTMLEscapeString(string([]rune(u))))) //nolint:gosec // escaped, only <wbr/> added
 }
 
-// ago renders how long ago something happened, to the second.
-func ago(d time.Duration) string { return max(d, 0).Round(time.Second).String() }
+// ago renders how long before a t was, to the second.
+func ago(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() }
 
 // pages serves the landing page, a page per target and one per poll kept.
 type pages struct {
@@ -88,32 +95,16 @@ type pages struct {
 	logger                    *slog.Logger
 }
 
-// targetRow is a target at a glance, times relative to when the page is served.
-type targetRow struct {
-	collector.TargetState
-	now                    time.Time
-	StateText, HeldOffText string
-}
-
-func newTargetRow(st collector.TargetState, now time.Time) targetRow {
-	last := st.Latest
-	r := targetRow{
-		TargetState: st, now: now, HeldOffText: "—",
-		StateText: map[collector.PollState]string{
-			collector.PollOK: "up", collector.PollSlow: "up, " + last.Summary, collector.PollPartial: "up, some details failing", collector.PollFailed: "down",
-		}[last.State],
-	}
+// heldOffText tells until when the service asked r's target to hold off, "" if it has not.
+func heldOffText(now time.Time, r *collector.PollRecord) string {
 	switch {
-	case last.HeldOffUntil.After(now):
-		r.HeldOffText = fmt.Sprintf("%s UTC (%s from now)", last.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(last.HeldOffUntil.Sub(now)))
-	case last.HeldOff && last.HeldOffUntil.IsZero():
-		r.HeldOffText = "held off (end not known)"
+	case r.HeldOffUntil.After(now):
+		return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
+	case r.HeldOff && r.HeldOffUntil.IsZero():
+		return "held off (end not known)"
 	}
-	return r
+	return ""
 }
-
-// Ago renders how long before the page t was.
-func (r targetRow) Ago(t time.Time) string { return ago(r.now.Sub(t)) }
 
 // section is a poll on a target's page, with what it is to the target.
 type section struct {
@@ -121,10 +112,10 @@ type section struct {
 	Poll  *collector.PollRecord
 }
 
-// Sections lists the polls a target's page shows, each once.
-func (r targetRow) Sections() []section {
+// sections lists the polls a target's page shows, each once.
+func sections(st collector.TargetState) []section {
 	var out []section
-	for _, s := range []section{{"Latest poll", r.Latest}, {"first failing poll", r.Failing}, {"the poll that started the hold-off", r.HoldOff}} {
+	for _, s := range []section{{"Latest poll", st.Latest}, {"first failing poll", st.Failing}, {"the poll that started the hold-off", st.HoldOff}} {
 		switch i := slices.IndexFunc(out, func(o section) bool { return s.Poll != nil && o.Poll.ID == s.Poll.ID }); {
 		case s.Poll == nil:
 		case i >= 0:
@@ -144,18 +135,13 @@ func (p *pages) render(w http.ResponseWriter, name string, data map[string]any) 
 }
 
 func (p *pages) landing(w http.ResponseWriter, _ *http.Request) {
-	now := time.Now()
-	var targets []targetRow
-	for _, st := range p.recent.Targets() {
-		targets = append(targets, newTargetRow(st, now))
-	}
 	modules, def := p.modules(), "default" // the module /probe uses when none is named, else the first
 	if len(modules) > 0 && !slices.Contains(modules, def) {
 		def = modules[0]
 	}
 	p.render(w, "landing", map[string]any{
 		"Version": version.Version, "MetricsPath": p.metricsPath, "SingleTarget": p.singleTarget, "Demo": p.demo,
-		"Modules": modules, "DefaultModule": def, "Targets": targets, "Polls": p.recent.Recent(),
+		"Modules": modules, "DefaultModule": def, "Targets": p.recent.Targets(), "Polls": p.recent.Recent(), "Now": time.Now(),
 	})
 }
 
@@ -168,7 +154,7 @@ func (p *pages) target(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.render(w, "target", map[string]any{
-		"Target": newTargetRow(st, time.Now()), "Demo": p.demo != "" && st.Latest.Target == p.singleTarget && st.Latest.Module == "",
+		"Target": st, "Now": time.Now(), "Demo": p.demo != "" && st.Latest.Target == p.singleTarget && st.Latest.Module == "",
 	})
 }
 
