@@ -80,7 +80,7 @@ var urlBreaks = strings.NewReplacer("&#34;", "&#34;", "&#39;", "&#39;",
 	"&amp;", "&amp;<wbr/>", "/", "/<wbr/>", "?", "?<wbr/>", "#", "<wbr/>#")
 
 func breakableURL(u string) template.HTML {
-	return template.HTML(urlBreaks.Replace(template.HTMLEscapeString(string([]rune(u))))) //nolint:gosec // escaped, only <wbr/> added
+	return template.HTML(urlBreaks.Replace(template.HTMLEscapeString(string([]rune(u))))) //nolint:gosec // only <wbr/> added
 }
 
 // ago renders how long before a t was, to the second.
@@ -115,7 +115,8 @@ type section struct {
 // sections lists the polls a target's page shows, each once.
 func sections(st collector.TargetState) []section {
 	var out []section
-	for _, s := range []section{{"Latest poll", st.Latest}, {"first failing poll", st.Failing}, {"the poll that started the hold-off", st.HoldOff}} {
+	all := []section{{"Latest poll", st.Latest}, {"first failing poll", st.Failing}, {"the poll that started the hold-off", st.HoldOff}}
+	for _, s := range all {
 		switch i := slices.IndexFunc(out, func(o section) bool { return s.Poll != nil && o.Poll.ID == s.Poll.ID }); {
 		case s.Poll == nil:
 		case i >= 0:
@@ -140,8 +141,8 @@ func (p *pages) landing(w http.ResponseWriter, _ *http.Request) {
 		def = modules[0]
 	}
 	p.render(w, "landing", map[string]any{
-		"Version": version.Version, "MetricsPath": p.metricsPath, "SingleTarget": p.singleTarget, "Demo": p.demo,
-		"Modules": modules, "DefaultModule": def, "Targets": p.recent.Targets(), "Polls": p.recent.Recent(), "Now": time.Now(),
+		"Version": version.Version, "MetricsPath": p.metricsPath, "SingleTarget": p.singleTarget, "Demo": p.demo, "Now": time.Now(),
+		"Modules": modules, "DefaultModule": def, "Targets": p.recent.Targets(), "Polls": p.recent.Recent(),
 	})
 }
 

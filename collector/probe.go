@@ -105,11 +105,11 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.
-func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, snap *Snapshot, g prometheus.Gatherer) {
+func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, sn *Snapshot, g prometheus.Gatherer) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_ = WriteSettingsText(w, o.Module, s)
 	fmt.Fprintln(w)
-	rec := newPollRecord(o.Name, o.Module, snap)
+	rec := newPollRecord(o.Name, o.Module, sn)
 	var met *PollRecord
 	if h.recent != nil {
 		met = h.recent.holdOffPoll(rec)
