@@ -43,7 +43,7 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 		case st.ok():
 			f.step(logger.With("endpoint", ep), "Endpoint", s.Start, ep, "")
 		default:
-			f.step(logger.With("endpoint", ep), "Endpoint", s.Start, ep, failureOf(st.Err, st.Status).String(),
+			f.step(logger.With("endpoint", ep), "Endpoint", s.Start, ep, failureOf(st.Err, st.Status).kind,
 				"reason", client.ReasonOf(st.Err), "status", st.Status, "err", st.Err)
 		}
 	}
@@ -73,7 +73,7 @@ func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 	names := make([]string, len(kinds))
 	failed := 0
 	for i, k := range kinds {
-		names[i], failed = k.String(), failed+k.n
+		names[i], failed = k.kind, failed+k.n
 	}
 	kind := strings.Join(names, ", ")
 	f.step(logger, "Location details", s.Start, client.EndpointLocationDetail, kind,

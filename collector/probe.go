@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -149,13 +150,6 @@ func parseTarget(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-func moduleName(m string) string {
-	if m == "" {
-		return "default"
-	}
-	return m
-}
-
 // pair returns the pair of target and module, or a refusal, under h.mu so that no Prune comes between.
 func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeModule, int, error) {
 	h.mu.Lock()
@@ -164,14 +158,14 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 	if err != nil {
 		return nil, m, http.StatusBadRequest, err
 	}
-	name := client.RedactURL(target)
+	name, module := client.RedactURL(target), cmp.Or(module, "default")
 	if m.CheckTarget != nil {
 		if err := m.CheckTarget(target); err != nil {
-			h.logger.Debug("Target refused", "target", name, "module", moduleName(module), "err", err)
-			return nil, m, http.StatusForbidden, fmt.Errorf("module %q may not be used with target %s: %w", moduleName(module), name, err)
+			h.logger.Debug("Target refused", "target", name, "module", module, "err", err)
+			return nil, m, http.StatusForbidden, fmt.Errorf("module %q may not be used with target %s: %w", module, name, err)
 		}
 	}
-	key := probeKey{target: target.String(), module: moduleName(module)}
+	key := probeKey{target: target.String(), module: module}
 	old, ok := h.pollers[key]
 	if ok && !old.stale && reflect.DeepEqual(old.module.version, m.Version) {
 		old.lastUsed = time.Now()

@@ -140,11 +140,11 @@ func holdOffEnd(reqs []client.TraceRequest) time.Time {
 	return end
 }
 
-// failure is one way an endpoint failed in a poll, by n of its detail views; status is 0 without a response.
+// failure is one way an endpoint failed in a poll, by n of its detail views: what failed, and kind
+// adds the status ("http_status 401"), none without a response.
 type failure struct {
-	what   string
-	status int
-	n      int
+	what, kind string
+	status, n  int
 }
 
 // failureOf names how err failed: its reason, or what kept it from being sent or waited for.
@@ -158,14 +158,10 @@ func failureOf(err error, status int) failure {
 	case errors.Is(err, client.ErrKeyUnavailable):
 		f.what = "key unavailable"
 	}
-	return f
-}
-
-func (f failure) String() string {
-	if f.status == 0 {
-		return f.what
+	if f.kind = f.what; status != 0 {
+		f.kind = fmt.Sprintf("%s %d", f.what, status)
 	}
-	return fmt.Sprintf("%s %d", f.what, f.status)
+	return f
 }
 
 // detailFailures groups the failing detail views of s by kind and status, else takes location_detail's failure.
@@ -177,7 +173,7 @@ func detailFailures(s *Snapshot) []failure {
 			continue
 		}
 		f := failureOf(d.Err, d.Status)
-		if i := slices.IndexFunc(out, func(o failure) bool { return o.String() == f.String() }); i >= 0 {
+		if i := slices.IndexFunc(out, func(o failure) bool { return o.kind == f.kind }); i >= 0 {
 			out[i].n++
 		} else {
 			out = append(out, f)
@@ -196,10 +192,10 @@ func summarize(s *Snapshot) (PollState, string) {
 	var order []failure
 	names := map[string][]string{}
 	add := func(name string, f failure) {
-		if names[f.String()] == nil {
+		if names[f.kind] == nil {
 			order = append(order, f)
 		}
-		names[f.String()] = append(names[f.String()], name)
+		names[f.kind] = append(names[f.kind], name)
 	}
 	for _, ep := range upEndpoints {
 		if st, ok := s.Endpoints[ep]; ok && !st.ok() {
@@ -220,7 +216,7 @@ func summarize(s *Snapshot) (PollState, string) {
 	slices.SortStableFunc(order, func(a, b failure) int { return cmp.Compare(b.status, a.status) })
 	parts := make([]string, 0, len(order))
 	for _, f := range order {
-		parts = append(parts, strings.Join(names[f.String()], ", ")+" "+f.String())
+		parts = append(parts, strings.Join(names[f.kind], ", ")+" "+f.kind)
 	}
 	state := PollFailed
 	if s.up() {
@@ -230,12 +226,7 @@ func summarize(s *Snapshot) (PollState, string) {
 }
 
 // ModuleName names a poll's module on the pages: "(flags)" for /metrics.
-func ModuleName(module string) string {
-	if module == "" {
-		return "(flags)"
-	}
-	return module
-}
+func ModuleName(module string) string { return cmp.Or(module, "(flags)") }
 
 // SentNothing tells whether a hold-off kept the poll from sending anything.
 func (rec *PollRecord) SentNothing() bool {
