@@ -234,9 +234,8 @@ type failureLog struct {
 
 // failingRun is a run of polls in which an endpoint failed, kind ("http_status 401") naming how.
 type failingRun struct {
-	kind  string
-	since time.Time
-	polls int
+	kind, since string // since is when the run began, in RFC 3339
+	polls       int
 }
 
 // log writes the lines a complete poll calls for.
@@ -299,22 +298,18 @@ func (f *failureLog) step(logger *slog.Logger, what string, start time.Time, ep 
 	case kind == "" && run == nil:
 	case kind == "":
 		delete(f.failing, ep)
-		logger.Info(what+" recovered", sinceAttr(run.since), "failed_polls", run.polls)
+		logger.Info(what+" recovered", "failing_since", run.since, "failed_polls", run.polls)
 	case run == nil:
-		f.failing[ep] = &failingRun{kind: kind, since: start, polls: 1}
+		f.failing[ep] = &failingRun{kind: kind, since: start.UTC().Format(time.RFC3339), polls: 1}
 		logger.Warn(what+" failed", attrs...)
 	case run.kind != kind:
 		previously := run.kind
 		run.kind, run.polls = kind, run.polls+1
-		logger.Warn(what+" failed", append(attrs, "previously", previously, sinceAttr(run.since))...)
+		logger.Warn(what+" failed", append(attrs, "previously", previously, "failing_since", run.since)...)
 	default:
 		run.polls++
-		logger.Debug(what+" still failing", append(attrs, sinceAttr(run.since), "failed_polls", run.polls)...)
+		logger.Debug(what+" still failing", append(attrs, "failing_since", run.since, "failed_polls", run.polls)...)
 	}
-}
-
-func sinceAttr(t time.Time) slog.Attr {
-	return slog.String("failing_since", t.UTC().Format(time.RFC3339))
 }
 
 // failingIDs names the first five failing locations of checked, and how many more.
