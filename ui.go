@@ -67,8 +67,6 @@ type pollView struct {
 	Polls string
 }
 
-// pagesHTML holds the templates of the exporter's pages.
-//
 //go:embed pages.html
 var pagesHTML string
 

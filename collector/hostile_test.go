@@ -48,7 +48,7 @@ func TestHoldOffOutlivesEviction(t *testing.T) {
 		probe(t, h, "target="+url.QueryEscape(fmt.Sprintf("%s/junk%d", junk, i)))
 	}
 	h.mu.Lock()
-	_, kept := h.pollers[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	_, kept := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
 	h.mu.Unlock()
 	if kept {
 		t.Fatal("the junk probes did not evict the held-off pair")
@@ -150,7 +150,7 @@ func TestReloadCancelsADroppedPairsPoll(t *testing.T) {
 	}()
 	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
 	h.mu.Lock()
-	e := h.pollers[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	e := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
 	h.mu.Unlock()
 	l.bump()
 	h.Prune()
@@ -275,7 +275,7 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	h.Prune()
 	<-done
 	h.mu.Lock()
-	kept := h.pollers[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}].poller.keptLocations()
+	kept := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}].poller.keptLocations()
 	h.mu.Unlock()
 	if kept.book == nil {
 		t.Fatal("the reload kept no location checks")

@@ -46,11 +46,9 @@ type ProbeHandler struct {
 	HoldOffs *client.HoldOffs
 
 	mu      sync.Mutex
-	pollers map[probeKey]*probeEntry
+	pollers map[targetKey]*probeEntry
 	modules map[string]*probeModule
 }
-
-type probeKey struct{ target, module string }
 
 // probeModule is what one module's targets share.
 type probeModule struct {
@@ -76,7 +74,7 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 	}
 	return &ProbeHandler{
 		lookup: lookup, recent: recent, logger: logger, HoldOffs: client.NewHoldOffs(),
-		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
+		pollers: make(map[targetKey]*probeEntry), modules: make(map[string]*probeModule),
 	}
 }
 
@@ -165,7 +163,7 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 			return nil, m, http.StatusForbidden, fmt.Errorf("module %q may not be used with target %s: %w", module, name, err)
 		}
 	}
-	key := probeKey{target: target.String(), module: module}
+	key := targetKey{target: target.String(), module: module}
 	old, ok := h.pollers[key]
 	if ok && !old.stale && reflect.DeepEqual(old.module.version, m.Version) {
 		old.lastUsed = time.Now()
@@ -181,7 +179,7 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 	if ok {
 		e.poller.takeLocations(old.poller.keptLocations())
 	} else if len(h.pollers) >= maxProbeTargets {
-		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b probeKey) int {
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b targetKey) int {
 			return h.pollers[a].lastUsed.Compare(h.pollers[b].lastUsed)
 		})
 		h.pollers[oldest].poller.target.Client.Close()

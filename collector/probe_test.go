@@ -53,7 +53,7 @@ func leaveRoom(t *testing.T, h *ProbeHandler, room int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range maxProbeTargets - room {
-		h.pollers[probeKey{target: fmt.Sprint("http://filler", i), module: "filler"}] = e
+		h.pollers[targetKey{target: fmt.Sprint("http://filler", i), module: "filler"}] = e
 	}
 }
 
@@ -328,7 +328,7 @@ func TestProbeRefusedTargetGetsNothing(t *testing.T) {
 		t.Errorf("checked %q, want the targets in /probe's spelling %q", checked, want)
 	}
 	h.mu.Lock()
-	_, kept := h.pollers[probeKey{target: allowed.String(), module: "default"}]
+	_, kept := h.pollers[targetKey{target: allowed.String(), module: "default"}]
 	n := len(h.pollers)
 	h.mu.Unlock()
 	if !kept || n != maxProbeTargets {
@@ -353,7 +353,7 @@ func TestProbeBrokenModuleEvictsNothing(t *testing.T) {
 		t.Errorf("broken module: %d %s", code, body)
 	}
 	h.mu.Lock()
-	_, kept := h.pollers[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	_, kept := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
 	h.mu.Unlock()
 	if !kept {
 		t.Error("the broken module evicted a healthy pair")

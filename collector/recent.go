@@ -354,8 +354,6 @@ func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
 	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, until)
 }
 
-// textView holds the text templates of a poll's debug view.
-//
 //go:embed poll.tmpl
 var textSource string
 
@@ -406,6 +404,7 @@ type TargetState struct {
 	Latest, Failing, HoldOff *PollRecord
 }
 
+// targetKey names a target and module: by URL for /probe, by redacted URL for the poll log.
 type targetKey struct{ target, module string }
 
 // NewPollLog returns a log whose Recent lists as many as recent polls.
