@@ -141,8 +141,7 @@ func holdOffEnd(reqs []client.TraceRequest) time.Time {
 	return end
 }
 
-// failure is one way an endpoint failed in a poll, by n of its detail views: what failed, and kind
-// adds the status ("http_status 401"), none without a response.
+// failure is how an endpoint (n of the detail views) failed in a poll: kind adds the status, if any, to what.
 type failure struct {
 	what, kind string
 	status, n  int
@@ -159,7 +158,8 @@ func failureOf(err error, status int) failure {
 	case errors.Is(err, client.ErrKeyUnavailable):
 		f.what = "key unavailable"
 	}
-	if f.kind = f.what; status != 0 {
+	f.kind = f.what
+	if status != 0 {
 		f.kind = fmt.Sprintf("%s %d", f.what, status)
 	}
 	return f
