@@ -274,9 +274,8 @@ func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 		return // a run of failures stays open until a detail view is asked for
 	}
 	all := detailFailures(s)
-	held := len(all) > 0
-	kinds := slices.DeleteFunc(all, func(k failure) bool { return k.what == "held off" })
-	if held && len(kinds) == 0 {
+	kinds := slices.DeleteFunc(slices.Clone(all), func(k failure) bool { return k.what == "held off" })
+	if len(all) > 0 && len(kinds) == 0 {
 		logger.Debug("Location details not polled: holding off", "status", st.Status)
 		return
 	}
@@ -284,7 +283,8 @@ func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 	names := make([]string, len(kinds))
 	failed := 0
 	for i, k := range kinds {
-		names[i], failed = k.kind, failed+k.n
+		names[i] = k.kind
+		failed += k.n
 	}
 	kind := strings.Join(names, ", ")
 	f.step(logger, "Location details", s.Start, client.EndpointLocationDetail, kind,
