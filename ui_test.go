@@ -145,8 +145,10 @@ func TestLandingPage(t *testing.T) {
 	if !strings.Contains(page, `href="polls/1"`) || !strings.Contains(page, `name="viewport"`) {
 		t.Error("landing page lacks the poll link or the viewport for phones")
 	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", p.landing) // as routes serves it
 	rec = httptest.NewRecorder()
-	p.landing(rec, httptest.NewRequest(http.MethodGet, "/nothing-here", nil))
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nothing-here", nil))
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("unknown path answered %d", rec.Code)
 	}
@@ -224,7 +226,7 @@ func TestResultsAreNeverGreenWithFailures(t *testing.T) {
 			t.Errorf("result %q has classes %q, want %q and not ok", c.Text(), c.attrs["class"], state)
 		}
 	}
-	css := pageCSS
+	css := pagesHTML
 	for _, rule := range []string{".ok{color:#1a7f37}", ".partial,.slow{color:#9a6700}", ".failed,.bad{color:#cf222e}"} {
 		if !strings.Contains(css, rule) {
 			t.Errorf("the page style lacks %s: each state needs a colour of its own", rule)
@@ -357,7 +359,7 @@ func TestTablesStackOnPhones(t *testing.T) {
 			t.Errorf("%s: a table scrolls sideways inside the page", path)
 		}
 	}
-	if !strings.Contains(pageCSS, "@media (max-width:48rem)") || !strings.Contains(pageCSS, "content:attr(data-label)") {
+	if !strings.Contains(pagesHTML, "@media (max-width:48rem)") || !strings.Contains(pagesHTML, "content:attr(data-label)") {
 		t.Error("the page style has no narrow-screen layout")
 	}
 }

@@ -37,17 +37,17 @@ func TestHoldOffOutlivesEviction(t *testing.T) {
 	defer srv.Close()
 	svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "3600"})
 	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings("k-held")}), nil, nil)
-	h.maxTargets = 2
+	leaveRoom(t, h, 2)
 	held := "target=" + url.QueryEscape(srv.URL)
 	probe(t, h, held)
 	sent := svc.TotalRequests()
 
 	junk := closedURL(t)
-	for i := range 2 * h.maxTargets {
+	for i := range 4 {
 		probe(t, h, "target="+url.QueryEscape(fmt.Sprintf("%s/junk%d", junk, i)))
 	}
 	h.mu.Lock()
-	_, kept := h.pollers[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	_, kept := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
 	h.mu.Unlock()
 	if kept {
 		t.Fatal("the junk probes did not evict the held-off pair")
@@ -149,7 +149,7 @@ func TestReloadCancelsADroppedPairsPoll(t *testing.T) {
 	}()
 	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
 	h.mu.Lock()
-	e := h.pollers[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	e := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
 	h.mu.Unlock()
 	l.bump()
 	h.Prune()
@@ -264,7 +264,7 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	h.Prune()
 	<-done
 	h.mu.Lock()
-	kept := h.books[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	kept := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}].poller.keptLocations()
 	h.mu.Unlock()
 	if kept == nil {
 		t.Fatal("the reload kept no location checks")

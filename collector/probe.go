@@ -1,13 +1,15 @@
 package collector
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +20,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// maxProbeTargets bounds the pollers kept for /probe; the least recently used goes first.
+// maxProbeTargets bounds the pairs /probe keeps; the least recently used goes first.
 const maxProbeTargets = 1000
 
 // ModuleLookup finds a module by name; its error is the 400's reason.
@@ -33,43 +35,36 @@ type ProbeModule struct {
 	CheckTarget func(target *url.URL) error
 }
 
-// ProbeHandler serves /probe?target=<base URL>&module=<name> from one poller
-// per target and module, each with its own interval, hold-off and request metrics.
+// ProbeHandler serves /probe?target=<base URL>&module=<name> from one poller per target and module.
 type ProbeHandler struct {
-	lookup     ModuleLookup
-	recent     *PollLog
-	logger     *slog.Logger
-	maxTargets int
+	lookup ModuleLookup
+	recent *PollLog
+	logger *slog.Logger
 	// ExternalURL, when set, is where target_info links point; set it before serving.
 	ExternalURL *url.URL
 	// HoldOffs keeps every origin's hold-off, so a pair dropped from the cache forgets none.
 	HoldOffs *client.HoldOffs
 
 	mu      sync.Mutex
-	pollers map[probeKey]*probeEntry
+	pollers map[targetKey]*probeEntry
 	modules map[string]*probeModule
-	// books keeps the location checks of pairs a reload replaced, until rebuilt.
-	books map[probeKey]*locationBook
 }
 
-type probeKey struct{ target, module string }
-
-// probeModule is what one module's targets share: transport, key source and descriptors.
+// probeModule is what one module's targets share.
 type probeModule struct {
 	version   any
 	transport *client.Transport
 	metrics   *Metrics
 }
 
-// probeEntry is one target × module pair: its poller and its lasting metrics.
+// probeEntry is one target and module pair; a stale one, stopped by a reload, keeps its location checks for its successor.
 type probeEntry struct {
-	version  any
+	module   *probeModule
 	poller   *Poller
-	metrics  *Metrics
 	requests *RequestMetrics
 	info     prometheus.Collector
-	timeout  time.Duration
 	lastUsed time.Time
+	stale    bool
 }
 
 // NewProbeHandler returns a /probe handler; recent may be nil.
@@ -78,9 +73,8 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &ProbeHandler{
-		lookup: lookup, recent: recent, logger: logger, maxTargets: maxProbeTargets, HoldOffs: client.NewHoldOffs(),
-		pollers: make(map[probeKey]*probeEntry), modules: make(map[string]*probeModule),
-		books: make(map[probeKey]*locationBook),
+		lookup: lookup, recent: recent, logger: logger, HoldOffs: client.NewHoldOffs(),
+		pollers: make(map[targetKey]*probeEntry), modules: make(map[string]*probeModule),
 	}
 }
 
@@ -92,66 +86,58 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	module := q.Get("module")
-	e, m, status, err := h.pair(target, module)
+	e, m, status, err := h.pair(target, q.Get("module"))
 	if err != nil {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	ctx, cancel := scrapeContext(r, e.timeout)
+	ctx, cancel := scrapeContext(r, e.poller.opts.Timeout)
 	defer cancel()
 	snap := e.poller.Poll(ctx)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(e.requests, e.info)
-	g := prometheus.Gatherers{e.metrics.gatherer(snap), reg}
+	g := prometheus.Gatherers{e.module.metrics.gatherer(snap), reg}
 	if q.Get("debug") == "true" {
-		h.writeDebug(w, target, module, m.Settings, snap, g)
+		h.writeDebug(w, e.poller.opts, m.Settings, snap, g)
 		return
 	}
 	serveGatherer(w, r, g, h.logger)
 }
 
 // writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.
-func (h *ProbeHandler) writeDebug(w http.ResponseWriter, target *url.URL, module string, s TargetSettings, snap *Snapshot, reg prometheus.Gatherer) {
+func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, sn *Snapshot, g prometheus.Gatherer) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	var b strings.Builder
-	_ = WriteSettingsText(&b, moduleName(module), s)
-	b.WriteByte('\n')
-	rec := newPollRecord(client.RedactURL(target), moduleName(module), snap)
+	_ = WriteSettingsText(w, o.Module, s)
+	fmt.Fprintln(w)
+	rec := newPollRecord(o.Name, o.Module, sn)
+	var met *PollRecord
 	if h.recent != nil {
-		rec.HoldOffPollID = h.recent.HoldOffPoll(rec)
+		met = h.recent.holdOffPoll(rec)
 	}
-	_ = rec.WriteText(&b)
+	if met != nil {
+		rec.HoldOffPollID = met.ID
+	}
+	_ = rec.WriteText(w)
 	if len(rec.Requests) == 0 && !rec.HeldOff {
-		b.WriteString("(answered from the last poll, inside the module's min_interval: its requests are on its page among the recent polls)\n")
+		fmt.Fprintln(w, "(answered from the last poll, inside the module's min_interval: its requests are on its page among the recent polls)")
 	}
-	if rec.HoldOffPollID != 0 {
-		if met, ok := h.recent.Get(rec.HoldOffPollID); ok {
-			fmt.Fprintf(&b, "\nThe answer that started the hold-off (poll %d, /polls/%d):\n", met.ID, met.ID)
-			for _, q := range met.Requests {
-				if !q.HoldOffUntil.IsZero() {
-					fmt.Fprintf(&b, "%s %s %s -> status %d\n", q.Endpoint, q.Method, q.URL, q.Status)
-					writeAnswerText(&b, q)
-				}
-			}
-		}
+	if met != nil {
+		_ = textView.ExecuteTemplate(w, "met", met)
 	}
-	b.WriteString("\nMetrics this probe would have returned:\n\n")
-	mfs, err := reg.Gather()
+	fmt.Fprint(w, "\nMetrics this probe would have returned:\n\n")
+	mfs, err := g.Gather()
 	if err != nil {
-		fmt.Fprintf(&b, "(cannot gather them: %v)\n", err)
+		fmt.Fprintf(w, "(cannot gather them: %v)\n", err)
 	}
 	for _, mf := range mfs {
-		_, _ = expfmt.MetricFamilyToText(&b, mf)
+		_, _ = expfmt.MetricFamilyToText(w, mf)
 	}
-	_, _ = io.WriteString(w, b.String())
 }
 
-// parseTarget checks a /probe target and returns it in one spelling, so that
-// spellings of one service share one poller; its errors never repeat the target.
+// parseTarget returns a /probe target in the one spelling its poller is known by; its errors never repeat it.
 func parseTarget(raw string) (*url.URL, error) {
 	if raw == "" {
-		return nil, fmt.Errorf("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
+		return nil, errors.New("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
 	}
 	u, err := client.ParseTarget(raw)
 	if errors.Is(err, client.ErrURLCredentials) {
@@ -163,15 +149,7 @@ func parseTarget(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-func moduleName(m string) string {
-	if m == "" {
-		return "default"
-	}
-	return m
-}
-
-// pair looks the module up and returns its pair with target, or a refusal, under
-// h.mu so that a reload's Prune cannot come between.
+// pair returns the pair of target and module, or a refusal, under h.mu so that no Prune comes between.
 func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeModule, int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -179,103 +157,72 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 	if err != nil {
 		return nil, m, http.StatusBadRequest, err
 	}
+	name, module := client.RedactURL(target), cmp.Or(module, "default")
 	if m.CheckTarget != nil {
 		if err := m.CheckTarget(target); err != nil {
-			h.logger.Debug("Target refused", "target", client.RedactURL(target), "module", moduleName(module), "err", err)
-			return nil, m, http.StatusForbidden, fmt.Errorf("module %q may not be used with target %s: %w", moduleName(module), client.RedactURL(target), err)
+			h.logger.Debug("Target refused", "target", name, "module", module, "err", err)
+			return nil, m, http.StatusForbidden, fmt.Errorf("module %q may not be used with target %s: %w", module, name, err)
 		}
 	}
-	e, err := h.entry(target, module, m)
-	return e, m, http.StatusBadRequest, err
-}
-
-// entry returns the poller for target and m, building one when needed; h.mu is held.
-func (h *ProbeHandler) entry(target *url.URL, module string, m ProbeModule) (*probeEntry, error) {
-	settings, version := m.Settings, m.Version
-	key := probeKey{target: target.String(), module: moduleName(module)}
-	if e, ok := h.pollers[key]; ok && reflect.DeepEqual(e.version, version) {
-		e.lastUsed = time.Now()
-		return e, nil
+	key := targetKey{target: target.String(), module: module}
+	old, ok := h.pollers[key]
+	if ok && !old.stale && reflect.DeepEqual(old.module.version, m.Version) {
+		old.lastUsed = time.Now()
+		return old, m, 0, nil
 	} else if ok {
-		h.keepBook(key, e.poller)
-		e.poller.stop()
-		h.drop(key, e)
+		old.retire()
 	}
-	shared, err := h.module(key.module, settings, version)
+	e, err := h.newEntry(target, name, key.module, m)
 	if err != nil {
-		return nil, h.targetError(key.module, err)
+		err = fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
+		return nil, m, http.StatusBadRequest, err
 	}
-	name := client.RedactURL(target)
-	e := &probeEntry{
-		version: version, metrics: shared.metrics, requests: newRequestMetrics(), info: NewTargetInfo(name, TargetPage(h.ExternalURL, name, key.module)),
-		timeout: settings.Timeout, lastUsed: time.Now(),
-	}
-	settings.Client.Transport, settings.Client.Observer, settings.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
-	e.poller, err = NewTargetPoller(target, settings, PollerOptions{
-		Logger: h.logger.With("target", name, "module", key.module), Recent: h.recent, Name: name, Module: key.module,
-		Polls: e.requests, TimeoutName: fmt.Sprintf("the timeout of module %q", key.module),
-	})
-	if err != nil {
-		return nil, h.targetError(key.module, err)
-	}
-	if old, ok := h.books[key]; ok {
-		e.poller.takeLocations(old)
-		delete(h.books, key)
-	}
-	if len(h.pollers) >= h.maxTargets {
-		h.evictOldest()
+	if ok {
+		e.poller.takeLocations(old.poller.keptLocations())
+	} else if len(h.pollers) >= maxProbeTargets {
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b targetKey) int {
+			return h.pollers[a].lastUsed.Compare(h.pollers[b].lastUsed)
+		})
+		h.pollers[oldest].poller.target.Client.Close()
+		delete(h.pollers, oldest)
 	}
 	h.pollers[key] = e
-	return e, nil
+	return e, m, 0, nil
 }
 
-// keepBook stashes a replaced pair's location checks, bounded like the cache; h.mu is held.
-func (h *ProbeHandler) keepBook(key probeKey, p *Poller) {
-	if _, ok := h.books[key]; !ok && len(h.books) >= h.maxTargets {
-		for k := range h.books {
-			delete(h.books, k)
-			break
+// newEntry builds the pair of target, named so once redacted, and module m.
+func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeModule) (*probeEntry, error) {
+	shared, ok := h.modules[module]
+	if !ok || !reflect.DeepEqual(shared.version, m.Version) {
+		t, err := client.NewTransport(m.Settings.Client.HTTPClientConfig, m.Settings.Client.UserAgent)
+		if err != nil {
+			return nil, err
 		}
+		shared = &probeModule{version: m.Version, transport: t, metrics: NewMetrics(m.Settings.InfoFields)}
+		h.modules[module] = shared
 	}
-	h.books[key] = p.keptLocations()
+	e := &probeEntry{module: shared, requests: newRequestMetrics(), lastUsed: time.Now()}
+	e.info = NewTargetInfo(name, TargetPage(h.ExternalURL, name, module))
+	s := m.Settings
+	s.Client.Transport, s.Client.Observer, s.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
+	var err error
+	e.poller, err = NewTargetPoller(target, s, PollerOptions{
+		Logger: h.logger.With("target", name, "module", module), Recent: h.recent, Name: name, Module: module,
+		Polls: e.requests, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
+	})
+	return e, err
 }
 
-func (h *ProbeHandler) targetError(module string, err error) error {
-	return fmt.Errorf("module %q cannot poll this target: %s", module, strings.ReplaceAll(err.Error(), "\n", " "))
-}
-
-// module returns what the named module's targets share, rebuilt when it changed; h.mu is held.
-func (h *ProbeHandler) module(name string, s TargetSettings, version any) (*probeModule, error) {
-	if m, ok := h.modules[name]; ok && reflect.DeepEqual(m.version, version) {
-		return m, nil
-	}
-	t, err := client.NewTransport(s.Client.HTTPClientConfig, s.Client.UserAgent)
-	if err != nil {
-		return nil, err
-	}
-	m := &probeModule{version: version, transport: t, metrics: NewMetrics(s.InfoFields)}
-	h.modules[name] = m
-	return m, nil
-}
-
-// Prune drops the pollers whose module is gone or changed after a reload,
-// cancelling their polls and closing their connections.
+// Prune stops, after a reload, the pollers whose module changed and drops those whose module is gone.
 func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for key, e := range h.pollers {
-		m, err := h.lookup(key.module)
-		if err != nil || !reflect.DeepEqual(e.version, m.Version) {
-			if err == nil {
-				h.keepBook(key, e.poller)
+		if m, err := h.lookup(key.module); err != nil || !reflect.DeepEqual(e.module.version, m.Version) {
+			e.retire()
+			if err != nil {
+				delete(h.pollers, key)
 			}
-			e.poller.stop()
-			h.drop(key, e)
-		}
-	}
-	for key := range h.books {
-		if _, err := h.lookup(key.module); err != nil {
-			delete(h.books, key)
 		}
 	}
 	for name, m := range h.modules {
@@ -285,21 +232,9 @@ func (h *ProbeHandler) Prune() {
 	}
 }
 
-// drop forgets a pair and closes its connections once no poll is in flight; h.mu is held.
-func (h *ProbeHandler) drop(key probeKey, e *probeEntry) {
+// retire stops e's poll and closes its connections once no request is in flight.
+func (e *probeEntry) retire() {
+	e.stale = true
+	e.poller.stop()
 	e.poller.target.Client.Close()
-	delete(h.pollers, key)
-}
-
-func (h *ProbeHandler) evictOldest() {
-	var oldest probeKey
-	var at time.Time
-	for k, e := range h.pollers {
-		if at.IsZero() || e.lastUsed.Before(at) {
-			oldest, at = k, e.lastUsed
-		}
-	}
-	if e, ok := h.pollers[oldest]; ok {
-		h.drop(oldest, e)
-	}
 }

@@ -240,11 +240,7 @@ deployment_service_target_info{url="`+srv.URL+`"} 1
 // probe of it would find or build it.
 func defaultEntry(t *testing.T, h *ProbeHandler, target *url.URL) *probeEntry {
 	t.Helper()
-	m, err := h.lookup("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := h.entry(target, "", m)
+	e, _, _, err := h.pair(target, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +292,7 @@ func TestProbeCountersRestartWithThePair(t *testing.T) {
 	everyEndpoint(svc, sampleservice.Fault{Status: 500})
 	l := &versionedLookup{settings: keySettings("k-probe")}
 	h := NewProbeHandler(l.lookup, nil, nil)
-	h.maxTargets = 1
+	leaveRoom(t, h, 1)
 	query := "target=" + url.QueryEscape(srv.URL)
 	check := func(when string, n int) {
 		t.Helper()
@@ -385,7 +381,7 @@ func TestDroppedPollersCloseTheirConnections(t *testing.T) {
 	a, b := newCountedServer(t, svc), newCountedServer(t, svc)
 	l := &versionedLookup{settings: keySettings("k-probe")}
 	h := NewProbeHandler(l.lookup, nil, nil)
-	h.maxTargets = 1
+	leaveRoom(t, h, 1)
 	probeUp := func(target string) {
 		t.Helper()
 		if _, body := probe(t, h, "target="+url.QueryEscape(target)); !strings.Contains(body, "\ndeployment_service_up 1\n") {

@@ -42,6 +42,21 @@ func staticLookup(modules map[string]TargetSettings) ModuleLookup {
 	}
 }
 
+// leaveRoom fills h's cache but for room pairs, with pairs of a module "filler" used after any other.
+func leaveRoom(t *testing.T, h *ProbeHandler, room int) {
+	t.Helper()
+	p, err := NewTargetPoller(mustTarget(t, closedURL(t)), TargetSettings{}, PollerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &probeEntry{module: &probeModule{}, poller: p, lastUsed: time.Now().Add(time.Hour)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range maxProbeTargets - room {
+		h.pollers[targetKey{target: fmt.Sprint("http://filler", i), module: "filler"}] = e
+	}
+}
+
 func probe(t *testing.T, h http.Handler, query string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -294,7 +309,7 @@ func TestProbeRefusedTargetGetsNothing(t *testing.T) {
 			return nil
 		}}, nil
 	}, nil, nil)
-	h.maxTargets = 1
+	leaveRoom(t, h, 1)
 
 	if code, body := probe(t, h, "target="+url.QueryEscape(srvListed.URL+"/")); code != http.StatusOK || !strings.Contains(body, "deployment_service_up 1") {
 		t.Fatalf("listed target: %d\n%s", code, body)
@@ -313,10 +328,10 @@ func TestProbeRefusedTargetGetsNothing(t *testing.T) {
 		t.Errorf("checked %q, want the targets in /probe's spelling %q", checked, want)
 	}
 	h.mu.Lock()
-	_, kept := h.pollers[probeKey{target: allowed.String(), module: "default"}]
+	_, kept := h.pollers[targetKey{target: allowed.String(), module: "default"}]
 	n := len(h.pollers)
 	h.mu.Unlock()
-	if !kept || n != 1 {
+	if !kept || n != maxProbeTargets {
 		t.Errorf("the refused target changed the cache: listed pair kept %v, %d pairs", kept, n)
 	}
 }
@@ -330,7 +345,7 @@ func TestProbeBrokenModuleEvictsNothing(t *testing.T) {
 	broken := keySettings("k")
 	broken.Client.HTTPClientConfig.TLSConfig.CAFile = "/nonexistent/ca.pem"
 	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings("k"), "broken": broken}), nil, nil)
-	h.maxTargets = 1
+	leaveRoom(t, h, 1)
 	if code, _ := probe(t, h, "target="+url.QueryEscape(srv.URL)); code != http.StatusOK {
 		t.Fatalf("good module: %d", code)
 	}
@@ -338,7 +353,7 @@ func TestProbeBrokenModuleEvictsNothing(t *testing.T) {
 		t.Errorf("broken module: %d %s", code, body)
 	}
 	h.mu.Lock()
-	_, kept := h.pollers[probeKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
+	_, kept := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
 	h.mu.Unlock()
 	if !kept {
 		t.Error("the broken module evicted a healthy pair")

@@ -2,15 +2,21 @@ package collector
 
 import (
 	"cmp"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
+	"net/url"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
+	"unsafe"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
@@ -55,11 +61,8 @@ func (s PollState) String() string {
 	return [...]string{"ok", "slow", "partial", "failed"}[s]
 }
 
-// slowAnswer is the first-byte wait past which a page calls an answer slow, as DeploymentServiceAPISlow does.
-const slowAnswer = 2 * time.Second
-
-// Slow tells whether r's first byte came after slowAnswer.
-func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > slowAnswer }
+// Slow tells whether r's first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
+func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > 2*time.Second }
 
 // NotSent tells whether r was never sent: the client gives a reason for every failed sent one.
 func NotSent(r client.TraceRequest) bool { return r.Note == "" && r.Reason == "" && r.Error != "" }
@@ -138,41 +141,73 @@ func holdOffEnd(reqs []client.TraceRequest) time.Time {
 	return end
 }
 
-// failure is one thing that went wrong in a poll; status is 0 when no response came.
+// failure is how an endpoint (n of the detail views) failed in a poll: kind adds the status, if any, to what.
 type failure struct {
-	what   string
-	status int
+	what, kind string
+	status, n  int
 }
 
-func (f failure) String() string {
-	if f.status == 0 {
-		return f.what
+// failureOf names how err failed: its reason, or what kept it from being sent or waited for.
+func failureOf(err error, status int) failure {
+	f := failure{what: string(client.ReasonOf(err)), status: status, n: 1}
+	switch {
+	case errors.Is(err, client.ErrHeldOff):
+		f.what = "held off"
+	case errors.Is(err, errTooLate):
+		f.what = "too late"
+	case errors.Is(err, client.ErrKeyUnavailable):
+		f.what = "key unavailable"
 	}
-	return fmt.Sprintf("%s %d", f.what, f.status)
+	f.kind = f.what
+	if status != 0 {
+		f.kind = fmt.Sprintf("%s %d", f.what, status)
+	}
+	return f
 }
 
-// summarize tells how a poll went in one line naming every failure, highest status first;
-// detail views are counted one by one.
+// detailFailures groups the failing detail views of s by kind and status, else takes location_detail's failure.
+func detailFailures(s *Snapshot) []failure {
+	var out []failure
+	checked := s.checkedDetails()
+	for _, d := range checked {
+		if d.Err == nil {
+			continue
+		}
+		f := failureOf(d.Err, d.Status)
+		if i := slices.IndexFunc(out, func(o failure) bool { return o.kind == f.kind }); i >= 0 {
+			out[i].n++
+		} else {
+			out = append(out, f)
+		}
+	}
+	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.ok() && len(out) == 0 {
+		f := failureOf(st.Err, st.Status)
+		f.n = len(checked)
+		out = append(out, f)
+	}
+	return out
+}
+
+// summarize tells how a poll went in one line naming every failure, highest status first.
 func summarize(s *Snapshot) (PollState, string) {
 	var order []failure
-	groups := map[failure][]string{}
+	names := map[string][]string{}
 	add := func(name string, f failure) {
-		if _, ok := groups[f]; !ok {
+		if names[f.kind] == nil {
 			order = append(order, f)
 		}
-		groups[f] = append(groups[f], name)
+		names[f.kind] = append(names[f.kind], name)
 	}
-	for _, ep := range []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations} {
+	for _, ep := range upEndpoints {
 		if st, ok := s.Endpoints[ep]; ok && !st.ok() {
-			add(string(ep), failure{failureKind(st.Err), st.Status})
+			add(string(ep), failureOf(st.Err, st.Status))
 		}
 	}
-	detailFailures := detailFailures(s)
 	checked := len(s.checkedDetails())
-	for _, f := range detailFailures.order {
+	for _, f := range detailFailures(s) {
 		name := string(client.EndpointLocationDetail)
-		if n := detailFailures.count[f]; n < checked {
-			name = fmt.Sprintf("%s (%d of %d)", name, n, checked)
+		if f.n < checked {
+			name = fmt.Sprintf("%s (%d of %d)", name, f.n, checked)
 		}
 		add(name, f)
 	}
@@ -182,7 +217,7 @@ func summarize(s *Snapshot) (PollState, string) {
 	slices.SortStableFunc(order, func(a, b failure) int { return cmp.Compare(b.status, a.status) })
 	parts := make([]string, 0, len(order))
 	for _, f := range order {
-		parts = append(parts, strings.Join(groups[f], ", ")+" "+f.String())
+		parts = append(parts, strings.Join(names[f.kind], ", ")+" "+f.kind)
 	}
 	state := PollFailed
 	if s.up() {
@@ -191,52 +226,8 @@ func summarize(s *Snapshot) (PollState, string) {
 	return state, state.String() + ": " + strings.Join(parts, ", ")
 }
 
-type detailTally struct {
-	order []failure
-	count map[failure]int
-}
-
-// detailFailures groups this poll's failing detail views by kind and status,
-// or falls back on the location_detail endpoint's failure.
-func detailFailures(s *Snapshot) detailTally {
-	t := detailTally{count: map[failure]int{}}
-	checked := s.checkedDetails()
-	for _, d := range checked {
-		if d.Err == nil {
-			continue
-		}
-		f := failure{failureKind(d.Err), d.Status}
-		if t.count[f] == 0 {
-			t.order = append(t.order, f)
-		}
-		t.count[f]++
-	}
-	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.ok() && len(t.order) == 0 {
-		f := failure{failureKind(st.Err), st.Status}
-		t.order, t.count[f] = []failure{f}, len(checked)
-	}
-	return t
-}
-
-// failureKind names how err failed: its reason, or what kept it from being sent or waited for.
-func failureKind(err error) string {
-	switch {
-	case errors.Is(err, client.ErrHeldOff):
-		return "held off"
-	case errors.Is(err, errTooLate):
-		return "too late"
-	case errors.Is(err, client.ErrKeyUnavailable):
-		return "key unavailable"
-	}
-	return string(client.ReasonOf(err))
-}
-
-func ModuleName(module string) string {
-	if module == "" {
-		return "(flags)"
-	}
-	return module
-}
+// ModuleName names a poll's module on the pages: "(flags)" for /metrics.
+func ModuleName(module string) string { return cmp.Or(module, "(flags)") }
 
 // SentNothing tells whether a hold-off kept the poll from sending anything.
 func (rec *PollRecord) SentNothing() bool {
@@ -253,51 +244,28 @@ func (rec *PollRecord) KeyRefused() string {
 
 // NotSentText says why r was not sent.
 func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
-	if r.Status == 0 {
+	until := "an unknown time"
+	switch {
+	case r.Status == 0:
 		return r.Error
+	case !rec.HeldOffUntil.IsZero():
+		until = rec.HeldOffUntil.UTC().Format("2006-01-02 15:04:05") + " UTC"
 	}
-	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, untilText(rec.HeldOffUntil))
+	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, until)
 }
 
-func untilText(t time.Time) string {
-	if t.IsZero() {
-		return "an unknown time"
-	}
-	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
-}
+//go:embed poll.tmpl
+var textSource string
 
-// textView is the debug view of a poll; excerpts are quoted to keep control characters off terminals.
-var textView = template.Must(template.New("poll").Funcs(template.FuncMap{
+var textView = template.Must(template.New("").Funcs(template.FuncMap{
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"duration":    func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
 	"moduleName":  ModuleName, "phases": PhasesText, "status": StatusText, "notSent": NotSent, "slow": Slow,
-}).Parse(`Poll {{with .ID}}{{.}} {{end}}of {{.Target}}, module {{moduleName .Module}}
-Started {{rfc3339nano .Start}}, took {{duration .Duration}}, up {{.Up}}: {{.Summary}}
-{{if .SentNothing}}Sent nothing: the service asked to hold off (status {{.HoldOffStatus}}) until {{if .HeldOffUntil.IsZero}}an unknown time{{else}}{{rfc3339 .HeldOffUntil}}{{end}}
-{{- with .HoldOffPollID}}; poll {{.}} met that answer{{end}}.
-{{else if not .HeldOffUntil.IsZero}}The service asked to hold off: no requests until {{rfc3339 .HeldOffUntil}}.
-{{end}}{{with .KeyRefused}}{{.}}
-{{end}}
-{{range .Requests}}{{if .Note}}    {{.Endpoint}} page {{.Page}}: {{if .NoteFailed}}FAILED, pagination: {{end}}{{.Note}}
-{{else if notSent .}}{{.Endpoint}} {{.Method}} {{.URL}} -> not sent: {{$.NotSentText .}}
-{{else}}{{.Endpoint}} {{.Method}} {{.URL}} -> {{if .Status}}status {{end}}{{status .}}, {{.Bytes}} bytes, {{duration .Duration}}{{if slow .}}, slow{{end}}{{if .Error}}, {{.Reason}}: {{.Error}}{{end}}
-{{with phases .Phases}}    Phases: {{.}}
-{{end}}{{template "answer" .}}{{end}}{{end}}{{with .Dropped}}({{.}} more requests not kept)
-{{end}}
-{{- define "answer"}}{{with .ContentType}}    Content-Type: {{.}}
-{{end}}{{with .Location}}    Location: {{.}}
-{{end}}{{with .WWWAuthenticate}}    WWW-Authenticate: {{.}}
-{{end}}{{if or .RetryAfter (not .HoldOffUntil.IsZero)}}    Retry-After: {{or .RetryAfter "(none)"}}{{if not .HoldOffUntil.IsZero}}; held off until {{rfc3339 .HoldOffUntil}}{{end}}
-{{end}}{{with .BodyExcerpt}}    Body: {{printf "%q" .}}
-{{end}}{{end}}`))
+}).Parse(textSource))
 
 // WriteText writes the debug view of rec as plain text.
-func (rec *PollRecord) WriteText(w io.Writer) error { return textView.Execute(w, rec) }
-
-func writeAnswerText(w io.Writer, r client.TraceRequest) {
-	_ = textView.ExecuteTemplate(w, "answer", r)
-}
+func (rec *PollRecord) WriteText(w io.Writer) error { return textView.ExecuteTemplate(w, "poll", rec) }
 
 // PhasesText renders when each phase of an exchange ended, from the request's start; "" when none was timed.
 func PhasesText(p client.Phases) string {
@@ -305,13 +273,310 @@ func PhasesText(p client.Phases) string {
 	if p.Reused {
 		parts = append(parts, "connection reused")
 	}
-	for _, ph := range []struct {
-		name string
-		d    time.Duration
-	}{{"DNS", p.DNS}, {"connect", p.Connect}, {"TLS", p.TLS}, {"first byte", p.FirstByte}} {
-		if ph.d > 0 {
-			parts = append(parts, ph.name+" "+ph.d.Round(time.Microsecond).String())
+	for i, d := range []time.Duration{p.DNS, p.Connect, p.TLS, p.FirstByte} {
+		if d > 0 {
+			parts = append(parts, [...]string{"DNS", "connect", "TLS", "first byte"}[i]+" "+d.Round(time.Microsecond).String())
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+const (
+	// maxTargets bounds the targets kept: the /probe cache's, plus /metrics.
+	maxTargets = maxProbeTargets + 1
+	// maxKeptBytes bounds the polls kept of all targets, as PollRecord.bytes counts them.
+	maxKeptBytes = 32 << 20
+	// DefaultRecentPolls is how many targets' latest polls the landing page lists.
+	DefaultRecentPolls = 20
+)
+
+// PollLog keeps what the pages show of each target polled lately.
+type PollLog struct {
+	mu      sync.Mutex
+	seq     uint64
+	targets map[targetKey]*TargetState
+	bytes   int
+	recent  int
+}
+
+// TargetState is a target's latest poll and, until one is ok, its first failing one and the one that met its hold-off.
+type TargetState struct {
+	Latest, Failing, HoldOff *PollRecord
+}
+
+// targetKey names a target and module: by URL for /probe, by redacted URL for the poll log.
+type targetKey struct{ target, module string }
+
+// NewPollLog returns a log whose Recent lists as many as recent polls.
+func NewPollLog(recent int) *PollLog {
+	return &PollLog{targets: make(map[targetKey]*TargetState), recent: recent}
+}
+
+// Add keeps rec, with the next id, as its target's latest poll; the targets polled longest ago go past the bounds.
+func (l *PollLog) Add(rec *PollRecord) {
+	rec.metUntil, rec.size = holdOffEnd(rec.Requests), rec.bytes()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	rec.ID = l.seq
+	key := targetKey{rec.Target, rec.Module}
+	st := l.targets[key]
+	if st == nil {
+		st = &TargetState{}
+		l.targets[key] = st
+	}
+	l.bytes -= st.bytes()
+	st.Latest = rec
+	if rec.State <= PollSlow {
+		st.Failing, st.HoldOff = nil, nil
+	} else if st.Failing == nil {
+		st.Failing = rec
+	}
+	switch {
+	case !rec.metUntil.IsZero() && (st.HoldOff == nil || rec.metUntil.After(st.HoldOff.metUntil)):
+		st.HoldOff = rec
+	case st.HoldOff == nil:
+		st.HoldOff = l.heldOffBy(rec)
+	}
+	l.bytes += st.bytes()
+	for len(l.targets) > 1 && (len(l.targets) > maxTargets || l.bytes > maxKeptBytes) {
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(l.targets)), func(a, b targetKey) int {
+			return cmp.Compare(l.targets[a].Latest.ID, l.targets[b].Latest.ID)
+		})
+		l.bytes -= l.targets[oldest].bytes()
+		delete(l.targets, oldest)
+	}
+}
+
+// records lists st's polls, each once.
+func (st *TargetState) records() []*PollRecord {
+	var out []*PollRecord
+	for _, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
+		if r != nil && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (st *TargetState) bytes() int {
+	n := 0
+	for _, r := range st.records() {
+		n += r.size
+	}
+	return n
+}
+
+// bytes is about how much memory rec keeps, shared excerpts counted each time.
+func (rec *PollRecord) bytes() int {
+	n := int(unsafe.Sizeof(*rec)) + len(rec.Target) + len(rec.Module) + len(rec.Summary) + len(rec.Requests)*int(unsafe.Sizeof(client.TraceRequest{}))
+	for _, q := range rec.Requests {
+		n += len(q.URL) + len(q.Error) + len(q.Note) + len(q.BodyExcerpt) + len(q.ContentType) + len(q.Location) + len(q.WWWAuthenticate) + len(q.RetryAfter)
+	}
+	return n
+}
+
+// heldOffBy finds the kept poll, of another target of rec's origin, whose answer started rec's hold-off.
+func (l *PollLog) heldOffBy(rec *PollRecord) *PollRecord {
+	if !rec.HeldOff || rec.metUntil.Equal(rec.HeldOffUntil) {
+		return nil
+	}
+	for _, st := range l.targets {
+		if st.HoldOff != nil && st.HoldOff.metUntil.Equal(rec.HeldOffUntil) {
+			return st.HoldOff
+		}
+	}
+	return nil
+}
+
+// view copies rec for the pages, with the id of the poll that met its hold-off, kept maybe after rec.
+func (l *PollLog) view(rec *PollRecord) *PollRecord {
+	if rec == nil {
+		return nil
+	}
+	c := *rec
+	if m := l.heldOffBy(rec); m != nil {
+		c.HoldOffPollID = m.ID
+	}
+	return &c
+}
+
+func (l *PollLog) viewState(st *TargetState) TargetState {
+	return TargetState{l.view(st.Latest), l.view(st.Failing), l.view(st.HoldOff)}
+}
+
+// holdOffPoll returns a copy of the kept poll that met rec's hold-off, nil if none.
+func (l *PollLog) holdOffPoll(rec *PollRecord) *PollRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.view(l.heldOffBy(rec))
+}
+
+// Get returns a copy of the poll with the given id, if it is still kept.
+func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.targets {
+		for _, r := range st.records() {
+			if r.ID == id {
+				return l.view(r), true
+			}
+		}
+	}
+	return nil, false
+}
+
+// Target returns what is kept of a target, by redacted URL and module.
+func (l *PollLog) Target(target, module string) (TargetState, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st, ok := l.targets[targetKey{target, module}]; ok {
+		return l.viewState(st), true
+	}
+	return TargetState{}, false
+}
+
+// Targets returns every target polled lately: the one behind /metrics first, then the others by URL and module.
+func (l *PollLog) Targets() []TargetState {
+	l.mu.Lock()
+	out := make([]TargetState, 0, len(l.targets))
+	for _, st := range l.targets {
+		out = append(out, l.viewState(st))
+	}
+	l.mu.Unlock()
+	slices.SortFunc(out, func(a, b TargetState) int {
+		return cmp.Or(cmp.Compare(min(len(a.Latest.Module), 1), min(len(b.Latest.Module), 1)),
+			cmp.Compare(a.Latest.Target, b.Latest.Target), cmp.Compare(a.Latest.Module, b.Latest.Module))
+	})
+	return out
+}
+
+// Recent returns the latest poll of the targets polled last, newest first.
+func (l *PollLog) Recent() []*PollRecord {
+	targets := l.Targets()
+	slices.SortFunc(targets, func(a, b TargetState) int { return cmp.Compare(b.Latest.ID, a.Latest.ID) })
+	out := make([]*PollRecord, 0, l.recent)
+	for _, st := range targets[:min(len(targets), l.recent)] {
+		out = append(out, st.Latest)
+	}
+	return out
+}
+
+// TargetPage is a target's page under the external URL, "" without one.
+func TargetPage(external *url.URL, target, module string) string {
+	if external == nil {
+		return ""
+	}
+	u := external.JoinPath("target")
+	u.RawQuery = TargetQuery(target, module)
+	return u.String()
+}
+
+// TargetQuery is the query of a target's page, without module for /metrics.
+func TargetQuery(target, module string) string {
+	q := url.Values{"target": {target}}
+	if module != "" {
+		q.Set("module", module)
+	}
+	return q.Encode()
+}
+
+// failureLog logs a failure at warn when it starts or changes kind, at debug while it lasts and at info when it ends.
+type failureLog struct {
+	mu      sync.Mutex
+	failing map[client.Endpoint]*failingRun
+}
+
+// failingRun is a run of polls in which an endpoint failed, kind ("http_status 401") naming how.
+type failingRun struct {
+	kind, since string // since is when the run began, in RFC 3339
+	polls       int
+}
+
+// log writes the lines a complete poll calls for.
+func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failing == nil {
+		f.failing = make(map[client.Endpoint]*failingRun)
+	}
+	for _, ep := range upEndpoints {
+		st, ok := s.Endpoints[ep]
+		switch {
+		case !ok:
+		case errors.Is(st.Err, client.ErrHeldOff):
+			logger.Debug("Endpoint not polled: holding off", "endpoint", ep, "status", st.Status)
+		case st.ok():
+			f.step(logger.With("endpoint", ep), "Endpoint", s.Start, ep, "")
+		default:
+			f.step(logger.With("endpoint", ep), "Endpoint", s.Start, ep, failureOf(st.Err, st.Status).kind,
+				"reason", client.ReasonOf(st.Err), "status", st.Status, "err", st.Err)
+		}
+	}
+	f.logDetails(logger, s)
+}
+
+// logDetails follows the detail views as one, with one line that sums them up.
+func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
+	checked := s.checkedDetails()
+	for _, d := range checked {
+		if d.Err != nil {
+			logger.Debug("Location detail failed", "location_id", d.ID, "status", d.Status, "err", d.Err)
+		}
+	}
+	st, ok := s.Endpoints[client.EndpointLocationDetail]
+	if !ok {
+		return // a run of failures stays open until a detail view is asked for
+	}
+	all := detailFailures(s)
+	kinds := slices.DeleteFunc(slices.Clone(all), func(k failure) bool { return k.what == "held off" })
+	if len(all) > 0 && len(kinds) == 0 {
+		logger.Debug("Location details not polled: holding off", "status", st.Status)
+		return
+	}
+	slices.SortFunc(kinds, func(a, b failure) int { return cmp.Or(cmp.Compare(b.status, a.status), cmp.Compare(a.what, b.what)) })
+	names := make([]string, len(kinds))
+	failed := 0
+	for i, k := range kinds {
+		names[i] = k.kind
+		failed += k.n
+	}
+	kind := strings.Join(names, ", ")
+	f.step(logger, "Location details", s.Start, client.EndpointLocationDetail, kind,
+		"failed", failed, "total", len(checked), "location_ids", failingIDs(checked), "kinds", kind, "status", st.Status, "err", st.Err)
+}
+
+// step moves ep's run of failures on by one poll, kind "" when it answered well, and logs it.
+func (f *failureLog) step(logger *slog.Logger, what string, start time.Time, ep client.Endpoint, kind string, attrs ...any) {
+	run := f.failing[ep]
+	switch {
+	case kind == "" && run == nil:
+	case kind == "":
+		delete(f.failing, ep)
+		logger.Info(what+" recovered", "failing_since", run.since, "failed_polls", run.polls)
+	case run == nil:
+		f.failing[ep] = &failingRun{kind: kind, since: start.UTC().Format(time.RFC3339), polls: 1}
+		logger.Warn(what+" failed", attrs...)
+	case run.kind != kind:
+		previously := run.kind
+		run.kind, run.polls = kind, run.polls+1
+		logger.Warn(what+" failed", append(attrs, "previously", previously, "failing_since", run.since)...)
+	default:
+		run.polls++
+		logger.Debug(what+" still failing", append(attrs, "failing_since", run.since, "failed_polls", run.polls)...)
+	}
+}
+
+// failingIDs names the first five failing locations of checked, and how many more.
+func failingIDs(checked []locationState) string {
+	var ids []string
+	for _, d := range checked {
+		if d.Err != nil {
+			ids = append(ids, strconv.FormatInt(d.ID, 10))
+		}
+	}
+	if len(ids) > 5 {
+		return fmt.Sprintf("%s and %d more", strings.Join(ids[:5], ","), len(ids)-5)
+	}
+	return strings.Join(ids, ",")
 }

@@ -163,18 +163,24 @@ func TestTargetsAreBounded(t *testing.T) {
 		t.Errorf("the log keeps %d targets, want the /probe cache's %d plus /metrics", maxTargets, maxProbeTargets)
 	}
 	l := NewPollLog(10)
-	l.maxTargets = 3
 	l.Add(rec("metrics", "", 0, PollOK, "ok"))
 	l.Add(rec("a", "m", 1, PollOK, "ok"))
 	l.Add(rec("b", "m", 2, PollOK, "ok"))
+	for i := range maxTargets - 3 {
+		l.Add(rec(fmt.Sprint("filler", i), "m", 2, PollOK, "ok"))
+	}
 	l.Add(rec("metrics", "", 3, PollOK, "ok"))
 	l.Add(rec("c", "m", 4, PollOK, "ok")) // a was polled least recently: it goes
-	var got []string
-	for _, st := range l.Targets() {
-		got = append(got, st.Latest.Target)
+	if n := len(l.Targets()); n != maxTargets {
+		t.Errorf("%d targets kept, want %d", n, maxTargets)
 	}
-	if strings.Join(got, " ") != "metrics b c" {
-		t.Errorf("targets %v, want the three polled most recently", got)
+	for target, want := range map[string]bool{"a": false, "b": true, "c": true} {
+		if _, ok := l.Target(target, "m"); ok != want {
+			t.Errorf("target %s kept %v, want %v", target, ok, want)
+		}
+	}
+	if _, ok := l.Target("metrics", ""); !ok {
+		t.Error("the service behind /metrics, polled lately, was dropped")
 	}
 }
 
