@@ -4,6 +4,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +13,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/common/config"
-	"github.com/prometheus/common/version"
 	"golang.org/x/time/rate"
 )
 
@@ -39,15 +41,13 @@ type Observer interface {
 type Config struct {
 	BaseURL          *url.URL // may have a path prefix
 	HTTPClientConfig config.HTTPClientConfig
-	UserAgent        string // defaults to deployment_service_exporter/<version>
-	// Transport, when set, is shared by the Clients of one module and was
-	// built by NewTransport from HTTPClientConfig and UserAgent.
-	Transport        *Transport
-	Concurrency      int     // requests in flight at once
-	MaxPages         int     // pages read for one list
-	MaxResponseBytes int64   // largest body, counted after decompression
-	RateLimit        float64 // requests per second, 0 for no limit
-	DisableGzip      bool    // stop asking for gzip; gzip answers are still read
+	UserAgent        string     // defaults to deployment_service_exporter/<version>
+	Transport        *Transport // shared by the Clients of one module, from NewTransport
+	Concurrency      int        // requests in flight at once
+	MaxPages         int        // pages read for one list
+	MaxResponseBytes int64      // largest body, counted after decompression
+	RateLimit        float64    // requests per second, 0 for no limit
+	DisableGzip      bool       // stop asking for gzip; gzip answers are still read
 	Observer         Observer
 	HoldOffs         *HoldOffs // shared hold-offs by origin; nil for the Client's own
 }
@@ -57,8 +57,8 @@ type Client struct {
 	base      *url.URL
 	origin    origin
 	http      *http.Client
-	lease     *lease
-	userAgent string
+	transport *Transport
+	closed    atomic.Bool
 	slots     *slots
 	limiter   *rate.Limiter
 	maxPages  int
@@ -67,7 +67,6 @@ type Client struct {
 	observer  Observer
 	redact    *secrets
 	holdOffs  *HoldOffs
-	holdKey   string
 }
 
 // WithDefaults returns cfg with its zero limits set to the defaults.
@@ -78,15 +77,19 @@ func (cfg Config) WithDefaults() Config {
 	return cfg
 }
 
+func orDefault[T int | int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 // New validates cfg and builds a Client.
 func New(cfg Config) (*Client, error) {
 	if err := validateBaseURL(cfg.BaseURL); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = "deployment_service_exporter/" + version.Version
-	}
 	t := cfg.Transport
 	if t == nil {
 		var err error
@@ -97,24 +100,19 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		base:      cfg.BaseURL,
 		origin:    originOf(cfg.BaseURL),
-		lease:     &lease{t: t},
+		transport: t,
 		redact:    t.redact,
-		userAgent: cfg.UserAgent,
 		slots:     newSlots(cfg.Concurrency),
 		maxPages:  cfg.MaxPages,
 		maxBytes:  cfg.MaxResponseBytes,
 		gzip:      !cfg.DisableGzip,
 		observer:  cfg.Observer,
 		holdOffs:  cfg.HoldOffs,
-		holdKey:   originOf(cfg.BaseURL).String(),
 	}
 	if c.holdOffs == nil {
 		c.holdOffs = NewHoldOffs()
 	}
-	c.http = &http.Client{
-		Transport:     &originGuard{allowed: c.origin, t: t, lease: c.lease},
-		CheckRedirect: redirectPolicy(c.origin),
-	}
+	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: t}, CheckRedirect: redirectPolicy(c.origin)}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly.
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
@@ -124,6 +122,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	return c, nil
 }
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveRequest(Endpoint, int, time.Duration) {}
+func (nopObserver) ObserveError(Endpoint, Reason)               {}
 
 // ErrURLCredentials is the error of a base URL with a user or password in it.
 var ErrURLCredentials = errors.New("URL must not carry credentials")
@@ -135,10 +138,7 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	if err != nil {
 		return nil, errors.New("not a valid URL: give an absolute http or https URL such as https://deploy.example.com")
 	}
-	if err := validateBaseURL(u); err != nil {
-		return nil, err
-	}
-	return u, nil
+	return u, validateBaseURL(u)
 }
 
 // validateBaseURL checks that u is an absolute http or https base URL.
@@ -169,23 +169,17 @@ func validateBaseURL(u *url.URL) error {
 }
 
 // Close closes the idle connections of the Client's transport, those of
-// Clients sharing it too; requests sent after Close still work.
-func (c *Client) Close() { c.lease.release() }
+// Clients sharing it too, and those of its requests in flight as they end.
+// Requests sent after Close still work.
+func (c *Client) Close() {
+	c.closed.Store(true)
+	c.transport.closeIdle()
+}
 
 // HoldOff reports until when the client holds off after a 429 or 503, and that status.
 func (c *Client) HoldOff() (until time.Time, status int) {
-	h := c.holdOffs.get(c.holdKey)
+	h := c.holdOffs.get(c.origin.String())
 	return h.until, h.status
-}
-
-func (c *Client) heldOff(now time.Time) (int, bool) {
-	until, status := c.HoldOff()
-	return status, now.Before(until)
-}
-
-// holdOff extends the hold-off by d from now, returning the end in force.
-func (c *Client) holdOff(d time.Duration, status int) time.Time {
-	return c.holdOffs.extend(c.holdKey, time.Now().Add(d), status)
 }
 
 // Result is what every call reports, whatever happened.
@@ -217,82 +211,78 @@ func (c *Client) Root(ctx context.Context) Result {
 func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) DetailResult {
 	var res DetailResult
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
-	var sent time.Duration
-	res.Status, sent, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader, _ *http.Response) error {
+	// The time from sending, not from waiting for a turn.
+	res.Status, res.Duration, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader, _ *http.Response) error {
 		var err error
 		res.Fields, err = decodeObject(body, fields, c.redact.clean)
 		return err
 	})
-	// The time from sending, not from waiting for a turn.
-	res.Duration = sent
 	return res
 }
 
 // decodeFunc reads a bounded, decompressed body; resp gives its headers and URL.
 type decodeFunc func(body io.Reader, resp *http.Response) error
 
-// exchange is what one request leaves for its caller and the trace.
+// exchange is one request and its record for the trace, when traced.
 type exchange struct {
-	sent   time.Time // zero when never sent
-	wire   int64     // body bytes read off the connection
-	answer answer    // filled only when traced
-	phases *phaseTimer
+	c     *Client
+	ctx   context.Context
+	ep    Endpoint
+	trace *Trace
+	mu    sync.Mutex // guards rec.Phases, set by the transport's goroutines
+	rec   TraceRequest
+	sent  time.Time // zero when never sent
 }
 
 // get sends one GET request, hands its body to decode and reports it to the
 // observer and the trace. It returns the status, the time since sending and
 // an *Error on failure; holding tells that the caller holds a request slot.
 func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode decodeFunc) (int, time.Duration, error) {
-	rec := TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
-	var x exchange
-	status, err := c.send(ctx, ep, u, holding, &x, decode)
-	if tr := traceFrom(ctx); tr != nil {
-		rec.URL = c.redact.clean(RedactURL(u))
-		rec.Status, rec.Bytes, rec.Duration = status, x.wire, time.Since(rec.Start)
-		x.answer.fill(&rec)
-		if x.phases != nil {
-			rec.Phases = x.phases.result()
-		}
+	x := &exchange{c: c, ctx: ctx, ep: ep, trace: traceFrom(ctx)}
+	x.rec = TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
+	status, err := x.send(u, holding, decode)
+	if x.trace != nil {
+		x.mu.Lock()
+		r := x.rec
+		x.mu.Unlock()
+		r.URL = c.redact.clean(RedactURL(u))
+		r.Status, r.Duration = status, time.Since(r.Start)
 		if err != nil {
-			rec.Reason, rec.Error = ReasonOf(err), err.Error()
+			r.Reason, r.Error = ReasonOf(err), err.Error()
 			var e *Error
 			if errors.As(err, &e) {
-				rec.Error = e.Err.Error()
+				r.Error = e.Err.Error()
 			}
 		}
-		tr.add(rec)
+		x.trace.add(r)
 	}
-	var took time.Duration
-	if !x.sent.IsZero() {
-		took = time.Since(x.sent)
+	if x.sent.IsZero() {
+		return status, 0, err
 	}
-	return status, took, err
+	return status, time.Since(x.sent), err
 }
 
-func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool, x *exchange, decode decodeFunc) (int, error) {
-	if status, held := c.heldOff(time.Now()); held {
-		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
+func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error) {
+	c, ep := x.c, x.ep
+	if status, err := c.heldOff(ep); err != nil {
+		return status, err
 	}
-	release, err := c.acquire(ctx, ep != EndpointLocationDetail, holding)
+	release, err := c.acquire(x.ctx, ep != EndpointLocationDetail, holding)
 	if err != nil {
 		c.observer.ObserveError(ep, ReasonTimeout)
 		return 0, &Error{Endpoint: ep, Reason: ReasonTimeout, Err: err}
 	}
 	defer release()
 	// A hold-off may have begun while this request waited.
-	if status, held := c.heldOff(time.Now()); held {
-		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
+	if status, err := c.heldOff(ep); err != nil {
+		return status, err
 	}
-
-	req, err := c.newRequest(ctx, u, x)
+	req, err := x.newRequest(u)
 	if err != nil {
 		return 0, c.fail(ep, ReasonNetwork, 0, errors.New("cannot build the request"))
 	}
 	start := time.Now()
 	x.sent = start
-	if x.phases != nil {
-		x.phases.start = start
-	}
 	resp, err := c.http.Do(req)
 	if errors.Is(err, ErrKeyUnavailable) {
 		// Never sent and no fault of the service: nothing is counted.
@@ -304,58 +294,92 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 		if !errors.Is(err, errForeignOrigin) {
 			c.observer.ObserveRequest(ep, 0, time.Since(start))
 		}
-		return 0, c.fail(ep, classifyTransport(ctx, err), 0, scrubURLError(err))
+		return 0, c.fail(ep, classifyTransport(x.ctx, err), 0, scrubURLError(err))
 	}
-	status, err := c.readResponse(ctx, ep, resp, x, decode)
+	status, err := x.readResponse(resp, decode)
 	c.observer.ObserveRequest(ep, status, time.Since(start))
 	return status, err
 }
 
+// heldOff returns the error of a request not sent during a hold-off, nil when none is in force.
+func (c *Client) heldOff(ep Endpoint) (int, error) {
+	if until, status := c.HoldOff(); time.Now().Before(until) {
+		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
+	}
+	return 0, nil
+}
+
 // newRequest builds a GET request for u, timing its phases when traced.
-func (c *Client) newRequest(ctx context.Context, u *url.URL, x *exchange) (*http.Request, error) {
-	if traceFrom(ctx) != nil {
-		x.phases = &phaseTimer{}
-		ctx = httptrace.WithClientTrace(ctx, x.phases.clientTrace())
+func (x *exchange) newRequest(u *url.URL) (*http.Request, error) {
+	ctx := x.ctx
+	if x.trace != nil {
+		ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	if c.gzip {
+	if x.c.gzip {
 		// Decompressing ourselves lets the size limit count decompressed bytes.
 		req.Header.Set("Accept-Encoding", "gzip")
 	}
 	return req, nil
 }
 
+// clientTrace times the phases of the exchange from its sending.
+func (x *exchange) clientTrace() *httptrace.ClientTrace {
+	p := &x.rec.Phases
+	mark := func(d *time.Duration) {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if *d == 0 {
+			*d = time.Since(x.sent)
+		}
+	}
+	return &httptrace.ClientTrace{
+		DNSDone:              func(httptrace.DNSDoneInfo) { mark(&p.DNS) },
+		ConnectDone:          func(string, string, error) { mark(&p.Connect) },
+		TLSHandshakeDone:     func(tls.ConnectionState, error) { mark(&p.TLS) },
+		GotFirstResponseByte: func() { mark(&p.FirstByte) },
+		GotConn: func(info httptrace.GotConnInfo) {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			p.Reused = info.Reused
+		},
+	}
+}
+
 // readResponse checks the status of resp and decodes its body.
-func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, x *exchange, decode decodeFunc) (int, error) {
+func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, error) {
+	c := x.c
 	wire := &limitedReader{r: resp.Body}
 	defer func() {
-		// Draining lets the connection be reused.
+		// Draining lets the connection be reused, unless the Client was closed.
 		drained, _ := io.CopyN(io.Discard, resp.Body, drainBytes)
 		_ = resp.Body.Close()
-		x.wire = wire.read + drained
+		if c.closed.Load() {
+			c.transport.closeIdle()
+		}
+		x.rec.Bytes = wire.read + drained
 	}()
-	traced := traceFrom(ctx) != nil
-	if traced {
-		c.noteHeaders(&x.answer, resp)
+	if x.trace != nil {
+		c.noteHeaders(&x.rec, resp)
 	}
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
 		body := readErrorBody(wire, resp.Header)
-		if traced {
-			x.answer.excerpt = c.excerpt(body)
+		if x.trace != nil {
+			x.rec.BodyExcerpt = c.excerpt(body)
 		}
-		return status, c.statusError(ep, resp, &x.answer)
+		return status, x.statusError(resp)
 	}
-	return status, c.readBody(ctx, ep, resp, wire, x, decode)
+	return status, x.readBody(resp, wire, decode)
 }
 
 // readBody bounds a 2xx body, decompresses it and decodes it.
-func (c *Client) readBody(ctx context.Context, ep Endpoint, resp *http.Response, wire *limitedReader, x *exchange, decode decodeFunc) error {
-	status := resp.StatusCode
+func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) error {
+	c, ep, status := x.c, x.ep, resp.StatusCode
 	gz, err := gzipEncoded(resp.Header, c.redact.clean)
 	if err != nil {
 		return c.fail(ep, ReasonInvalidBody, status, err)
@@ -371,21 +395,20 @@ func (c *Client) readBody(ctx context.Context, ep Endpoint, resp *http.Response,
 	if gz {
 		zr, err := newGunzipReader(wire)
 		if err != nil {
-			return c.fail(ep, c.bodyReason(ctx, err), status, err)
+			return c.fail(ep, bodyReason(x.ctx, err), status, err)
 		}
 		defer zr.release()
 		body = &limitedReader{r: zr, n: c.maxBytes}
 	}
-	var prefix *prefixReader
-	if traceFrom(ctx) != nil {
-		// Only the start of an invalid body is shown.
+	var prefix *prefixReader // only the start of an invalid body is shown
+	if x.trace != nil {
 		prefix = &prefixReader{r: body}
 		body = prefix
 	}
 	if err := decode(body, resp); err != nil {
-		reason := c.bodyReason(ctx, err)
+		reason := bodyReason(x.ctx, err)
 		if prefix != nil && reason == ReasonInvalidBody {
-			x.answer.excerpt = c.excerpt(prefix.prefix)
+			x.rec.BodyExcerpt = c.excerpt(prefix.prefix)
 		}
 		return c.fail(ep, reason, status, err)
 	}
@@ -393,7 +416,7 @@ func (c *Client) readBody(ctx context.Context, ep Endpoint, resp *http.Response,
 }
 
 // bodyReason classifies an error met while reading and decoding a body.
-func (c *Client) bodyReason(ctx context.Context, err error) Reason {
+func bodyReason(ctx context.Context, err error) Reason {
 	if errors.Is(err, errInvalidBody) {
 		return ReasonInvalidBody
 	}
@@ -401,19 +424,19 @@ func (c *Client) bodyReason(ctx context.Context, err error) Reason {
 }
 
 // statusError reports a non-2xx answer, and starts any hold-off it asks for.
-func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error {
-	status := resp.StatusCode
+func (x *exchange) statusError(resp *http.Response) *Error {
+	c, status := x.c, resp.StatusCode
 	err := fmt.Errorf("unexpected status %s", http.StatusText(status))
 	if status >= 300 && status <= 399 {
 		if why := c.refusedRedirect(resp); why != "" {
 			err = fmt.Errorf("unexpected status %s: %s", http.StatusText(status), why)
 		}
 	}
-	e := c.fail(ep, ReasonHTTPStatus, status, err)
+	e := c.fail(x.ep, ReasonHTTPStatus, status, err)
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
 			e.RetryAfter = d
-			a.holdOffUntil = c.holdOff(d, status)
+			x.rec.HoldOffUntil = c.holdOffs.extend(c.origin.String(), time.Now().Add(d), status)
 		}
 	}
 	return e
@@ -462,43 +485,24 @@ type limitedReader struct {
 	r    io.Reader
 	n    int64
 	read int64
-	err  error
+	err  error // the first error but io.EOF
 }
 
-func (l *limitedReader) Read(p []byte) (int, error) {
+func (l *limitedReader) Read(p []byte) (n int, err error) {
+	defer func() {
+		if err != nil && err != io.EOF && l.err == nil {
+			l.err = err
+		}
+	}()
 	if l.n <= 0 {
 		var probe [1]byte
-		n, err := l.r.Read(probe[:])
-		if n > 0 {
+		if n, err = l.r.Read(probe[:]); n > 0 {
 			err = errTooLarge
 		}
-		l.noteErr(err)
 		return 0, err
 	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
+	n, err = l.r.Read(p[:min(int64(len(p)), l.n)])
 	l.n -= int64(n)
 	l.read += int64(n)
-	l.noteErr(err)
 	return n, err
-}
-
-func (l *limitedReader) noteErr(err error) {
-	if err != nil && err != io.EOF && l.err == nil {
-		l.err = err
-	}
-}
-
-type nopObserver struct{}
-
-func (nopObserver) ObserveRequest(Endpoint, int, time.Duration) {}
-func (nopObserver) ObserveError(Endpoint, Reason)               {}
-
-func orDefault[T int | int64](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }

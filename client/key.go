@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -33,11 +32,11 @@ func readFile(path string, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	fi, err := f.Stat()
+	if err == nil {
+		err = checkFileInfo(fi, max)
+	}
 	if err != nil {
 		return nil, pathless(err)
-	}
-	if err := checkFileInfo(fi, max); err != nil {
-		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err == nil && int64(len(b)) > max {
@@ -93,7 +92,28 @@ func (fileSecret) Immutable() bool { return false }
 
 // CheckFiles reads every file that cfg names, naming the first that cannot be read.
 func CheckFiles(cfg *config.HTTPClientConfig) error {
-	for _, f := range moduleFiles(cfg) {
+	type file struct {
+		key, path string
+		max       int64
+	}
+	var files []file
+	if a := cfg.Authorization; a != nil {
+		files = append(files, file{"authorization.credentials_file", a.CredentialsFile, maxKeyFileBytes})
+	}
+	if cfg.HTTPHeaders != nil {
+		for _, name := range slices.Sorted(maps.Keys(cfg.HTTPHeaders.Headers)) {
+			for _, f := range cfg.HTTPHeaders.Headers[name].Files {
+				files = append(files, file{"http_headers." + name + ".files", f, maxKeyFileBytes})
+			}
+		}
+	}
+	t := &cfg.TLSConfig
+	files = append(files, file{"tls_config.ca_file", t.CAFile, maxCAFileBytes},
+		file{"tls_config.cert_file", t.CertFile, maxKeyFileBytes}, file{"tls_config.key_file", t.KeyFile, maxKeyFileBytes})
+	for _, f := range files {
+		if f.path == "" {
+			continue
+		}
 		if _, err := readFile(f.path, f.max); err != nil {
 			return fmt.Errorf("%s: cannot read %s: %w", f.key, f.path, err)
 		}
@@ -101,109 +121,29 @@ func CheckFiles(cfg *config.HTTPClientConfig) error {
 	return nil
 }
 
-// namedFile is a file of an HTTP client configuration and its setting.
-type namedFile struct {
-	key, path string
-	max       int64
-}
-
-// moduleFiles lists the files that cfg names.
-func moduleFiles(cfg *config.HTTPClientConfig) []namedFile {
-	var out []namedFile
-	add := func(key, path string, max int64) {
-		if path != "" {
-			out = append(out, namedFile{key, path, max})
-		}
-	}
-	if a := cfg.Authorization; a != nil {
-		add("authorization.credentials_file", a.CredentialsFile, maxKeyFileBytes)
-	}
-	if cfg.HTTPHeaders != nil {
-		for _, name := range slices.Sorted(maps.Keys(cfg.HTTPHeaders.Headers)) {
-			for _, f := range cfg.HTTPHeaders.Headers[name].Files {
-				add("http_headers."+name+".files", f, maxKeyFileBytes)
-			}
-		}
-	}
-	t := &cfg.TLSConfig
-	add("tls_config.ca_file", t.CAFile, maxCAFileBytes)
-	add("tls_config.cert_file", t.CertFile, maxKeyFileBytes)
-	add("tls_config.key_file", t.KeyFile, maxKeyFileBytes)
-	return out
-}
-
-// headerFilesGuard stops a request whose http_headers files are no longer
-// regular files within maxKeyFileBytes, before prometheus/common reads them.
-type headerFilesGuard struct {
-	files []string
-	next  http.RoundTripper
-}
-
-// guardHeaderFiles returns next behind a headerFilesGuard when h names files.
-func guardHeaderFiles(h *config.Headers, next http.RoundTripper) http.RoundTripper {
-	g := headerFilesGuard{next: next}
-	for _, hdr := range h.Headers {
-		g.files = append(g.files, hdr.Files...)
-	}
-	if len(g.files) == 0 {
-		return next
-	}
-	return g
-}
-
-func (g headerFilesGuard) RoundTrip(req *http.Request) (*http.Response, error) {
-	for _, path := range g.files {
+// checkHeaderFiles fails when an http_headers file is no longer a regular
+// file within maxKeyFileBytes, before prometheus/common reads it.
+func checkHeaderFiles(files []string) error {
+	for _, path := range files {
 		fi, err := os.Stat(path)
 		if err == nil {
 			err = checkFileInfo(fi, maxKeyFileBytes)
 		}
 		if err != nil {
-			if req.Body != nil {
-				_ = req.Body.Close()
-			}
-			return nil, fmt.Errorf("%w: cannot read the header file %s: %w", ErrKeyUnavailable, path, pathless(err))
+			return fmt.Errorf("%w: cannot read the header file %s: %w", ErrKeyUnavailable, path, pathless(err))
 		}
 	}
-	return g.next.RoundTrip(req)
+	return nil
 }
 
 // ReadKeyFile reads a key file as the transport will and checks that the key can be sent.
 func ReadKeyFile(path string) (string, error) {
-	b, err := readFile(path, maxKeyFileBytes)
-	if err != nil {
-		return "", fmt.Errorf("cannot read the key file %s: %w", path, err)
-	}
-	key := strings.TrimSpace(string(b))
-	return key, keyProblem(path, key)
-}
-
-// keyProblem says why the key read from path cannot be sent, nil when it can.
-func keyProblem(path, key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("the key file %s is empty", path)
-	case !ValidKey(key):
-		return fmt.Errorf("the key file %s has control characters such as a line break inside the key: write the key alone on one line", path)
-	}
-	return nil
+	return (&keyFileCache{path: path}).check()
 }
 
 // ValidKey tells whether key is non-empty and free of control characters.
 func ValidKey(key string) bool {
 	return key != "" && !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f })
-}
-
-// keyLookup returns the current key's lookup and the key file's cache, if any.
-func keyLookup(a *config.Authorization) (redactor, *keyFileCache) {
-	switch {
-	case a == nil:
-		return nil, nil
-	case a.CredentialsFile != "":
-		k := &keyFileCache{path: a.CredentialsFile}
-		return k.key, k
-	}
-	key := string(a.Credentials)
-	return func() string { return key }, nil
 }
 
 // keyFileCache re-reads a key file only when its inode, size or time changed.
@@ -219,6 +159,20 @@ type keyFileCache struct {
 func (k *keyFileCache) key() string {
 	key, _ := k.read()
 	return key
+}
+
+// check returns the current key, or why it cannot be sent.
+func (k *keyFileCache) check() (string, error) {
+	key, err := k.read()
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("cannot read the key file %s: %w", k.path, err)
+	case key == "":
+		return "", fmt.Errorf("the key file %s is empty", k.path)
+	case !ValidKey(key):
+		return "", fmt.Errorf("the key file %s has control characters such as a line break inside the key: write the key alone on one line", k.path)
+	}
+	return key, nil
 }
 
 // read returns the current key, trimmed, or the error of reading the file.

@@ -69,35 +69,19 @@ func (o origin) misdirected(allowed origin) string {
 type originGuard struct {
 	allowed origin
 	t       *Transport
-	lease   *lease
 }
 
 func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	err := errForeignOrigin
 	if originOf(req.URL) == g.allowed {
-		if err = g.checkKey(); err == nil {
-			return g.t.roundTrip(g.lease, req)
+		if err = g.t.checkKey(); err == nil {
+			return g.t.rt.RoundTrip(req)
 		}
 	}
 	if req.Body != nil {
 		_ = req.Body.Close()
 	}
 	return nil, err
-}
-
-// checkKey fails when the key file holds no key that can be sent.
-func (g *originGuard) checkKey() error {
-	if g.t.keyFile == nil {
-		return nil
-	}
-	key, err := g.t.keyFile.read()
-	if err != nil {
-		return fmt.Errorf("%w: cannot read the key file %s: %w", ErrKeyUnavailable, g.t.keyFile.path, err)
-	}
-	if err := keyProblem(g.t.keyFile.path, key); err != nil {
-		return fmt.Errorf("%w: %w", ErrKeyUnavailable, err)
-	}
-	return nil
 }
 
 // redirectPolicy follows at most maxRedirects redirects within the allowed

@@ -3,6 +3,7 @@ package client
 import (
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -12,15 +13,17 @@ import (
 	"github.com/prometheus/common/config"
 )
 
-// secretsOf finds every secret of cfg, for redaction, and returns the key
-// file's cache for the guard.
-func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
+// findSecrets keeps every secret of cfg for redaction, and the files the
+// guard checks before each request.
+func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	s := &secrets{}
-	key, keyFile := keyLookup(cfg.Authorization)
-	if key != nil {
-		s.sources = append(s.sources, key)
-	}
 	fixed := func(v string) { s.sources = append(s.sources, func() string { return v }) }
+	if a := cfg.Authorization; a != nil && a.CredentialsFile != "" {
+		t.keyFile = &keyFileCache{path: a.CredentialsFile}
+		s.sources = append(s.sources, t.keyFile.key)
+	} else if a != nil {
+		fixed(string(a.Credentials))
+	}
 	if cfg.HTTPHeaders != nil {
 		for _, h := range cfg.HTTPHeaders.Headers {
 			for _, v := range h.Secrets {
@@ -29,6 +32,7 @@ func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
 			for _, f := range h.Files {
 				s.sources = append(s.sources, (&keyFileCache{path: f}).key)
 			}
+			t.headerFiles = append(t.headerFiles, h.Files...)
 		}
 	}
 	for _, u := range proxyURLs(cfg) {
@@ -41,10 +45,10 @@ func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
 			fixed(string(v))
 		}
 	}
-	return s, keyFile
+	t.redact = s
 }
 
-// proxyURLs lists the proxies that cfg may use, for their passwords.
+// proxyURLs lists the proxies that cfg may use.
 func proxyURLs(cfg *config.HTTPClientConfig) []*url.URL {
 	var proxies []*url.URL
 	if cfg.ProxyURL.URL != nil {
@@ -64,12 +68,35 @@ func proxyURLs(cfg *config.HTTPClientConfig) []*url.URL {
 	return proxies
 }
 
+// sensitiveParam matches query parameter names whose values are hidden.
+var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)
+
+// RedactURL renders u for people: without user info, and with the values of
+// credential-like query parameters replaced.
+func RedactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	if c.RawQuery != "" {
+		q, err := url.ParseQuery(c.RawQuery)
+		redacted := err != nil // re-encoding drops what could not be read
+		for name := range q {
+			if sensitiveParam.MatchString(name) {
+				q[name] = []string{"REDACTED"}
+				redacted = true
+			}
+		}
+		if redacted {
+			c.RawQuery = q.Encode()
+		}
+	}
+	return c.String()
+}
+
 // redactor returns the current value of one secret, "" when none.
 type redactor func() string
 
-// secretRun is the shortest run of a secret's characters that text may
-// never show; shorter secrets than minSecret are not cut, as they would
-// cut common words.
+// Text never shows a run of secretRun characters of a secret; secrets
+// shorter than minSecret are not cut, as they would cut common words.
 const (
 	secretRun    = 12
 	minSecret    = 4

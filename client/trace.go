@@ -1,21 +1,29 @@
 package client
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
-	"crypto/tls"
-	"net/http/httptrace"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"net/url"
-	"regexp"
+	"strings"
 	"sync"
 	"time"
 )
 
-// Bounds of one trace: its records, its distinct body excerpts and the
-// rest of its text.
+// Bounds of what a trace keeps.
 const (
 	maxTraceRequests     = 500
-	maxTraceExcerptBytes = 32 << 10
-	maxTraceTextBytes    = 128 << 10
+	maxTraceExcerptBytes = 32 << 10  // the distinct body excerpts of one trace
+	maxTraceTextBytes    = 128 << 10 // the rest of its text
+	maxExcerpt           = 512       // one body excerpt, "…" included
+	maxHeaderShown       = 256
+	maxShown             = 2 << 10 // a URL, a Location, a note, an error
+	errorBodyBytes       = 4 << 10 // read of an error body, room for a key at the cut
+	drainBytes           = 4 << 10 // read after the answer, so the connection is reused
 	excerptNotKept       = "(not kept: this poll's body excerpts reached their bound)"
 )
 
@@ -53,6 +61,13 @@ type TraceRequest struct {
 	HoldOffUntil    time.Time // end of the hold-off started, if any
 }
 
+// Phases are the moments of one exchange from the start of the request,
+// zero for a step that did not happen.
+type Phases struct {
+	DNS, Connect, TLS, FirstByte time.Duration
+	Reused                       bool // over an idle connection
+}
+
 // Requests returns a copy of the recorded requests, in the order they
 // finished, and how many were left out past the bound.
 func (t *Trace) Requests() ([]TraceRequest, int) {
@@ -82,7 +97,7 @@ func (t *Trace) add(r TraceRequest) {
 	t.requests = append(t.requests, r)
 }
 
-// keepExcerpt returns the copy of s the trace keeps; t.mu is held.
+// keepExcerpt returns the copy of s the trace keeps.
 func (t *Trace) keepExcerpt(s string) string {
 	if kept, ok := t.excerpts[s]; ok {
 		return kept
@@ -111,78 +126,118 @@ func traceFrom(ctx context.Context) *Trace {
 	return t
 }
 
-// sensitiveParam matches query parameter names whose values are hidden.
-var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)
-
-// RedactURL renders u for people: without user info, and with the values of
-// credential-like query parameters replaced.
-func RedactURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	if c.RawQuery != "" {
-		q, err := url.ParseQuery(c.RawQuery)
-		redacted := err != nil // re-encoding drops what could not be read
-		for name := range q {
-			if sensitiveParam.MatchString(name) {
-				q[name] = []string{"REDACTED"}
-				redacted = true
-			}
-		}
-		if redacted {
-			c.RawQuery = q.Encode()
+// noteHeaders keeps in r the headers of resp worth showing.
+func (c *Client) noteHeaders(r *TraceRequest, resp *http.Response) {
+	r.ContentType = c.shown(resp.Header.Get("Content-Type"), maxHeaderShown)
+	status := resp.StatusCode
+	if status >= 200 && status <= 299 {
+		return
+	}
+	r.RetryAfter = c.shown(resp.Header.Get("Retry-After"), maxHeaderShown)
+	r.WWWAuthenticate = c.shown(strings.Join(resp.Header.Values("WWW-Authenticate"), ", "), maxHeaderShown)
+	if loc := resp.Header.Get("Location"); loc != "" && status >= 300 && status <= 399 {
+		r.Location = "(not a valid URL)"
+		if u, err := url.Parse(loc); err == nil {
+			r.Location = c.shown(RedactURL(u), maxShown)
 		}
 	}
-	return c.String()
 }
 
-// redactedError keeps the chain of err under a redacted message.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// Phases are the moments of one exchange from the start of the request,
-// zero for a step that did not happen.
-type Phases struct {
-	DNS, Connect, TLS, FirstByte time.Duration
-	Reused                       bool // over an idle connection
-}
-
-// phaseTimer records the phases of one exchange; its hooks may run on the
-// transport's goroutines.
-type phaseTimer struct {
-	mu     sync.Mutex
-	start  time.Time
-	phases Phases
-}
-
-func (p *phaseTimer) mark(d *time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if *d == 0 && !p.start.IsZero() {
-		*d = time.Since(p.start)
+// shown makes text from the service fit for a page: redacted, escaped, cut.
+func (c *Client) shown(s string, limit int) string {
+	if s == "" {
+		return ""
 	}
+	return cutText(escapeControls(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
 }
 
-func (p *phaseTimer) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		DNSDone:              func(httptrace.DNSDoneInfo) { p.mark(&p.phases.DNS) },
-		ConnectDone:          func(string, string, error) { p.mark(&p.phases.Connect) },
-		TLSHandshakeDone:     func(tls.ConnectionState, error) { p.mark(&p.phases.TLS) },
-		GotFirstResponseByte: func() { p.mark(&p.phases.FirstByte) },
-		GotConn: func(info httptrace.GotConnInfo) {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.phases.Reused = info.Reused
-		},
+// excerpt renders the start of a body for the trace: its JSON message, else
+// the text, redacted before it is cut so no part of a key survives.
+func (c *Client) excerpt(body []byte) string {
+	text := jsonMessage(body)
+	if text == "" {
+		text = strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD"))
 	}
+	return c.shown(text, maxExcerpt)
 }
 
-func (p *phaseTimer) result() Phases {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.phases
+// jsonMessage returns the first non-empty "detail", "message" or "error"
+// string of a JSON object.
+func jsonMessage(body []byte) string {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil {
+		return ""
+	}
+	for _, f := range []string{"detail", "message", "error"} {
+		var s string
+		if raw, ok := doc[f]; ok && json.Unmarshal(raw, &s) == nil && strings.TrimSpace(s) != "" {
+			return strings.TrimSpace(s)
+		}
+	}
+	return ""
+}
+
+// readErrorBody reads the start of an error answer's body, decompressed, if it can.
+func readErrorBody(wire *limitedReader, h http.Header) []byte {
+	wire.n = errorBodyBytes
+	// LimitReader spares wire's probe for more, a byte it would not count.
+	raw, _ := io.ReadAll(io.LimitReader(wire, errorBodyBytes))
+	switch gz, err := gzipEncoded(h, nil); {
+	case err != nil:
+		return nil
+	case !gz:
+		return raw
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil
+	}
+	plain, _ := io.ReadAll(io.LimitReader(zr, errorBodyBytes))
+	return plain
+}
+
+// escapeControls writes control characters other than tab and line feed
+// as Go escapes, so text from the service cannot drive a terminal.
+func escapeControls(s string) string {
+	if strings.IndexFunc(s, isControl) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !isControl(r):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool {
+	return (r < 0x20 && r != '\t' && r != '\n') || (r >= 0x7f && r <= 0x9f)
+}
+
+// cutText cuts s to at most limit bytes, "…" included, at a character start.
+func cutText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	return runeCut(s, limit-len(fieldEllipsis)) + fieldEllipsis
+}
+
+// prefixReader passes a body through, keeping its first 2*maxExcerpt bytes.
+type prefixReader struct {
+	r      io.Reader
+	prefix []byte
+}
+
+func (p *prefixReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if room := 2*maxExcerpt - len(p.prefix); room > 0 && n > 0 {
+		p.prefix = append(p.prefix, b[:min(n, room)]...)
+	}
+	return n, err
 }
