@@ -52,9 +52,8 @@ type listPage struct {
 	Count     int64
 	HasCount  bool
 	Next      string
-	HasNext   bool // "next" was a string or null
-	NextNamed bool // "next" was a string, even empty
-	Envelope  bool
+	HasNext   bool    // "next" was a string or null
+	NextNamed bool    // "next" was a string, even empty
 	IDs       []int64 // among the first wantIDs entries
 	NoID      int     // entries among those without a usable id
 	FirstNoID int
@@ -65,14 +64,14 @@ type listPage struct {
 func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 	d := newDecoder(r)
 	var page listPage
+	wantIDs = max(wantIDs, 0)
 	k, err := d.peek()
 	switch {
 	case err != nil:
 	case k == '[':
-		err = d.entries(&page, max(wantIDs, 0))
+		err = d.entries(&page, wantIDs)
 	case k == '{':
-		page.Envelope = true
-		err = d.envelope(&page, max(wantIDs, 0))
+		err = d.envelope(&page, wantIDs)
 	default:
 		err = d.wrongKind(k, "expected a JSON array or object")
 	}
@@ -89,25 +88,15 @@ func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 // top-level scalar fields present, each cleaned, when clean is set, and cut.
 func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[string]string, error) {
 	d := newDecoder(r)
-	k, err := d.peek()
-	if err == nil && k != '{' {
-		err = d.wrongKind(k, "expected a JSON object")
-	}
-	if err == nil {
-		err = d.read()
-	}
 	out := make(map[string]string, len(fields))
 	seen := make(map[string]bool, len(fields))
-	if err == nil {
-		err = d.members(func(name []byte) error {
-			for _, f := range fields {
-				if string(name) == f {
-					return d.field(f, seen, out, clean)
-				}
-			}
+	err := d.object("expected a JSON object", func(name []byte) error {
+		i := slices.Index(fields, string(name))
+		if i < 0 {
 			return d.skip()
-		})
-	}
+		}
+		return d.field(fields[i], seen, out, clean)
+	})
 	if err == nil {
 		err = d.end()
 	}
@@ -143,16 +132,11 @@ func (d *decoder) field(f string, seen map[string]bool, out map[string]string, c
 	if clean != nil {
 		value = clean(value)
 	}
-	out[f] = cutField(value)
-	return nil
-}
-
-// cutField cuts a value longer than maxFieldValue bytes and appends fieldEllipsis.
-func cutField(v string) string {
-	if len(v) <= maxFieldValue {
-		return v
+	if len(value) > maxFieldValue {
+		value = runeCut(value, maxFieldValue) + fieldEllipsis
 	}
-	return runeCut(v, maxFieldValue) + fieldEllipsis
+	out[f] = value
+	return nil
 }
 
 // runeCut cuts s to at most n bytes, at the start of a character.
@@ -241,42 +225,56 @@ func (d *decoder) unquote(v []byte) []byte {
 	return d.buf
 }
 
+// expect reads a value of kind want, or a null (then v is nil), or fails
+// with what.
+func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
+	switch k, err := d.peek(); {
+	case err != nil:
+		return nil, err
+	case k == 'n':
+		return nil, d.read()
+	case k != want:
+		return nil, d.wrongKind(k, what)
+	}
+	return d.value()
+}
+
 // wrongKind reports that the next value, of kind k, is not what was
 // expected, after skipping it so that a syntax error in it comes first.
 func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	if err := d.skip(); err != nil {
 		return err
 	}
-	kind := k.String()
-	switch k {
-	case '{':
-		kind = "object"
-	case '[':
-		kind = "array"
-	case 't', 'f':
-		kind = "boolean"
+	kind := map[jsontext.Kind]string{'{': "object", '[': "array", 't': "boolean", 'f': "boolean"}[k]
+	if kind == "" {
+		kind = k.String()
 	}
 	return shapeError("%s, got %s", what, kind)
 }
 
-// members calls member, which reads the value, for each member of an object.
-func (d *decoder) members(member func(name []byte) error) error {
-	for {
-		k, err := d.peek()
-		if err != nil {
-			return err
-		}
-		if k == '}' {
+// object reads an object, or fails with what, calling member, which reads
+// the value, for each of its members.
+func (d *decoder) object(what string, member func(name []byte) error) error {
+	k, err := d.peek()
+	if err == nil && k != '{' {
+		err = d.wrongKind(k, what)
+	}
+	if err == nil {
+		err = d.read()
+	}
+	for err == nil {
+		if k, err = d.peek(); err == nil && k == '}' {
 			return d.read()
 		}
-		name, err := d.value()
-		if err != nil {
-			return err
+		var name []byte
+		if err == nil {
+			name, err = d.value()
 		}
-		if err := member(d.unquote(name)); err != nil {
-			return err
+		if err == nil {
+			err = member(d.unquote(name))
 		}
 	}
+	return err
 }
 
 // end checks that nothing but whitespace follows the top-level value.
@@ -293,11 +291,8 @@ func (d *decoder) end() error {
 
 // envelope reads a paginated envelope, whose members read may appear once.
 func (d *decoder) envelope(page *listPage, wantIDs int) error {
-	if err := d.read(); err != nil {
-		return err
-	}
 	var seen [3]bool // results, count, next
-	err := d.members(func(name []byte) error {
+	err := d.object("", func(name []byte) error {
 		i := slices.Index([]string{"results", "count", "next"}, string(name))
 		if i < 0 {
 			return d.skip()
@@ -307,7 +302,7 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 		seen[i] = true
 		switch i {
 		case 0:
-			return d.results(page, wantIDs)
+			return d.entries(page, wantIDs)
 		case 1:
 			return d.count(page)
 		}
@@ -319,29 +314,9 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 	return err
 }
 
-func (d *decoder) results(page *listPage, wantIDs int) error {
-	k, err := d.peek()
-	if err == nil && k != '[' {
-		err = d.wrongKind(k, `"results" is not an array`)
-	}
-	if err != nil {
-		return err
-	}
-	return d.entries(page, wantIDs)
-}
-
 func (d *decoder) count(page *listPage) error {
-	k, err := d.peek()
-	switch {
-	case err != nil:
-		return err
-	case k == 'n':
-		return d.read()
-	case k != '0':
-		return d.wrongKind(k, `"count" is not a non-negative integer`)
-	}
-	v, err := d.value()
-	if err != nil {
+	v, err := d.expect('0', `"count" is not a non-negative integer`)
+	if err != nil || v == nil {
 		return err
 	}
 	if page.Count, page.HasCount = parseID(v); !page.HasCount {
@@ -351,38 +326,35 @@ func (d *decoder) count(page *listPage) error {
 }
 
 func (d *decoder) next(page *listPage) error {
-	k, err := d.peek()
-	switch {
-	case err != nil:
-		return err
-	case k == 'n':
-		page.HasNext = true
-		return d.read()
-	case k != '"':
-		return d.wrongKind(k, `"next" is not a string or null`)
-	}
-	v, err := d.value()
+	v, err := d.expect('"', `"next" is not a string or null`)
 	if err != nil {
 		return err
+	}
+	page.HasNext = true
+	if v == nil {
+		return nil
 	}
 	if v = d.unquote(v); len(v) > maxStringValue {
 		return shapeError(`"next": longer than %d bytes`, maxStringValue)
 	}
-	page.Next, page.HasNext, page.NextNamed = string(v), true, true
+	page.Next, page.NextNamed = string(v), true
 	return nil
 }
 
-// entries reads the entries of a list, keeping the ids of the first wantIDs.
+// entries reads the array of a list, keeping the ids of its first wantIDs entries.
 func (d *decoder) entries(page *listPage, wantIDs int) error {
-	if err := d.read(); err != nil {
-		return err
+	k, err := d.peek()
+	if err == nil && k != '[' {
+		err = d.wrongKind(k, `"results" is not an array`)
+	}
+	if err == nil {
+		err = d.read()
 	}
 	if wantIDs > 0 {
 		page.IDs = make([]int64, 0, min(wantIDs, 64))
 	}
-	for {
-		k, err := d.peek()
-		switch {
+	for err == nil {
+		switch k, err = d.peek(); {
 		case err != nil:
 		case k == ']':
 			return d.read()
@@ -398,16 +370,14 @@ func (d *decoder) entries(page *listPage, wantIDs int) error {
 		}
 		page.Entries++
 	}
+	return err
 }
 
 // entryID reads one entry and adds its id to page, or counts it in NoID.
 func (d *decoder) entryID(page *listPage) error {
-	if err := d.read(); err != nil {
-		return err
-	}
 	var id int64
 	ids, ok := 0, false
-	err := d.members(func(name []byte) error {
+	err := d.object("", func(name []byte) error {
 		if string(name) != "id" {
 			return d.skip()
 		}
