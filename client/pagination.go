@@ -14,10 +14,9 @@ import (
 // ListResult is the outcome of reading a list view.
 type ListResult struct {
 	Result
-	// Count is the envelope's count, else the entries of every page.
-	Count int64
-	// IDs holds the integer ids among the first entries asked for; those
-	// without one are counted in MissingIDs and named by IDErr.
+	Count int64 // the envelope's count, else the entries of every page
+	// The integer ids among the first entries asked for; those without one
+	// are counted in MissingIDs and named by IDErr.
 	IDs        []int64
 	MissingIDs int
 	IDErr      error
@@ -30,22 +29,9 @@ func (c *Client) Projects(ctx context.Context) ListResult {
 }
 
 // Locations reads the location list, counts it and keeps the ids of its
-// first wantIDs entries, handing each page's share to onIDs, when set, as
-// soon as that page is read.
+// first wantIDs entries, handing each page's share to onIDs, when set.
 func (c *Client) Locations(ctx context.Context, wantIDs int, onIDs func([]int64)) ListResult {
 	return c.list(ctx, EndpointLocations, "api/projects/locations/", wantIDs, onIDs)
-}
-
-// listPageResult is what list needs from one page beyond its body.
-type listPageResult struct {
-	page listPage
-	url  *url.URL // after redirects: the base of relative links
-	// next is the envelope's "next" when the body has one, else the Link
-	// header's; hasNext tells that one is named, even empty.
-	next     string
-	hasNext  bool
-	fromLink bool
-	linkErr  error
 }
 
 // list walks a list view page by page, stopping once it holds a count and
@@ -63,21 +49,19 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	defer c.slots.release()
 
 	u := c.endpointURL(rel)
-	w := &pageWalk{c: c, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{pageKey(u): true}}
-	for {
-		pr, ok := w.read(ctx, u)
-		if !ok || w.done(ctx, pr) {
-			return w.res
-		}
-		if u = w.next(ctx, pr); u == nil {
-			return w.res
+	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{pageKey(u): true}}
+	for w.read(u) {
+		if u = w.nextURL(); u == nil {
+			break
 		}
 	}
+	return w.res
 }
 
 // pageWalk is one walk of a list view, from its first page to its last.
 type pageWalk struct {
 	c        *Client
+	ctx      context.Context
 	ep       Endpoint
 	wantIDs  int
 	onIDs    func([]int64)
@@ -85,92 +69,87 @@ type pageWalk struct {
 	entries  int64
 	hasCount bool
 	res      ListResult
+
+	// The last page read, its URL after redirects, and its next link: the
+	// envelope's when the body has one, else the Link header's.
+	page     listPage
+	url      *url.URL
+	next     string
+	fromLink bool
 }
 
-// read reads the page at u into the walk, false when that failed.
-func (w *pageWalk) read(ctx context.Context, u *url.URL) (listPageResult, bool) {
+// read reads the page at u into the walk and tells whether the walk goes on.
+func (w *pageWalk) read(u *url.URL) bool {
 	res := &w.res
 	res.Pages++
-	var pr listPageResult
 	used := len(res.IDs) + res.MissingIDs
-	res.Status, _, res.Err = w.c.get(ctx, w.ep, u, res.Pages, true, func(body io.Reader, resp *http.Response) error {
-		return w.c.readListPage(body, resp, w.wantIDs-used, res.Pages, &pr)
+	var hasNext bool
+	var linkErr error
+	res.Status, _, res.Err = w.c.get(w.ctx, w.ep, u, res.Pages, true, func(body io.Reader, resp *http.Response) error {
+		page, err := decodeListPage(body, w.wantIDs-used)
+		if err != nil {
+			return fmt.Errorf("page %d: %w", res.Pages, err)
+		}
+		w.page, w.url, w.next, hasNext, w.fromLink = page, resp.Request.URL, page.Next, page.NextNamed, false
+		if !page.HasNext {
+			w.next, hasNext, linkErr = nextLink(resp.Header)
+			w.fromLink = hasNext
+		}
+		return nil
 	})
 	if res.Err != nil {
-		return pr, false
-	}
-	w.seen[pageKey(pr.url)] = true
-	w.entries += int64(pr.page.Entries)
-	w.c.noteIDs(w.ep, res, pr.page, w.onIDs)
-	if res.Pages == 1 && pr.page.HasCount {
-		// The first page's count stands for the list.
-		res.Count, w.hasCount = pr.page.Count, true
-	}
-	return pr, true
-}
-
-// enough tells whether the walk holds a count and the ids asked for.
-func (w *pageWalk) enough() bool {
-	return w.hasCount && len(w.res.IDs)+w.res.MissingIDs >= w.wantIDs
-}
-
-// done tells whether the walk ends with page pr, and then completes the result.
-func (w *pageWalk) done(ctx context.Context, pr listPageResult) bool {
-	if pr.linkErr != nil && !w.enough() {
-		w.stop(ctx, pr, fmt.Errorf("the Link header of page %d is malformed: %w", w.res.Pages, pr.linkErr))
-		return true
-	}
-	if pr.hasNext && !w.enough() {
 		return false
 	}
-	if !w.hasCount {
-		w.res.Count = w.entries
+	w.seen[pageKey(w.url)] = true
+	w.entries += int64(w.page.Entries)
+	w.noteIDs()
+	if res.Pages == 1 && w.page.HasCount {
+		// The first page's count stands for the list.
+		res.Count, w.hasCount = w.page.Count, true
 	}
-	w.c.note(ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; walk done, count %d", pr.page.Entries, w.res.Count), false)
-	return true
+	enough := w.hasCount && len(res.IDs)+res.MissingIDs >= w.wantIDs
+	switch {
+	case linkErr != nil && !enough:
+		w.stop(fmt.Errorf("the Link header of page %d is malformed: %w", res.Pages, linkErr))
+		return false
+	case hasNext && !enough:
+		return true
+	}
+	if !w.hasCount {
+		res.Count = w.entries
+	}
+	w.c.note(w.ctx, w.ep, res.Pages, fmt.Sprintf("%d entries; walk done, count %d", w.page.Entries, res.Count), false)
+	return false
 }
 
-// next returns the page pr links to, nil when the link is refused.
-func (w *pageWalk) next(ctx context.Context, pr listPageResult) *url.URL {
-	next, err := w.c.nextPage(pr.url, pr.next, w.seen, w.res.Pages)
+// nextURL returns the page the last one links to, nil when the link is refused.
+func (w *pageWalk) nextURL() *url.URL {
+	next, err := w.c.nextPage(w.url, w.next, w.seen, w.res.Pages)
 	if err != nil {
-		w.stop(ctx, pr, err)
+		w.stop(err)
 		return nil
 	}
 	how := "next"
-	if pr.fromLink {
+	if w.fromLink {
 		how = "the Link header's next"
 	}
-	w.c.note(ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; following %s to %s", pr.page.Entries, how, w.c.redact.clean(RedactURL(next))), false)
+	w.c.note(w.ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; following %s to %s", w.page.Entries, how, w.c.redact.clean(RedactURL(next))), false)
 	return next
 }
 
-// stop fails the walk after page pr for a pagination error.
-func (w *pageWalk) stop(ctx context.Context, pr listPageResult, err error) {
+// stop fails the walk after the last page for a pagination error.
+func (w *pageWalk) stop(err error) {
 	w.res.Err = w.c.fail(w.ep, ReasonPagination, w.res.Status, err)
-	w.c.note(ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", pr.page.Entries, w.res.Err), true)
+	w.c.note(w.ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", w.page.Entries, w.res.Err), true)
 }
 
-// readListPage decodes one page of a list and finds its next link.
-func (c *Client) readListPage(body io.Reader, resp *http.Response, wantIDs, n int, pr *listPageResult) error {
-	page, err := decodeListPage(body, wantIDs)
-	if err != nil {
-		return fmt.Errorf("page %d: %w", n, err)
-	}
-	pr.page, pr.url, pr.next, pr.hasNext = page, resp.Request.URL, page.Next, page.NextNamed
-	if !page.HasNext {
-		pr.next, pr.hasNext, pr.linkErr = nextLink(resp.Header)
-		pr.fromLink = pr.hasNext
-	}
-	return nil
-}
-
-// noteIDs adds a page's ids to res and onIDs, and reports missing ones.
-func (c *Client) noteIDs(ep Endpoint, res *ListResult, page listPage, onIDs func([]int64)) {
+// noteIDs adds the last page's ids to the result and onIDs, and reports missing ones.
+func (w *pageWalk) noteIDs() {
+	res, page := &w.res, w.page
 	if len(page.IDs) > 0 {
 		res.IDs = append(res.IDs, page.IDs...)
-		if onIDs != nil {
-			onIDs(page.IDs)
+		if w.onIDs != nil {
+			w.onIDs(page.IDs)
 		}
 	}
 	if page.NoID == 0 {
@@ -181,12 +160,12 @@ func (c *Client) noteIDs(ep Endpoint, res *ListResult, page listPage, onIDs func
 			Endpoint: EndpointLocationDetail,
 			Reason:   ReasonInvalidBody,
 			Err: fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
-				strings.TrimSuffix(string(ep), "s"), page.FirstNoID, res.Pages),
+				strings.TrimSuffix(string(w.ep), "s"), page.FirstNoID, res.Pages),
 		}
 	}
 	res.MissingIDs += page.NoID
 	for range page.NoID {
-		c.observer.ObserveError(EndpointLocationDetail, ReasonInvalidBody)
+		w.c.observer.ObserveError(EndpointLocationDetail, ReasonInvalidBody)
 	}
 }
 
