@@ -3,31 +3,36 @@ package client
 import (
 	"errors"
 	"net/http"
+	"regexp"
 	"strings"
 )
 
 // errBadLink reports a Link header that does not follow RFC 8288.
 var errBadLink = errors.New(`not of the RFC 8288 form <URL>; rel="next"`)
 
+// linkParam is one parameter of a link: a name and a token or quoted string, or nothing.
+const linkParam = `;[ \t]*(?:([^ \t;,="<>]+)(?:[ \t]*=[ \t]*([^ \t;,="<>]+|"(?:[^"\\]|\\.)*"))?)?[ \t]*`
+
+var (
+	linkValue  = regexp.MustCompile(`^<([^>]*)>[ \t]*((?:` + linkParam + `)*)(?:,|$)`)
+	linkParams = regexp.MustCompile(linkParam)
+	linkEscape = regexp.MustCompile(`\\(.)`)
+)
+
 // nextLink returns the target of the first link in the Link headers of h
 // whose rel names "next" (RFC 8288, as Django REST framework and
-// GitHub-style APIs send it), and whether there is one; "<>" is the page
-// itself.
+// GitHub-style APIs send it), and whether there is one; "<>" is the page itself.
 func nextLink(h http.Header) (target string, found bool, err error) {
 	for _, s := range h.Values("Link") {
 		for s = strings.TrimLeft(s, " \t,"); s != ""; s = strings.TrimLeft(s, " \t,") {
-			end := strings.IndexByte(s, '>')
-			if s[0] != '<' || end < 0 {
+			m := linkValue.FindStringSubmatch(s)
+			if m == nil {
 				return "", false, errBadLink
 			}
-			target = strings.TrimSpace(s[1:end])
-			var rel string
-			if rel, s, err = linkParams(s[end+1:]); err != nil {
-				return "", false, err
-			}
-			for r := range strings.FieldsSeq(rel) {
+			s = s[len(m[0]):]
+			for r := range strings.FieldsSeq(linkRel(m[2])) {
 				if strings.EqualFold(r, "next") {
-					return target, true, nil
+					return strings.TrimSpace(m[1]), true, nil
 				}
 			}
 		}
@@ -35,57 +40,15 @@ func nextLink(h http.Header) (target string, found bool, err error) {
 	return "", false, nil
 }
 
-// linkParams reads the parameters of one link, up to the comma that ends
-// it, and returns the value of its first rel and what follows.
-func linkParams(s string) (rel, rest string, err error) {
-	seen := false
-	for {
-		s = strings.TrimLeft(s, " \t")
-		if s == "" || s[0] == ',' {
-			return rel, s, nil
-		}
-		if s[0] != ';' {
-			return "", "", errBadLink
-		}
-		name, value := "", ""
-		name, s = cutToken(strings.TrimLeft(s[1:], " \t"))
-		if s = strings.TrimLeft(s, " \t"); strings.HasPrefix(s, "=") {
-			if value, s, err = paramValue(strings.TrimLeft(s[1:], " \t")); err != nil || name == "" {
-				return "", "", errBadLink
+// linkRel returns the value of the first rel parameter among params.
+func linkRel(params string) string {
+	for _, p := range linkParams.FindAllStringSubmatch(params, -1) {
+		if strings.EqualFold(p[1], "rel") {
+			if v := p[2]; strings.HasPrefix(v, `"`) {
+				return linkEscape.ReplaceAllString(v[1:len(v)-1], "$1")
 			}
-		}
-		if strings.EqualFold(name, "rel") && !seen {
-			rel, seen = value, true
+			return p[2]
 		}
 	}
-}
-
-// paramValue reads a token or a quoted string at the start of s.
-func paramValue(s string) (value, rest string, err error) {
-	if !strings.HasPrefix(s, `"`) {
-		if value, rest = cutToken(s); value == "" {
-			return "", "", errBadLink
-		}
-		return value, rest, nil
-	}
-	var b strings.Builder
-	for i := 1; i < len(s); i++ {
-		switch {
-		case s[i] == '"':
-			return b.String(), s[i+1:], nil
-		case s[i] == '\\' && i+1 < len(s):
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return "", "", errBadLink
-}
-
-// cutToken splits s after its leading token, possibly empty.
-func cutToken(s string) (token, rest string) {
-	i := strings.IndexAny(s, " \t;,=\"<>")
-	if i < 0 {
-		return s, ""
-	}
-	return s[:i], s[i:]
+	return ""
 }
