@@ -11,17 +11,11 @@ import (
 	"sync"
 )
 
-// The client asks for gzip and decompresses answers itself, as a stream,
-// so that the size limit bounds the decompressed bytes: a compression
-// bomb is a too_large error, read in the memory of one decompressor.
-
 // gzipEncoded tells whether the body of an answer with header h is gzip.
-// Any coding but gzip and identity is refused, named in the error as
-// clean leaves it (when not nil).
+// Any coding but gzip and identity is refused, named as clean, when set, leaves it.
 func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
-	codings := h.Values("Content-Encoding")
 	gz := false
-	for _, v := range codings {
+	for _, v := range h.Values("Content-Encoding") {
 		for raw := range strings.SplitSeq(v, ",") {
 			switch c := strings.ToLower(strings.TrimSpace(raw)); c {
 			case "", "identity":
@@ -42,23 +36,21 @@ func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
 	return gz, nil
 }
 
-// maxCompressed bounds the compressed bytes read for a decompressed limit
-// of limit bytes: deflate grows data by at most 5 bytes per 64 KiB block.
+// maxCompressed bounds the compressed bytes read for limit decompressed
+// ones: deflate grows data by at most 5 bytes per 64 KiB block.
 func maxCompressed(limit int64) int64 {
 	return limit + limit/1024 + 4<<10
 }
 
-// gunzipReader decompresses a gzip stream, telling a corrupt stream
-// (invalid_body) from a connection that broke or a limit that was hit
-// under it (whose errors pass as they are).
+// gunzipReader decompresses a gzip stream from wire, whose own errors pass
+// as they are; a corrupt stream is an invalid body.
 type gunzipReader struct {
 	wire *limitedReader
 	br   *bufio.Reader
 	zr   gzip.Reader
 }
 
-// gunzipPool keeps decompressors, 45 KB each, for reuse: a new one per
-// answer costs a third more CPU per small answer (docs/development.md).
+// gunzipPool keeps decompressors, 45 KB each, for reuse (docs/development.md).
 var gunzipPool sync.Pool
 
 // newGunzipReader starts decompressing wire; it reads the gzip header.
@@ -85,17 +77,20 @@ func (g *gunzipReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// translate turns an error of the decompressor into the error of the
-// connection under it, if that failed, or else into an invalid body.
+// translate turns an error of the decompressor into that of the connection
+// under it, if that failed, or else into an invalid body.
 func (g *gunzipReader) translate(err error) error {
-	if g.wire.err != nil {
+	switch {
+	case g.wire.err != nil:
 		return g.wire.err
+	case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF): // an empty body is no gzip stream
+		return &gzipError{bodyError{msg: "gzip stream ends early", err: io.ErrUnexpectedEOF}}
 	}
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF // an empty body is no gzip stream
-	}
-	return &gzipError{err: err}
+	return &gzipError{bodyError{msg: "corrupt gzip stream: " + err.Error(), err: err}}
 }
+
+// gzipError reports a corrupt gzip stream, which is no bodyError of the decoder.
+type gzipError struct{ bodyError }
 
 // release returns g to the pool; g is unusable after.
 func (g *gunzipReader) release() {
@@ -103,16 +98,3 @@ func (g *gunzipReader) release() {
 	g.br.Reset(nil)
 	gunzipPool.Put(g)
 }
-
-// gzipError reports a corrupt gzip stream; it matches errInvalidBody.
-type gzipError struct{ err error }
-
-func (e *gzipError) Error() string {
-	if errors.Is(e.err, io.ErrUnexpectedEOF) {
-		return "gzip stream ends early"
-	}
-	return "corrupt gzip stream: " + e.err.Error()
-}
-
-func (e *gzipError) Is(target error) bool { return target == errInvalidBody }
-func (e *gzipError) Unwrap() error        { return e.err }
