@@ -179,22 +179,19 @@ func newSecretMatcher(vals []string) *secretMatcher {
 }
 
 // redact replaces each stretch of text made of secrets by secretMarker,
-// looking closely only at stretches of bytes that may belong to one.
+// looking closely only at runs of bytes that may belong to one.
 func (m *secretMatcher) redact(text string) string {
-	if m.shortest == 0 {
-		return text
-	}
 	var b strings.Builder
 	done := 0
-	for start := 0; start < len(text); {
+	for start := 0; start < len(text); start++ {
 		end := start
 		for end < len(text) && (text[end] >= utf8.RuneSelf || m.may[text[end]]) {
 			end++
 		}
-		if end-start >= m.shortest {
+		if m.shortest > 0 && end-start >= m.shortest {
 			done = m.redactStretch(&b, text, start, end, done)
 		}
-		start = end + 1
+		start = end
 	}
 	if b.Len() == 0 {
 		return text
