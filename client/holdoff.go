@@ -9,8 +9,7 @@ import (
 const maxHoldOffs = 10_000
 
 // HoldOffs keeps by origin the hold-offs that services asked for with a 429
-// or 503 and Retry-After, so Clients of one origin hold off together. It is
-// safe for concurrent use.
+// or 503 and Retry-After, so Clients of one origin hold off together.
 type HoldOffs struct {
 	mu sync.Mutex
 	m  map[string]holdOff
@@ -47,8 +46,7 @@ func (h *HoldOffs) extend(origin string, until time.Time, status int) time.Time 
 	return until
 }
 
-// makeRoom drops the hold-offs that have ended, or else the one ending
-// soonest; h.mu is held.
+// makeRoom drops the hold-offs that have ended, or else the one ending soonest.
 func (h *HoldOffs) makeRoom() {
 	now := time.Now()
 	soonest := ""

@@ -6,12 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 )
 
-// ErrKeyUnavailable is wrapped by the error returned, before anything is
-// sent, when a key or header file cannot be read or holds no usable key.
+// ErrKeyUnavailable is wrapped by the error of a request not sent because a
+// key or header file cannot be read or holds no usable key.
 var ErrKeyUnavailable = errors.New("the API key is unavailable")
 
 // errForeignOrigin is returned for any request that leaves the base URL's origin.
@@ -54,8 +55,7 @@ func (o origin) foreign() string {
 	return o.String()
 }
 
-// misdirected names another origin than the allowed one, with a guess at
-// the usual cause: a reverse proxy that does not forward the address.
+// misdirected names another origin than the allowed one, with a guess at the cause.
 func (o origin) misdirected(allowed origin) string {
 	hint := "a reverse proxy not forwarding the Host header?"
 	if o.scheme != allowed.scheme && o.host == allowed.host {
@@ -84,8 +84,7 @@ func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// redirectPolicy follows at most maxRedirects redirects within the allowed
-// origin, and hands back any other 3xx as an http_status failure.
+// redirectPolicy follows at most maxRedirects redirects within the allowed origin.
 func redirectPolicy(allowed origin) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		if originOf(req.URL) != allowed || len(via) >= maxRedirects {
@@ -106,7 +105,7 @@ func (c *Client) refusedRedirect(resp *http.Response) string {
 		return ""
 	}
 	if o := originOf(target); o != c.origin {
-		if looksLikeLogin(target) {
+		if loginPath.MatchString(target.Path) || slices.ContainsFunc(loginQuery, target.Query().Has) {
 			return fmt.Sprintf("redirect to a login page at %s not followed: the key is never sent to another origin (is the key accepted, and is the URL the API's rather than a web front-end's?)", o.foreign())
 		}
 		return "redirect to " + o.misdirected(c.origin) + " not followed: the key is never sent to another origin"
@@ -114,16 +113,8 @@ func (c *Client) refusedRedirect(resp *http.Response) string {
 	return fmt.Sprintf("redirect not followed after %d redirects", maxRedirects)
 }
 
-// loginWords are path segments that mark a login page.
-var loginWords = []string{"login", "signin", "sign-in", "sso", "oauth", "oauth2", "saml", "auth", "authorize", "cas"}
-
-// looksLikeLogin tells whether u is most likely a login page.
-func looksLikeLogin(u *url.URL) bool {
-	for _, seg := range strings.FieldsFunc(strings.ToLower(u.Path), func(r rune) bool { return r == '/' || r == '.' }) {
-		if slices.Contains(loginWords, seg) {
-			return true
-		}
-	}
-	q := u.Query()
-	return q.Has("next") || q.Has("returnTo") || q.Has("return_to") || q.Has("redirect_uri") || q.Has("service")
-}
+// loginPath and loginQuery mark a URL that is most likely a login page.
+var (
+	loginPath  = regexp.MustCompile(`(?i)(^|[/.])(login|signin|sign-in|sso|oauth2?|saml|auth|authorize|cas)([/.]|$)`)
+	loginQuery = []string{"next", "returnTo", "return_to", "redirect_uri", "service"}
+)

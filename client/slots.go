@@ -2,20 +2,17 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
-// slots bounds the requests in flight. Waiters for the root and the lists
-// are served before waiters for detail views: however large the detail
-// subset, it must not push the requests that decide deployment_service_up
-// past the deadline.
+// slots bounds the requests in flight. Root and list requests wait ahead of
+// detail views, so that a large detail subset cannot delay deployment_service_up.
 type slots struct {
-	mu   sync.Mutex
-	size int
-	free int
-	// high and low are FIFO queues of waiters; a waiter's channel is closed
-	// when the slot is handed to it.
-	high, low []chan struct{}
+	mu        sync.Mutex
+	size      int
+	free      int
+	high, low []chan struct{} // waiters, closed when handed a slot
 }
 
 func newSlots(n int) *slots { return &slots{size: n, free: n} }
@@ -29,11 +26,11 @@ func (s *slots) acquire(ctx context.Context, high bool) error {
 		return nil
 	}
 	ch := make(chan struct{})
+	q := &s.low
 	if high {
-		s.high = append(s.high, ch)
-	} else {
-		s.low = append(s.low, ch)
+		q = &s.high
 	}
+	*q = append(*q, ch)
 	s.mu.Unlock()
 
 	select {
@@ -41,9 +38,12 @@ func (s *slots) acquire(ctx context.Context, high bool) error {
 		return nil
 	case <-ctx.Done():
 		s.mu.Lock()
-		removed := remove(&s.high, ch) || remove(&s.low, ch)
+		i := slices.Index(*q, ch)
+		if i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+		}
 		s.mu.Unlock()
-		if !removed {
+		if i < 0 {
 			// The slot was handed over just as ctx ended: pass it on.
 			s.release()
 		}
@@ -51,31 +51,18 @@ func (s *slots) acquire(ctx context.Context, high bool) error {
 	}
 }
 
-// release hands the slot to the first high-priority waiter, else to the
-// first low-priority one, else frees it.
+// release hands the slot to the first waiter, high before low, else frees it.
 func (s *slots) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case len(s.high) > 0:
-		close(s.high[0])
-		s.high = s.high[1:]
-	case len(s.low) > 0:
-		close(s.low[0])
-		s.low = s.low[1:]
-	default:
-		s.free++
-	}
-}
-
-func remove(q *[]chan struct{}, ch chan struct{}) bool {
-	for i, c := range *q {
-		if c == ch {
-			*q = append((*q)[:i], (*q)[i+1:]...)
-			return true
+	for _, q := range []*[]chan struct{}{&s.high, &s.low} {
+		if len(*q) > 0 {
+			close((*q)[0])
+			*q = (*q)[1:]
+			return
 		}
 	}
-	return false
+	s.free++
 }
 
 // Concurrency returns the most requests the client has in flight at once.
