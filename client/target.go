@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -38,15 +40,7 @@ func ParseTarget(raw string) (*url.URL, error) {
 
 // HostWithinBounds tells whether host is within maxHostBytes and maxLabelBytes.
 func HostWithinBounds(host string) bool {
-	if len(host) > maxHostBytes {
-		return false
-	}
-	for l := range strings.SplitSeq(host, ".") {
-		if len(l) > maxLabelBytes {
-			return false
-		}
-	}
-	return true
+	return len(host) <= maxHostBytes && !slices.ContainsFunc(strings.Split(host, "."), func(l string) bool { return len(l) > maxLabelBytes })
 }
 
 // defaultPorts are the ports a scheme implies.
@@ -75,31 +69,17 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 	return &n
 }
 
+// pctEscape is a percent-escape of a path.
+var pctEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
+
 // normalizeEscapes decodes the percent-escapes of unreserved characters
 // in an escaped path and writes the others in upper case.
 func normalizeEscapes(p string) string {
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		if p[i] != '%' || i+2 >= len(p) {
-			b.WriteByte(p[i])
-			continue
+	return pctEscape.ReplaceAllStringFunc(p, func(e string) string {
+		v, _ := strconv.ParseUint(e[1:], 16, 8)
+		if c := byte(v); 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			return string(c)
 		}
-		v, err := strconv.ParseUint(p[i+1:i+3], 16, 8)
-		if err != nil {
-			b.WriteByte(p[i])
-			continue
-		}
-		if c := byte(v); isUnreserved(c) {
-			b.WriteByte(c)
-		} else {
-			b.WriteString(strings.ToUpper(p[i : i+3]))
-		}
-		i += 2
-	}
-	return b.String()
-}
-
-// isUnreserved tells whether c is an unreserved character of RFC 3986.
-func isUnreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0
+		return strings.ToUpper(e)
+	})
 }
