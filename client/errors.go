@@ -94,26 +94,19 @@ func ReasonOf(err error) Reason {
 
 // classifyTransport turns an error of sending or reading a body into a reason.
 func classifyTransport(ctx context.Context, err error) Reason {
+	var ne net.Error
+	msg := err.Error()
 	switch {
-	case errors.Is(err, errTooLarge), headersTooLarge(err):
+	case errors.Is(err, errTooLarge), strings.Contains(msg, "server response headers exceeded"),
+		strings.Contains(msg, "response header list larger than advertised limit"): // over MaxResponseHeaderBytes
 		return ReasonTooLarge
 	case errors.Is(err, errForeignOrigin):
 		return ReasonPagination
-	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return ReasonTimeout
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.As(err, &ne) && ne.Timeout():
 		return ReasonTimeout
 	}
 	return ReasonNetwork
-}
-
-// headersTooLarge tells whether err is net/http's for headers over MaxResponseHeaderBytes.
-func headersTooLarge(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "server response headers exceeded") ||
-		strings.Contains(msg, "response header list larger than advertised limit")
 }
 
 // maxRetryAfter bounds a hold-off.
