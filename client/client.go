@@ -168,9 +168,8 @@ func validateBaseURL(u *url.URL) error {
 	return nil
 }
 
-// Close closes the idle connections of the Client's transport, those of
-// Clients sharing it too, and those of its requests in flight as they end.
-// Requests sent after Close still work.
+// Close closes the idle connections of the Client's transport, other Clients' too,
+// and those of its requests in flight as they end. Requests sent after Close still work.
 func (c *Client) Close() {
 	c.closed.Store(true)
 	c.transport.closeIdle()
@@ -234,9 +233,8 @@ type exchange struct {
 	sent  time.Time // zero when never sent
 }
 
-// get sends one GET request, hands its body to decode and reports it to the
-// observer and the trace. It returns the status, the time since sending and
-// an *Error on failure; holding tells that the caller holds a request slot.
+// get sends one GET request, hands its body to decode and reports it to the observer and the trace.
+// It returns the status, the time since sending and an *Error; holding tells that the caller holds a slot.
 func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode decodeFunc) (int, time.Duration, error) {
 	x := &exchange{c: c, ctx: ctx, ep: ep, trace: traceFrom(ctx)}
 	x.rec = TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
@@ -277,10 +275,16 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 	if status, err := c.heldOff(ep); err != nil {
 		return status, err
 	}
-	req, err := x.newRequest(u)
-	if err != nil {
-		return 0, c.fail(ep, ReasonNetwork, 0, errors.New("cannot build the request"))
+	ctx := x.ctx
+	if x.trace != nil {
+		ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
 	}
+	h := http.Header{"Accept": {"application/json"}}
+	if c.gzip {
+		// Decompressing ourselves lets the size limit count decompressed bytes.
+		h.Set("Accept-Encoding", "gzip")
+	}
+	req := (&http.Request{Method: http.MethodGet, URL: u, Header: h}).WithContext(ctx)
 	start := time.Now()
 	x.sent = start
 	resp, err := c.http.Do(req)
@@ -307,24 +311,6 @@ func (c *Client) heldOff(ep Endpoint) (int, error) {
 		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
 	}
 	return 0, nil
-}
-
-// newRequest builds a GET request for u, timing its phases when traced.
-func (x *exchange) newRequest(u *url.URL) (*http.Request, error) {
-	ctx := x.ctx
-	if x.trace != nil {
-		ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if x.c.gzip {
-		// Decompressing ourselves lets the size limit count decompressed bytes.
-		req.Header.Set("Accept-Encoding", "gzip")
-	}
-	return req, nil
 }
 
 // clientTrace times the phases of the exchange from its sending.
