@@ -64,21 +64,13 @@ type listPage struct {
 func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 	d := newDecoder(r)
 	var page listPage
-	wantIDs = max(wantIDs, 0)
-	k, err := d.peek()
-	switch {
-	case err != nil:
-	case k == '[':
-		err = d.entries(&page, wantIDs)
-	case k == '{':
-		err = d.envelope(&page, wantIDs)
-	default:
-		err = d.wrongKind(k, "expected a JSON array or object")
+	var err error
+	if d.dec.PeekKind() == '{' {
+		err = d.envelope(&page, max(wantIDs, 0))
+	} else {
+		err = d.entries(&page, max(wantIDs, 0), "expected a JSON array or object")
 	}
-	if err == nil {
-		err = d.end()
-	}
-	if err != nil {
+	if err = d.end(err); err != nil {
 		return listPage{}, err
 	}
 	return page, nil
@@ -90,16 +82,13 @@ func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[
 	d := newDecoder(r)
 	out := make(map[string]string, len(fields))
 	seen := make(map[string]bool, len(fields))
-	err := d.object("expected a JSON object", func(name []byte) error {
+	err := d.end(d.object("expected a JSON object", func(name []byte) error {
 		i := slices.Index(fields, string(name))
 		if i < 0 {
 			return d.skip()
 		}
 		return d.field(fields[i], seen, out, clean)
-	})
-	if err == nil {
-		err = d.end()
-	}
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -277,9 +266,12 @@ func (d *decoder) object(what string, member func(name []byte) error) error {
 	return err
 }
 
-// end checks that nothing but whitespace follows the top-level value.
-func (d *decoder) end() error {
-	_, err := d.dec.ReadToken()
+// end returns err, or else checks that nothing but whitespace follows the top-level value.
+func (d *decoder) end(err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = d.dec.ReadToken()
 	switch {
 	case err == io.EOF:
 		return nil
@@ -302,7 +294,7 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 		seen[i] = true
 		switch i {
 		case 0:
-			return d.entries(page, wantIDs)
+			return d.entries(page, wantIDs, `"results" is not an array`)
 		case 1:
 			return d.count(page)
 		}
@@ -341,11 +333,11 @@ func (d *decoder) next(page *listPage) error {
 	return nil
 }
 
-// entries reads the array of a list, keeping the ids of its first wantIDs entries.
-func (d *decoder) entries(page *listPage, wantIDs int) error {
+// entries reads the array of a list, or fails with what, keeping the ids of its first wantIDs entries.
+func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
 	k, err := d.peek()
 	if err == nil && k != '[' {
-		err = d.wrongKind(k, `"results" is not an array`)
+		err = d.wrongKind(k, what)
 	}
 	if err == nil {
 		err = d.read()

@@ -53,18 +53,15 @@ func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Tra
 	newRT := func(tlsConfig *tls.Config) (http.RoundTripper, error) {
 		return roundTripper(&cfg, tlsConfig, userAgent, idle), nil
 	}
-	if tc := cfg.TLSConfig; tc.CAFile == "" && tc.CertFile == "" && tc.KeyFile == "" {
-		t.rt, _ = newRT(tlsConfig)
-	} else {
-		// The files are re-read, so that renewed certificates need no restart.
-		files := config.TLSRoundTripperSettings{
-			CA:   secretReader(config.Secret(tc.CA), tc.CAFile, maxCAFileBytes),
-			Cert: secretReader(config.Secret(tc.Cert), tc.CertFile, maxKeyFileBytes),
-			Key:  secretReader(tc.Key, tc.KeyFile, maxKeyFileBytes),
-		}
-		if t.rt, err = config.NewTLSRoundTripper(tlsConfig, files, newRT); err != nil {
-			return nil, fmt.Errorf("http client config: %w", err)
-		}
+	// The files are re-read, so that renewed certificates need no restart.
+	tc := cfg.TLSConfig
+	files := config.TLSRoundTripperSettings{
+		CA:   secretReader(config.Secret(tc.CA), tc.CAFile, maxCAFileBytes),
+		Cert: secretReader(config.Secret(tc.Cert), tc.CertFile, maxKeyFileBytes),
+		Key:  secretReader(tc.Key, tc.KeyFile, maxKeyFileBytes),
+	}
+	if t.rt, err = config.NewTLSRoundTripper(tlsConfig, files, newRT); err != nil {
+		return nil, fmt.Errorf("http client config: %w", err)
 	}
 	t.findSecrets(&cfg)
 	return t, nil
