@@ -153,6 +153,9 @@ func newDecoder(r io.Reader) *decoder {
 
 // fail turns an error of the tokenizer into a read error or a bodyError.
 func (d *decoder) fail(err error) error {
+	if err == nil {
+		return nil
+	}
 	if d.in.err != nil && d.in.err != io.EOF {
 		var be *bodyError
 		if errors.As(d.in.err, &be) {
@@ -186,26 +189,16 @@ func (d *decoder) peek() (jsontext.Kind, error) {
 
 // read reads a token: a delimiter, null, true or false.
 func (d *decoder) read() error {
-	if _, err := d.dec.ReadToken(); err != nil {
-		return d.fail(err)
-	}
-	return nil
+	_, err := d.dec.ReadToken()
+	return d.fail(err)
 }
 
-func (d *decoder) skip() error {
-	if err := d.dec.SkipValue(); err != nil {
-		return d.fail(err)
-	}
-	return nil
-}
+func (d *decoder) skip() error { return d.fail(d.dec.SkipValue()) }
 
 // value reads a value as written; it is valid until the next read.
 func (d *decoder) value() ([]byte, error) {
 	v, err := d.dec.ReadValue()
-	if err != nil {
-		return nil, d.fail(err)
-	}
-	return v, nil
+	return v, d.fail(err)
 }
 
 // unquote returns the text of a JSON string read by value, valid until the next call.
