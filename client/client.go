@@ -245,12 +245,8 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, hol
 		x.mu.Unlock()
 		r.URL = c.redact.clean(RedactURL(u))
 		r.Status, r.Duration = status, time.Since(r.Start)
-		if err != nil {
-			r.Reason, r.Error = ReasonOf(err), err.Error()
-			var e *Error
-			if errors.As(err, &e) {
-				r.Error = e.Err.Error()
-			}
+		if e, ok := err.(*Error); ok { // every error of send
+			r.Reason, r.Error = e.Reason, e.Err.Error()
 		}
 		x.trace.add(r)
 	}
@@ -298,7 +294,7 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 		if !errors.Is(err, errForeignOrigin) {
 			c.observer.ObserveRequest(ep, 0, time.Since(start))
 		}
-		return 0, c.fail(ep, classifyTransport(x.ctx, err), 0, scrubURLError(err))
+		return 0, c.fail(ep, classify(x.ctx, err), 0, scrubURLError(err))
 	}
 	status, err := x.readResponse(resp, decode)
 	c.observer.ObserveRequest(ep, status, time.Since(start))
@@ -381,7 +377,7 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 	if gz {
 		zr, err := newGunzipReader(wire)
 		if err != nil {
-			return c.fail(ep, bodyReason(x.ctx, err), status, err)
+			return c.fail(ep, classify(x.ctx, err), status, err)
 		}
 		defer zr.release()
 		body = &limitedReader{r: zr, n: c.maxBytes}
@@ -392,21 +388,13 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 		body = prefix
 	}
 	if err := decode(body, resp); err != nil {
-		reason := bodyReason(x.ctx, err)
+		reason := classify(x.ctx, err)
 		if prefix != nil && reason == ReasonInvalidBody {
 			x.rec.BodyExcerpt = c.excerpt(prefix.prefix)
 		}
 		return c.fail(ep, reason, status, err)
 	}
 	return nil
-}
-
-// bodyReason classifies an error met while reading and decoding a body.
-func bodyReason(ctx context.Context, err error) Reason {
-	if errors.Is(err, errInvalidBody) {
-		return ReasonInvalidBody
-	}
-	return classifyTransport(ctx, err)
 }
 
 // statusError reports a non-2xx answer, and starts any hold-off it asks for.

@@ -92,11 +92,13 @@ func ReasonOf(err error) Reason {
 	return ""
 }
 
-// classifyTransport turns an error of sending or reading a body into a reason.
-func classifyTransport(ctx context.Context, err error) Reason {
+// classify turns an error of sending, reading or decoding into a reason.
+func classify(ctx context.Context, err error) Reason {
 	var ne net.Error
 	msg := err.Error()
 	switch {
+	case errors.Is(err, errInvalidBody):
+		return ReasonInvalidBody
 	case errors.Is(err, errTooLarge), strings.Contains(msg, "server response headers exceeded"),
 		strings.Contains(msg, "response header list larger than advertised limit"): // over MaxResponseHeaderBytes
 		return ReasonTooLarge
