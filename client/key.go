@@ -121,21 +121,6 @@ func CheckFiles(cfg *config.HTTPClientConfig) error {
 	return nil
 }
 
-// checkHeaderFiles fails when an http_headers file is no longer a regular
-// file within maxKeyFileBytes, before prometheus/common reads it.
-func checkHeaderFiles(files []string) error {
-	for _, path := range files {
-		fi, err := os.Stat(path)
-		if err == nil {
-			err = checkFileInfo(fi, maxKeyFileBytes)
-		}
-		if err != nil {
-			return fmt.Errorf("%w: cannot read the header file %s: %w", ErrKeyUnavailable, path, pathless(err))
-		}
-	}
-	return nil
-}
-
 // ReadKeyFile reads a key file as the transport will and checks that the key can be sent.
 func ReadKeyFile(path string) (string, error) {
 	return (&keyFileCache{path: path}).check()

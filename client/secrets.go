@@ -30,9 +30,10 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 				fixed(string(v))
 			}
 			for _, f := range h.Files {
-				s.sources = append(s.sources, (&keyFileCache{path: f}).key)
+				file := &keyFileCache{path: f}
+				s.sources = append(s.sources, file.key)
+				t.headerFiles = append(t.headerFiles, file)
 			}
-			t.headerFiles = append(t.headerFiles, h.Files...)
 		}
 	}
 	for _, u := range proxyURLs(cfg) {

@@ -16,8 +16,8 @@ import (
 type Transport struct {
 	rt          http.RoundTripper
 	redact      *secrets
-	keyFile     *keyFileCache // the authorization's credentials_file
-	headerFiles []string      // of http_headers
+	keyFile     *keyFileCache   // the authorization's credentials_file
+	headerFiles []*keyFileCache // of http_headers
 }
 
 // maxResponseHeaderBytes bounds an answer's headers; more is too_large.
@@ -118,7 +118,12 @@ func (t *Transport) checkKey() error {
 			return fmt.Errorf("%w: %w", ErrKeyUnavailable, err)
 		}
 	}
-	return checkHeaderFiles(t.headerFiles)
+	for _, f := range t.headerFiles {
+		if _, err := f.read(); err != nil {
+			return fmt.Errorf("%w: cannot read the header file %s: %w", ErrKeyUnavailable, f.path, err)
+		}
+	}
+	return nil
 }
 
 func (t *Transport) closeIdle() {
