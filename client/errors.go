@@ -116,21 +116,11 @@ const maxRetryAfter = 10 * time.Minute
 
 // parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0 when broken.
 func parseRetryAfter(h string, now time.Time) time.Duration {
-	if h == "" {
-		return 0
-	}
 	var d time.Duration
-	if strings.Trim(h, "0123456789") == "" {
-		secs, err := strconv.ParseInt(h, 10, 64)
-		if err != nil || secs > int64(maxRetryAfter/time.Second) { // err: too many digits
-			return maxRetryAfter
-		}
-		d = time.Duration(secs) * time.Second
+	if secs, err := strconv.ParseUint(h, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		d = time.Duration(min(secs, uint64(maxRetryAfter/time.Second))) * time.Second
 	} else if t, err := http.ParseTime(h); err == nil {
 		d = t.Sub(now)
 	}
-	if d <= 0 {
-		return 0
-	}
-	return min(d, maxRetryAfter)
+	return min(max(d, 0), maxRetryAfter)
 }
