@@ -3,6 +3,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -106,19 +107,13 @@ func New(cfg Config) (*Client, error) {
 		maxPages:  cfg.MaxPages,
 		maxBytes:  cfg.MaxResponseBytes,
 		gzip:      !cfg.DisableGzip,
-		observer:  cfg.Observer,
-		holdOffs:  cfg.HoldOffs,
-	}
-	if c.holdOffs == nil {
-		c.holdOffs = NewHoldOffs()
+		observer:  cmp.Or(cfg.Observer, Observer(nopObserver{})),
+		holdOffs:  cmp.Or(cfg.HoldOffs, NewHoldOffs()),
 	}
 	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: t}, CheckRedirect: redirectPolicy(c.origin)}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly.
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
-	}
-	if c.observer == nil {
-		c.observer = nopObserver{}
 	}
 	return c, nil
 }

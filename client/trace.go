@@ -164,13 +164,10 @@ func (c *Client) excerpt(body []byte) string {
 // jsonMessage returns the first non-empty "detail", "message" or "error"
 // string of a JSON object.
 func jsonMessage(body []byte) string {
-	var doc map[string]json.RawMessage
-	if json.Unmarshal(body, &doc) != nil {
-		return ""
-	}
+	var doc map[string]any
+	_ = json.Unmarshal(body, &doc)
 	for _, f := range []string{"detail", "message", "error"} {
-		var s string
-		if raw, ok := doc[f]; ok && json.Unmarshal(raw, &s) == nil && strings.TrimSpace(s) != "" {
+		if s, _ := doc[f].(string); strings.TrimSpace(s) != "" {
 			return strings.TrimSpace(s)
 		}
 	}
