@@ -72,24 +72,6 @@ func pathless(err error) error {
 	return err
 }
 
-// fileSecret is prometheus/common's FileSecret read through readFile.
-type fileSecret struct {
-	path string
-	max  int64
-}
-
-func (s fileSecret) Fetch(context.Context) (string, error) {
-	b, err := readFile(s.path, s.max)
-	if err != nil {
-		return "", fmt.Errorf("cannot read %s: %w", s.path, err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-func (s fileSecret) Description() string { return "file " + s.path }
-
-func (fileSecret) Immutable() bool { return false }
-
 // CheckFiles reads every file that cfg names, naming the first that cannot be read.
 func CheckFiles(cfg *config.HTTPClientConfig) error {
 	type file struct {
@@ -123,7 +105,7 @@ func CheckFiles(cfg *config.HTTPClientConfig) error {
 
 // ReadKeyFile reads a key file as the transport will and checks that the key can be sent.
 func ReadKeyFile(path string) (string, error) {
-	return (&keyFileCache{path: path}).check()
+	return (&fileSecret{path: path, max: maxKeyFileBytes}).key()
 }
 
 // ValidKey tells whether key is non-empty and free of control characters.
@@ -131,50 +113,64 @@ func ValidKey(key string) bool {
 	return key != "" && !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
-// keyFileCache re-reads a key file only when its inode, size or time changed.
-type keyFileCache struct {
+// fileSecret is a secret in a file of at most max bytes, re-read only when
+// the file's inode, size or time changed; it is a prometheus/common SecretReader.
+type fileSecret struct {
 	path string
+	max  int64
 
 	mu     sync.Mutex
 	info   os.FileInfo
 	cached string
 }
 
-// key returns the current key, "" when the file cannot be read.
-func (k *keyFileCache) key() string {
-	key, _ := k.read()
-	return key
+func (s *fileSecret) Fetch(context.Context) (string, error) {
+	v, err := s.read()
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %w", s.path, err)
+	}
+	return v, nil
 }
 
-// check returns the current key, or why it cannot be sent.
-func (k *keyFileCache) check() (string, error) {
-	key, err := k.read()
+func (s *fileSecret) Description() string { return "file " + s.path }
+
+func (*fileSecret) Immutable() bool { return false }
+
+// value returns the secret, "" when the file cannot be read.
+func (s *fileSecret) value() string {
+	v, _ := s.read()
+	return v
+}
+
+// key returns the secret as a key, or why it cannot be sent.
+func (s *fileSecret) key() (string, error) {
+	key, err := s.read()
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("cannot read the key file %s: %w", k.path, err)
+		return "", fmt.Errorf("cannot read the key file %s: %w", s.path, err)
 	case key == "":
-		return "", fmt.Errorf("the key file %s is empty", k.path)
+		return "", fmt.Errorf("the key file %s is empty", s.path)
 	case !ValidKey(key):
-		return "", fmt.Errorf("the key file %s has control characters such as a line break inside the key: write the key alone on one line", k.path)
+		return "", fmt.Errorf("the key file %s has control characters such as a line break inside the key: write the key alone on one line", s.path)
 	}
 	return key, nil
 }
 
-// read returns the current key, trimmed, or the error of reading the file.
-func (k *keyFileCache) read() (string, error) {
-	fi, err := os.Stat(k.path)
+// read returns the secret, trimmed, or the error of reading the file.
+func (s *fileSecret) read() (string, error) {
+	fi, err := os.Stat(s.path)
 	if err != nil {
 		return "", pathless(err)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.info != nil && os.SameFile(fi, k.info) && fi.Size() == k.info.Size() && fi.ModTime().Equal(k.info.ModTime()) {
-		return k.cached, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info != nil && os.SameFile(fi, s.info) && fi.Size() == s.info.Size() && fi.ModTime().Equal(s.info.ModTime()) {
+		return s.cached, nil
 	}
-	b, err := readFile(k.path, maxKeyFileBytes)
+	b, err := readFile(s.path, s.max)
 	if err != nil {
 		return "", err
 	}
-	k.info, k.cached = fi, strings.TrimSpace(string(b))
-	return k.cached, nil
+	s.info, s.cached = fi, strings.TrimSpace(string(b))
+	return s.cached, nil
 }

@@ -19,8 +19,8 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	s := &secrets{}
 	fixed := func(v string) { s.sources = append(s.sources, func() string { return v }) }
 	if a := cfg.Authorization; a != nil && a.CredentialsFile != "" {
-		t.keyFile = &keyFileCache{path: a.CredentialsFile}
-		s.sources = append(s.sources, t.keyFile.key)
+		t.keyFile = &fileSecret{path: a.CredentialsFile, max: maxKeyFileBytes}
+		s.sources = append(s.sources, t.keyFile.value)
 	} else if a != nil {
 		fixed(string(a.Credentials))
 	}
@@ -30,8 +30,8 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 				fixed(string(v))
 			}
 			for _, f := range h.Files {
-				file := &keyFileCache{path: f}
-				s.sources = append(s.sources, file.key)
+				file := &fileSecret{path: f, max: maxKeyFileBytes}
+				s.sources = append(s.sources, file.value)
 				t.headerFiles = append(t.headerFiles, file)
 			}
 		}

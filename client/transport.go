@@ -16,8 +16,8 @@ import (
 type Transport struct {
 	rt          http.RoundTripper
 	redact      *secrets
-	keyFile     *keyFileCache   // the authorization's credentials_file
-	headerFiles []*keyFileCache // of http_headers
+	keyFile     *fileSecret   // the authorization's credentials_file
+	headerFiles []*fileSecret // of http_headers
 }
 
 // maxResponseHeaderBytes bounds an answer's headers; more is too_large.
@@ -106,7 +106,7 @@ func secretReader(inline config.Secret, file string, max int64) config.SecretRea
 	case inline != "":
 		return config.NewInlineSecret(string(inline))
 	case file != "":
-		return fileSecret{path: file, max: max}
+		return &fileSecret{path: file, max: max}
 	}
 	return nil
 }
@@ -114,7 +114,7 @@ func secretReader(inline config.Secret, file string, max int64) config.SecretRea
 // checkKey fails when the key file or a header file holds no key to send.
 func (t *Transport) checkKey() error {
 	if t.keyFile != nil {
-		if _, err := t.keyFile.check(); err != nil {
+		if _, err := t.keyFile.key(); err != nil {
 			return fmt.Errorf("%w: %w", ErrKeyUnavailable, err)
 		}
 	}
