@@ -276,6 +276,7 @@ func (d *decoder) end(err error) error {
 
 // envelope reads a paginated envelope, whose members read may appear once.
 func (d *decoder) envelope(page *listPage, wantIDs int) error {
+	const notCount = `"count" is not a non-negative integer`
 	var seen [3]bool // results, count, next
 	err := d.object("", func(name []byte) error {
 		i := slices.Index([]string{"results", "count", "next"}, string(name))
@@ -289,41 +290,28 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 		case 0:
 			return d.entries(page, wantIDs, `"results" is not an array`)
 		case 1:
-			return d.count(page)
+			v, err := d.expect('0', notCount)
+			if err == nil && v != nil {
+				if page.Count, page.HasCount = parseID(v); !page.HasCount {
+					err = shapeError(notCount)
+				}
+			}
+			return err
 		}
-		return d.next(page)
+		v, err := d.expect('"', `"next" is not a string or null`)
+		if page.HasNext = err == nil; err != nil || v == nil {
+			return err
+		}
+		if v = d.unquote(v); len(v) > maxStringValue {
+			return shapeError(`"next": longer than %d bytes`, maxStringValue)
+		}
+		page.Next, page.NextNamed = string(v), true
+		return nil
 	})
 	if err == nil && !seen[0] {
 		err = shapeError(`envelope has no "results"`)
 	}
 	return err
-}
-
-func (d *decoder) count(page *listPage) error {
-	v, err := d.expect('0', `"count" is not a non-negative integer`)
-	if err != nil || v == nil {
-		return err
-	}
-	if page.Count, page.HasCount = parseID(v); !page.HasCount {
-		return shapeError(`"count" is not a non-negative integer`)
-	}
-	return nil
-}
-
-func (d *decoder) next(page *listPage) error {
-	v, err := d.expect('"', `"next" is not a string or null`)
-	if err != nil {
-		return err
-	}
-	page.HasNext = true
-	if v == nil {
-		return nil
-	}
-	if v = d.unquote(v); len(v) > maxStringValue {
-		return shapeError(`"next": longer than %d bytes`, maxStringValue)
-	}
-	page.Next, page.NextNamed = string(v), true
-	return nil
 }
 
 // entries reads the array of a list, or fails with what, keeping the ids of its first wantIDs entries.
