@@ -377,15 +377,14 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 		defer zr.release()
 		body = &limitedReader{r: zr, n: c.maxBytes}
 	}
-	var prefix *prefixReader // only the start of an invalid body is shown
+	var start prefix // only the start of an invalid body is shown
 	if x.trace != nil {
-		prefix = &prefixReader{r: body}
-		body = prefix
+		body = io.TeeReader(body, &start)
 	}
 	if err := decode(body, resp); err != nil {
 		reason := classify(x.ctx, err)
-		if prefix != nil && reason == ReasonInvalidBody {
-			x.rec.BodyExcerpt = c.excerpt(prefix.prefix)
+		if x.trace != nil && reason == ReasonInvalidBody {
+			x.rec.BodyExcerpt = c.excerpt(start)
 		}
 		return c.fail(ep, reason, status, err)
 	}

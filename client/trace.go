@@ -196,9 +196,6 @@ func readErrorBody(wire *limitedReader, h http.Header) []byte {
 // escapeControls writes control characters other than tab and line feed
 // as Go escapes, so text from the service cannot drive a terminal.
 func escapeControls(s string) string {
-	if strings.IndexFunc(s, isControl) < 0 {
-		return s
-	}
 	var b strings.Builder
 	for _, r := range s {
 		switch {
@@ -225,16 +222,10 @@ func cutText(s string, limit int) string {
 	return runeCut(s, limit-len(fieldEllipsis)) + fieldEllipsis
 }
 
-// prefixReader passes a body through, keeping its first 2*maxExcerpt bytes.
-type prefixReader struct {
-	r      io.Reader
-	prefix []byte
-}
+// prefix keeps the first 2*maxExcerpt bytes written to it.
+type prefix []byte
 
-func (p *prefixReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	if room := 2*maxExcerpt - len(p.prefix); room > 0 && n > 0 {
-		p.prefix = append(p.prefix, b[:min(n, room)]...)
-	}
-	return n, err
+func (p *prefix) Write(b []byte) (int, error) {
+	*p = append(*p, b[:min(len(b), max(0, 2*maxExcerpt-len(*p)))]...)
+	return len(b), nil
 }
