@@ -140,7 +140,7 @@ func (s *secrets) matcher() *secretMatcher {
 
 // secretMatcher finds secrets in text, comparing characters folded.
 type secretMatcher struct {
-	may      [utf8.RuneSelf]bool // ASCII bytes that occur in a secret
+	may      [utf8.RuneSelf]bool // ASCII bytes that occur in a secret, folded
 	shortest int
 	runs     map[[secretRun]rune]struct{} // runs of the long secrets
 	short    [][]rune                     // the short secrets whole
@@ -154,14 +154,8 @@ func newSecretMatcher(vals []string) *secretMatcher {
 			continue
 		}
 		for i, r := range rs {
-			rs[i] = fold(r)
-			for f := rs[i]; ; {
-				if f < utf8.RuneSelf {
-					m.may[f] = true
-				}
-				if f = unicode.SimpleFold(f); f == rs[i] {
-					break
-				}
+			if rs[i] = fold(r); rs[i] < utf8.RuneSelf {
+				m.may[rs[i]] = true
 			}
 		}
 		if m.shortest == 0 || len(rs) < m.shortest {
@@ -186,7 +180,7 @@ func (m *secretMatcher) redact(text string) string {
 	done := 0
 	for start := 0; start < len(text); start++ {
 		end := start
-		for end < len(text) && (text[end] >= utf8.RuneSelf || m.may[text[end]]) {
+		for end < len(text) && (text[end] >= utf8.RuneSelf || m.may[fold(rune(text[end]))]) {
 			end++
 		}
 		if m.shortest > 0 && end-start >= m.shortest {
