@@ -170,12 +170,6 @@ func (c *Client) Close() {
 	c.transport.closeIdle()
 }
 
-// HoldOff reports until when the client holds off after a 429 or 503, and that status.
-func (c *Client) HoldOff() (until time.Time, status int) {
-	h := c.holdOffs.get(c.origin.String())
-	return h.until, h.status
-}
-
 // Result is what every call reports, whatever happened.
 type Result struct {
 	Status   int           // of the last response, 0 when none came
@@ -296,14 +290,6 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 	return status, err
 }
 
-// heldOff returns the error of a request not sent during a hold-off, nil when none is in force.
-func (c *Client) heldOff(ep Endpoint) (int, error) {
-	if until, status := c.HoldOff(); time.Now().Before(until) {
-		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
-	}
-	return 0, nil
-}
-
 // clientTrace times the phases of the exchange from its sending.
 func (x *exchange) clientTrace() *httptrace.ClientTrace {
 	p := &x.rec.Phases
@@ -418,25 +404,6 @@ func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error 
 		err = &redactedError{msg: msg, err: err}
 	}
 	return &Error{Endpoint: ep, Reason: reason, Status: status, Err: err}
-}
-
-// acquire waits within ctx for a request slot, unless the caller holds one,
-// then for the rate limiter; root and list requests (high) go first.
-func (c *Client) acquire(ctx context.Context, high, holding bool) (func(), error) {
-	release := func() {}
-	if !holding {
-		if err := c.slots.acquire(ctx, high); err != nil {
-			return nil, fmt.Errorf("waiting for a request slot: %w", err)
-		}
-		release = c.slots.release
-	}
-	if c.limiter != nil {
-		if err := c.limiter.Wait(ctx); err != nil {
-			release()
-			return nil, fmt.Errorf("waiting for the rate limit: %w", err)
-		}
-	}
-	return release, nil
 }
 
 // scrubURLError drops the URL, which could carry credentials, from a *url.Error.
