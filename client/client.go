@@ -3,7 +3,9 @@
 package client
 
 import (
+	"bufio"
 	"cmp"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,7 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/common/config"
 	"golang.org/x/time/rate"
@@ -122,46 +123,6 @@ type nopObserver struct{}
 
 func (nopObserver) ObserveRequest(Endpoint, int, time.Duration) {}
 func (nopObserver) ObserveError(Endpoint, Reason)               {}
-
-// ErrURLCredentials is the error of a base URL with a user or password in it.
-var ErrURLCredentials = errors.New("URL must not carry credentials")
-
-// ParseBaseURL parses and checks a base URL. Its errors never repeat the
-// input, which could carry credentials.
-func ParseBaseURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, errors.New("not a valid URL: give an absolute http or https URL such as https://deploy.example.com")
-	}
-	return u, validateBaseURL(u)
-}
-
-// validateBaseURL checks that u is an absolute http or https base URL.
-func validateBaseURL(u *url.URL) error {
-	switch {
-	case u == nil:
-		return errors.New("no base URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
-	case u.Host == "" || u.Hostname() == "":
-		return errors.New("URL has no host")
-	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }):
-		// Go dials the IDNA form, so what was matched would not be what is dialled.
-		return errors.New("URL host must be ASCII: give an internationalised name in its xn-- form")
-	case u.User != nil:
-		return ErrURLCredentials
-	case u.RawQuery != "" || u.ForceQuery:
-		return errors.New("URL must not have a query")
-	case u.Fragment != "":
-		return errors.New("URL must not have a fragment")
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return errors.New("URL port must be a number from 1 to 65535")
-		}
-	}
-	return nil
-}
 
 // Close closes the idle connections of the Client's transport, other Clients' too,
 // and those of its requests in flight as they end. Requests sent after Close still work.
@@ -440,4 +401,92 @@ func (l *limitedReader) Read(p []byte) (n int, err error) {
 	l.n -= int64(n)
 	l.read += int64(n)
 	return n, err
+}
+
+// gzipEncoded tells whether the body of an answer with header h is gzip.
+// Any coding but gzip and identity is refused, named as clean, when set, leaves it.
+func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
+	gz := false
+	for _, v := range h.Values("Content-Encoding") {
+		for raw := range strings.SplitSeq(v, ",") {
+			switch c := strings.ToLower(strings.TrimSpace(raw)); c {
+			case "", "identity":
+			case "gzip", "x-gzip":
+				if gz {
+					return false, fmt.Errorf("body is gzip-compressed twice: %w", errInvalidBody)
+				}
+				gz = true
+			default:
+				if clean != nil {
+					raw = clean(raw)
+				}
+				raw = cutText(strings.TrimSpace(raw), 32+len(fieldEllipsis))
+				return false, fmt.Errorf("body has Content-Encoding %q, which the exporter cannot read (only gzip): %w", raw, errInvalidBody)
+			}
+		}
+	}
+	return gz, nil
+}
+
+// maxCompressed bounds the compressed bytes read for limit decompressed
+// ones: deflate grows data by at most 5 bytes per 64 KiB block.
+func maxCompressed(limit int64) int64 {
+	return limit + limit/1024 + 4<<10
+}
+
+// gunzipReader decompresses a gzip stream from wire, whose own errors pass
+// as they are; a corrupt stream is an invalid body.
+type gunzipReader struct {
+	wire *limitedReader
+	br   *bufio.Reader
+	zr   gzip.Reader
+}
+
+// gunzipPool keeps decompressors, 45 KB each, for reuse (docs/development.md).
+var gunzipPool sync.Pool
+
+// newGunzipReader starts decompressing wire; it reads the gzip header.
+func newGunzipReader(wire *limitedReader) (*gunzipReader, error) {
+	g, _ := gunzipPool.Get().(*gunzipReader)
+	if g == nil {
+		g = &gunzipReader{br: bufio.NewReaderSize(nil, 4<<10)}
+	}
+	g.wire = wire
+	g.br.Reset(wire)
+	if err := g.zr.Reset(g.br); err != nil {
+		err = g.translate(err)
+		g.release()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *gunzipReader) Read(p []byte) (int, error) {
+	n, err := g.zr.Read(p)
+	if err != nil && err != io.EOF {
+		err = g.translate(err)
+	}
+	return n, err
+}
+
+// translate turns an error of the decompressor into that of the connection
+// under it, if that failed, or else into an invalid body.
+func (g *gunzipReader) translate(err error) error {
+	switch {
+	case g.wire.err != nil:
+		return g.wire.err
+	case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF): // an empty body is no gzip stream
+		return &gzipError{bodyError{msg: "gzip stream ends early", err: io.ErrUnexpectedEOF}}
+	}
+	return &gzipError{bodyError{msg: "corrupt gzip stream: " + err.Error(), err: err}}
+}
+
+// gzipError reports a corrupt gzip stream, which is no bodyError of the decoder.
+type gzipError struct{ bodyError }
+
+// release returns g to the pool; g is unusable after.
+func (g *gunzipReader) release() {
+	g.wire = nil
+	g.br.Reset(nil)
+	gunzipPool.Put(g)
 }

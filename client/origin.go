@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrKeyUnavailable is wrapped by the error of a request not sent because a
@@ -120,6 +121,46 @@ var (
 	loginPath  = regexp.MustCompile(`(?i)(^|[/.])(login|signin|sign-in|sso|oauth2?|saml|auth|authorize|cas)([/.]|$)`)
 	loginQuery = []string{"next", "returnTo", "return_to", "redirect_uri", "service"}
 )
+
+// ErrURLCredentials is the error of a base URL with a user or password in it.
+var ErrURLCredentials = errors.New("URL must not carry credentials")
+
+// ParseBaseURL parses and checks a base URL. Its errors never repeat the
+// input, which could carry credentials.
+func ParseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("not a valid URL: give an absolute http or https URL such as https://deploy.example.com")
+	}
+	return u, validateBaseURL(u)
+}
+
+// validateBaseURL checks that u is an absolute http or https base URL.
+func validateBaseURL(u *url.URL) error {
+	switch {
+	case u == nil:
+		return errors.New("no base URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
+	case u.Host == "" || u.Hostname() == "":
+		return errors.New("URL has no host")
+	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }):
+		// Go dials the IDNA form, so what was matched would not be what is dialled.
+		return errors.New("URL host must be ASCII: give an internationalised name in its xn-- form")
+	case u.User != nil:
+		return ErrURLCredentials
+	case u.RawQuery != "" || u.ForceQuery:
+		return errors.New("URL must not have a query")
+	case u.Fragment != "":
+		return errors.New("URL must not have a fragment")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return errors.New("URL port must be a number from 1 to 65535")
+		}
+	}
+	return nil
+}
 
 // Bounds of a /probe target; the host's are a DNS name's (RFC 1035).
 const (
