@@ -31,15 +31,13 @@ const (
 	DefaultMaxResponseBytes = 64 << 20
 )
 
-// Observer is told about every request sent (status 0 when no response
-// came) and every failed request, sent or not.
+// Observer is told about every request sent (status 0 without a response) and every failed request.
 type Observer interface {
 	ObserveRequest(endpoint Endpoint, status int, d time.Duration)
 	ObserveError(endpoint Endpoint, reason Reason)
 }
 
-// Config is everything a Client needs. BaseURL and HTTPClientConfig are
-// required; zero limits take the defaults above.
+// Config is everything a Client needs; zero limits take the defaults above.
 type Config struct {
 	BaseURL          *url.URL // may have a path prefix
 	HTTPClientConfig config.HTTPClientConfig
@@ -154,9 +152,8 @@ func (c *Client) Root(ctx context.Context) Result {
 	return Result{Status: status, Duration: time.Since(start), Err: err}
 }
 
-// LocationDetail reads the detail view of one location and returns the
-// requested top-level scalar fields. A value longer than 1,024 bytes is cut
-// to its first 1,024 bytes, at a character boundary, followed by "…".
+// LocationDetail reads the detail view of one location and returns the requested
+// top-level scalar fields, each cut to 1,024 bytes at a character boundary and "…".
 func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) DetailResult {
 	var res DetailResult
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
@@ -274,7 +271,6 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 	}
 }
 
-// readResponse checks the status of resp and decodes its body.
 func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, error) {
 	c := x.c
 	wire := &limitedReader{r: resp.Body}
@@ -403,8 +399,7 @@ func (l *limitedReader) Read(p []byte) (n int, err error) {
 	return n, err
 }
 
-// gzipEncoded tells whether the body of an answer with header h is gzip.
-// Any coding but gzip and identity is refused, named as clean, when set, leaves it.
+// gzipEncoded tells whether a body is gzip; another coding than identity is refused.
 func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
 	gz := false
 	for _, v := range h.Values("Content-Encoding") {
@@ -428,14 +423,12 @@ func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
 	return gz, nil
 }
 
-// maxCompressed bounds the compressed bytes read for limit decompressed
-// ones: deflate grows data by at most 5 bytes per 64 KiB block.
+// maxCompressed bounds the compressed bytes for limit decompressed ones: deflate adds 5 bytes per 64 KiB at most.
 func maxCompressed(limit int64) int64 {
 	return limit + limit/1024 + 4<<10
 }
 
-// gunzipReader decompresses a gzip stream from wire, whose own errors pass
-// as they are; a corrupt stream is an invalid body.
+// gunzipReader decompresses a gzip stream; errors of wire pass, a corrupt stream is an invalid body.
 type gunzipReader struct {
 	wire *limitedReader
 	br   *bufio.Reader
@@ -469,8 +462,6 @@ func (g *gunzipReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// translate turns an error of the decompressor into that of the connection
-// under it, if that failed, or else into an invalid body.
 func (g *gunzipReader) translate(err error) error {
 	switch {
 	case g.wire.err != nil:

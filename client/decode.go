@@ -59,8 +59,7 @@ type listPage struct {
 	FirstNoID int
 }
 
-// decodeListPage reads one list body, an array of objects or an envelope
-// {"count", "next", "results"}, keeping the ids of its first wantIDs entries.
+// decodeListPage reads a list body, an array of objects or an envelope, keeping the ids of its first wantIDs entries.
 func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 	d := newDecoder(r)
 	var page listPage
@@ -76,8 +75,7 @@ func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 	return page, nil
 }
 
-// decodeObject reads one JSON object body and returns the requested
-// top-level scalar fields present, each cleaned, when clean is set, and cut.
+// decodeObject reads a JSON object body and returns the requested top-level scalar fields, cleaned and cut.
 func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[string]string, error) {
 	d := newDecoder(r)
 	out := make(map[string]string, len(fields))
@@ -128,7 +126,6 @@ func (d *decoder) field(f string, seen map[string]bool, out map[string]string, c
 	return nil
 }
 
-// runeCut cuts s to at most n bytes, at the start of a character.
 func runeCut(s string, n int) string {
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
@@ -136,7 +133,6 @@ func runeCut(s string, n int) string {
 	return s[:n]
 }
 
-// decoder reads one body through the tokenizer.
 type decoder struct {
 	in  clipReader
 	dec *jsontext.Decoder
@@ -178,7 +174,6 @@ func (d *decoder) fail(err error) error {
 	return &bodyError{msg: fmt.Sprintf("%s at offset %d", msg, se.ByteOffset), err: se}
 }
 
-// peek returns the kind of the next token.
 func (d *decoder) peek() (jsontext.Kind, error) {
 	if k := d.dec.PeekKind(); k != jsontext.KindInvalid {
 		return k, nil
@@ -207,8 +202,7 @@ func (d *decoder) unquote(v []byte) []byte {
 	return d.buf
 }
 
-// expect reads a value of kind want, or a null (then v is nil), or fails
-// with what.
+// expect reads a value of kind want, or a null (then nil), or fails with what.
 func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
 	switch k, err := d.peek(); {
 	case err != nil:
@@ -221,8 +215,7 @@ func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
 	return d.value()
 }
 
-// wrongKind reports that the next value, of kind k, is not what was
-// expected, after skipping it so that a syntax error in it comes first.
+// wrongKind reports the next value, of kind k, after skipping it so that a syntax error in it comes first.
 func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	if err := d.skip(); err != nil {
 		return err
@@ -234,8 +227,7 @@ func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	return shapeError("%s, got %s", what, kind)
 }
 
-// object reads an object, or fails with what, calling member, which reads
-// the value, for each of its members.
+// object reads an object, or fails with what, calling member to read each member's value.
 func (d *decoder) object(what string, member func(name []byte) error) error {
 	k, err := d.peek()
 	if err == nil && k != '{' {
@@ -375,7 +367,7 @@ func (d *decoder) entryID(page *listPage) error {
 	return nil
 }
 
-// parseID parses a JSON number that is a non-negative integer fitting int64.
+// parseID parses a non-negative integer that fits int64.
 func parseID(v []byte) (int64, bool) {
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	return n, err == nil && n >= 0
@@ -457,8 +449,7 @@ func (c *clipReader) drop(p []byte) int {
 	return i
 }
 
-// step moves the state over b and tells whether to keep it; it fails on an
-// escape it would drop and the tokenizer would refuse.
+// step moves the state over b and tells whether to keep it; it fails on an invalid escape it would drop.
 func (c *clipReader) step(b byte) (bool, error) {
 	switch {
 	case c.inStr && c.esc == 0:

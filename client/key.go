@@ -22,9 +22,8 @@ const (
 	maxCAFileBytes  = 1 << 20
 )
 
-// readFile reads the file at path if it is a regular file of at most max
-// bytes, opening it without blocking so a FIFO is refused, not waited on.
-// Its errors do not name the file.
+// readFile reads a regular file of at most max bytes, opening it without blocking so a FIFO
+// is refused, not waited on. Its errors do not name the file.
 func readFile(path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -113,8 +112,8 @@ func ValidKey(key string) bool {
 	return key != "" && !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
-// fileSecret is a secret in a file of at most max bytes, re-read only when
-// the file's inode, size or time changed; it is a prometheus/common SecretReader.
+// fileSecret is a prometheus/common SecretReader of a file of at most max bytes, re-read
+// only when the file's inode, size or time changed.
 type fileSecret struct {
 	path string
 	max  int64

@@ -14,8 +14,7 @@ import (
 	"unicode/utf8"
 )
 
-// ErrKeyUnavailable is wrapped by the error of a request not sent because a
-// key or header file cannot be read or holds no usable key.
+// ErrKeyUnavailable is wrapped by the error of a request not sent for want of a usable key or header file.
 var ErrKeyUnavailable = errors.New("the API key is unavailable")
 
 // errForeignOrigin is returned for any request that leaves the base URL's origin.
@@ -67,8 +66,7 @@ func (o origin) misdirected(allowed origin) string {
 	return fmt.Sprintf("%s, another origin than %s (%s)", o.foreign(), allowed, hint)
 }
 
-// originGuard sits outermost in the transport chain, so a request to
-// another origin, or with no usable key, fails before a credential is added.
+// originGuard stops a request to another origin, or without a usable key, before a credential is added.
 type originGuard struct {
 	allowed origin
 	t       *Transport
@@ -125,8 +123,7 @@ var (
 // ErrURLCredentials is the error of a base URL with a user or password in it.
 var ErrURLCredentials = errors.New("URL must not carry credentials")
 
-// ParseBaseURL parses and checks a base URL. Its errors never repeat the
-// input, which could carry credentials.
+// ParseBaseURL parses and checks a base URL; its errors never repeat the input.
 func ParseBaseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -169,8 +166,8 @@ const (
 	maxLabelBytes  = 63
 )
 
-// ParseTarget checks a /probe target as ParseBaseURL does and within the
-// bounds above, and returns it in one spelling. Its errors never repeat raw.
+// ParseTarget checks a /probe target as ParseBaseURL does and within the bounds above,
+// and returns it in one spelling.
 func ParseTarget(raw string) (*url.URL, error) {
 	if len(raw) > MaxTargetBytes {
 		return nil, fmt.Errorf("URL is longer than %d bytes", MaxTargetBytes)
@@ -191,14 +188,14 @@ func ParseTarget(raw string) (*url.URL, error) {
 
 // HostWithinBounds tells whether host is within maxHostBytes and maxLabelBytes.
 func HostWithinBounds(host string) bool {
-	return len(host) <= maxHostBytes && !slices.ContainsFunc(strings.Split(host, "."), func(l string) bool { return len(l) > maxLabelBytes })
+	return len(host) <= maxHostBytes &&
+		!slices.ContainsFunc(strings.Split(host, "."), func(l string) bool { return len(l) > maxLabelBytes })
 }
 
 // defaultPorts are the ports a scheme implies.
 var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
-// normalizeBaseURL spells a checked base URL one way: lower case, canonical
-// IPv6, no default port or leading zeros, no trailing slash.
+// normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash.
 func normalizeBaseURL(u *url.URL) *url.URL {
 	n := *u
 	n.Scheme = strings.ToLower(u.Scheme)
@@ -220,11 +217,9 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 	return &n
 }
 
-// pctEscape is a percent-escape of a path.
 var pctEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
 
-// normalizeEscapes decodes the percent-escapes of unreserved characters
-// in an escaped path and writes the others in upper case.
+// normalizeEscapes decodes the escapes of unreserved characters in a path and upper-cases the others.
 func normalizeEscapes(p string) string {
 	return pctEscape.ReplaceAllStringFunc(p, func(e string) string {
 		v, _ := strconv.ParseUint(e[1:], 16, 8)

@@ -17,8 +17,7 @@ import (
 type ListResult struct {
 	Result
 	Count int64 // the envelope's count, else the entries of every page
-	// The integer ids among the first entries asked for; those without one
-	// are counted in MissingIDs and named by IDErr.
+	// The ids among the first entries asked for; those without one are counted and named.
 	IDs        []int64
 	MissingIDs int
 	IDErr      error
@@ -30,14 +29,12 @@ func (c *Client) Projects(ctx context.Context) ListResult {
 	return c.list(ctx, EndpointProjects, "api/projects/projects/", 0, nil)
 }
 
-// Locations reads the location list, counts it and keeps the ids of its
-// first wantIDs entries, handing each page's share to onIDs, when set.
+// Locations reads and counts the location list, keeping and passing to onIDs the ids of its first wantIDs entries.
 func (c *Client) Locations(ctx context.Context, wantIDs int, onIDs func([]int64)) ListResult {
 	return c.list(ctx, EndpointLocations, "api/projects/locations/", wantIDs, onIDs)
 }
 
-// list walks a list view page by page, stopping once it holds a count and
-// the ids it needs. Any failure fails the whole list.
+// list walks a list view page by page until it holds a count and the ids it needs.
 func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int, onIDs func([]int64)) (res ListResult) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
@@ -72,8 +69,7 @@ type pageWalk struct {
 	hasCount bool
 	res      ListResult
 
-	// The last page read, its URL after redirects, and its next link: the
-	// envelope's when the body has one, else the Link header's.
+	// The last page, its URL after redirects and its next link, the body's or else the Link header's.
 	page     listPage
 	url      *url.URL
 	next     string
@@ -228,9 +224,7 @@ var (
 	linkEscape = regexp.MustCompile(`\\(.)`)
 )
 
-// nextLink returns the target of the first link in the Link headers of h
-// whose rel names "next" (RFC 8288, as Django REST framework and
-// GitHub-style APIs send it), and whether there is one; "<>" is the page itself.
+// nextLink returns the target of the first RFC 8288 link of h whose rel names "next", if any.
 func nextLink(h http.Header) (target string, found bool, err error) {
 	for _, s := range h.Values("Link") {
 		for s = strings.TrimLeft(s, " \t,"); s != ""; s = strings.TrimLeft(s, " \t,") {

@@ -13,8 +13,7 @@ import (
 	"github.com/prometheus/common/config"
 )
 
-// findSecrets keeps every secret of cfg for redaction, and the files the
-// guard checks before each request.
+// findSecrets keeps every secret of cfg for redaction, and the files the guard checks.
 func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	s := &secrets{}
 	fixed := func(v string) { s.sources = append(s.sources, func() string { return v }) }
@@ -72,8 +71,7 @@ func proxyURLs(cfg *config.HTTPClientConfig) []*url.URL {
 // sensitiveParam matches query parameter names whose values are hidden.
 var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)
 
-// RedactURL renders u for people: without user info, and with the values of
-// credential-like query parameters replaced.
+// RedactURL renders u without user info and with credential-like query parameters replaced.
 func RedactURL(u *url.URL) string {
 	c := *u
 	c.User = nil
@@ -195,8 +193,7 @@ func (m *secretMatcher) redact(text string) string {
 	return b.String()
 }
 
-// redactStretch writes to b the text from done up to the last secret in
-// text[start:end], that secret replaced, and returns how far it wrote.
+// redactStretch writes text from done to the last secret in text[start:end], secrets replaced.
 func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, end, done int) int {
 	var rs []rune
 	var at []int

@@ -27,8 +27,7 @@ const (
 	excerptNotKept       = "(not kept: this poll's body excerpts reached their bound)"
 )
 
-// Trace records what the requests of one poll did, for the debug views.
-// Everything in it has been redacted.
+// Trace records what the requests of one poll did, redacted, for the debug views.
 type Trace struct {
 	mu           sync.Mutex
 	requests     []TraceRequest
@@ -61,23 +60,20 @@ type TraceRequest struct {
 	HoldOffUntil    time.Time // end of the hold-off started, if any
 }
 
-// Phases are the moments of one exchange from the start of the request,
-// zero for a step that did not happen.
+// Phases are the moments of one exchange from its start, zero for a step that did not happen.
 type Phases struct {
 	DNS, Connect, TLS, FirstByte time.Duration
 	Reused                       bool // over an idle connection
 }
 
-// Requests returns a copy of the recorded requests, in the order they
-// finished, and how many were left out past the bound.
+// Requests returns the recorded requests in the order they finished, and how many were left out.
 func (t *Trace) Requests() ([]TraceRequest, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]TraceRequest(nil), t.requests...), t.dropped
 }
 
-// add keeps r, its strings cut, unless the trace is full: then r is
-// counted as dropped, save the note of a failed walk.
+// add keeps r, its strings cut, unless the trace is full; the note of a failed walk is always kept.
 func (t *Trace) add(r TraceRequest) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -115,8 +111,7 @@ func (t *Trace) keepExcerpt(s string) string {
 
 type traceKey struct{}
 
-// WithTrace returns a context under which the client records every
-// request into t.
+// WithTrace returns a context under which the client records every request into t.
 func WithTrace(ctx context.Context, t *Trace) context.Context {
 	return context.WithValue(ctx, traceKey{}, t)
 }
@@ -151,8 +146,7 @@ func (c *Client) shown(s string, limit int) string {
 	return cutText(escapeControls(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
 }
 
-// excerpt renders the start of a body for the trace: its JSON message, else
-// the text, redacted before it is cut so no part of a key survives.
+// excerpt renders the start of a body, its JSON message or else its text, redacted before it is cut.
 func (c *Client) excerpt(body []byte) string {
 	text := jsonMessage(body)
 	if text == "" {
@@ -161,8 +155,7 @@ func (c *Client) excerpt(body []byte) string {
 	return c.shown(text, maxExcerpt)
 }
 
-// jsonMessage returns the first non-empty "detail", "message" or "error"
-// string of a JSON object.
+// jsonMessage returns the first "detail", "message" or "error" string of a JSON object.
 func jsonMessage(body []byte) string {
 	var doc map[string]any
 	_ = json.Unmarshal(body, &doc)
@@ -193,8 +186,7 @@ func readErrorBody(wire *limitedReader, h http.Header) []byte {
 	return plain
 }
 
-// escapeControls writes control characters other than tab and line feed
-// as Go escapes, so text from the service cannot drive a terminal.
+// escapeControls escapes control characters but tab and line feed, so text cannot drive a terminal.
 func escapeControls(s string) string {
 	var b strings.Builder
 	for _, r := range s {

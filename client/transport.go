@@ -11,8 +11,7 @@ import (
 	"github.com/prometheus/common/version"
 )
 
-// Transport carries the requests of the Clients of one module: its TLS
-// settings, proxy, headers, key source and connection pool.
+// Transport carries the requests of the Clients of one module, with its connection pool.
 type Transport struct {
 	rt          http.RoundTripper
 	redact      *secrets
@@ -23,9 +22,8 @@ type Transport struct {
 // maxResponseHeaderBytes bounds an answer's headers; more is too_large.
 const maxResponseHeaderBytes = 64 << 10
 
-// NewTransport validates an HTTP client configuration and builds a
-// transport for Config.Transport, keeping one idle connection per host.
-// Of the authorizations, only one with credentials inline or in a file is supported.
+// NewTransport validates an HTTP client configuration and builds a transport for Config.Transport,
+// keeping one idle connection per host. Only an authorization with credentials is supported.
 func NewTransport(cfg config.HTTPClientConfig, userAgent string) (*Transport, error) {
 	return newTransport(cfg, userAgent, 1)
 }

@@ -70,15 +70,13 @@ func (s *slots) release() {
 // Concurrency returns the most requests the client has in flight at once.
 func (c *Client) Concurrency() int { return c.slots.size }
 
-// RateLimited tells whether the client waits for a rate limit's turns,
-// which go to the requests in the order they ask.
+// RateLimited tells whether the client waits for a rate limit's turns, given in the order asked.
 func (c *Client) RateLimited() bool { return c.limiter != nil }
 
 // maxHoldOffs bounds the origins kept: ten times the /probe pairs.
 const maxHoldOffs = 10_000
 
-// HoldOffs keeps by origin the hold-offs that services asked for with a 429
-// or 503 and Retry-After, so Clients of one origin hold off together.
+// HoldOffs keeps by origin the hold-offs asked for by a 429 or 503 with Retry-After.
 type HoldOffs struct {
 	mu sync.Mutex
 	m  map[string]holdOff
@@ -145,8 +143,7 @@ func (c *Client) heldOff(ep Endpoint) (int, error) {
 	return 0, nil
 }
 
-// acquire waits within ctx for a request slot, unless the caller holds one,
-// then for the rate limiter; root and list requests (high) go first.
+// acquire waits for a request slot, high ones first, unless the caller holds one, then for the rate limit.
 func (c *Client) acquire(ctx context.Context, high, holding bool) (func(), error) {
 	release := func() {}
 	if !holding {
