@@ -358,7 +358,7 @@ func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error 
 	c.observer.ObserveError(ep, reason)
 	raw := err.Error()
 	if msg := cutText(c.redact.clean(raw), maxShown); msg != raw {
-		err = &redactedError{msg: msg, err: err}
+		err = &msgError{msg, err}
 	}
 	return &Error{Endpoint: ep, Reason: reason, Status: status, Err: err}
 }
@@ -467,9 +467,9 @@ func (g *gunzipReader) translate(err error) error {
 	case g.wire.err != nil:
 		return g.wire.err
 	case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF): // an empty body is no gzip stream
-		return &gzipError{bodyError{msg: "gzip stream ends early", err: io.ErrUnexpectedEOF}}
+		return &gzipError{bodyError{msgError{"gzip stream ends early", io.ErrUnexpectedEOF}}}
 	}
-	return &gzipError{bodyError{msg: "corrupt gzip stream: " + err.Error(), err: err}}
+	return &gzipError{bodyError{msgError{"corrupt gzip stream: " + err.Error(), err}}}
 }
 
 // gzipError reports a corrupt gzip stream, which is no bodyError of the decoder.

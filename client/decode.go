@@ -24,17 +24,12 @@ const (
 )
 
 // bodyError reports a body that is not JSON of the expected shape.
-type bodyError struct {
-	msg string
-	err error
-}
+type bodyError struct{ msgError }
 
-func (e *bodyError) Error() string        { return e.msg }
 func (e *bodyError) Is(target error) bool { return target == errInvalidBody }
-func (e *bodyError) Unwrap() error        { return e.err }
 
 func shapeError(format string, args ...any) error {
-	return &bodyError{msg: fmt.Sprintf(format, args...)}
+	return &bodyError{msgError{msg: fmt.Sprintf(format, args...)}}
 }
 
 // withContext prefixes the message of a bodyError; read errors pass as they are.
@@ -164,14 +159,14 @@ func (d *decoder) fail(err error) error {
 	}
 	var se *jsontext.SyntacticError
 	if !errors.As(err, &se) {
-		return &bodyError{msg: err.Error(), err: err}
+		return &bodyError{msgError{err.Error(), err}}
 	}
 	msg := "unexpected end of body"
 	if se.Err != io.ErrUnexpectedEOF {
 		// Not se.Error(): its JSON pointer would quote names from the body.
 		msg = se.Err.Error()
 	}
-	return &bodyError{msg: fmt.Sprintf("%s at offset %d", msg, se.ByteOffset), err: se}
+	return &bodyError{msgError{fmt.Sprintf("%s at offset %d", msg, se.ByteOffset), se}}
 }
 
 func (d *decoder) peek() (jsontext.Kind, error) {

@@ -74,14 +74,14 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// redactedError keeps the chain of err under a redacted message.
-type redactedError struct {
+// msgError keeps the chain of err under another message.
+type msgError struct {
 	msg string
 	err error
 }
 
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
+func (e *msgError) Error() string { return e.msg }
+func (e *msgError) Unwrap() error { return e.err }
 
 // ReasonOf returns the failure reason of err, "" when it has none.
 func ReasonOf(err error) Reason {
