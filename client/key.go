@@ -72,34 +72,29 @@ func pathless(err error) error {
 }
 
 // CheckFiles reads every file that cfg names, naming the first that cannot be read.
-func CheckFiles(cfg *config.HTTPClientConfig) error {
-	type file struct {
-		key, path string
-		max       int64
+func CheckFiles(cfg *config.HTTPClientConfig) (err error) {
+	check := func(key, path string, max int64) {
+		if path == "" || err != nil {
+			return
+		}
+		if _, e := readFile(path, max); e != nil {
+			err = fmt.Errorf("%s: cannot read %s: %w", key, path, e)
+		}
 	}
-	var files []file
 	if a := cfg.Authorization; a != nil {
-		files = append(files, file{"authorization.credentials_file", a.CredentialsFile, maxKeyFileBytes})
+		check("authorization.credentials_file", a.CredentialsFile, maxKeyFileBytes)
 	}
 	if cfg.HTTPHeaders != nil {
 		for _, name := range slices.Sorted(maps.Keys(cfg.HTTPHeaders.Headers)) {
 			for _, f := range cfg.HTTPHeaders.Headers[name].Files {
-				files = append(files, file{"http_headers." + name + ".files", f, maxKeyFileBytes})
+				check("http_headers."+name+".files", f, maxKeyFileBytes)
 			}
 		}
 	}
-	t := &cfg.TLSConfig
-	files = append(files, file{"tls_config.ca_file", t.CAFile, maxCAFileBytes},
-		file{"tls_config.cert_file", t.CertFile, maxKeyFileBytes}, file{"tls_config.key_file", t.KeyFile, maxKeyFileBytes})
-	for _, f := range files {
-		if f.path == "" {
-			continue
-		}
-		if _, err := readFile(f.path, f.max); err != nil {
-			return fmt.Errorf("%s: cannot read %s: %w", f.key, f.path, err)
-		}
-	}
-	return nil
+	check("tls_config.ca_file", cfg.TLSConfig.CAFile, maxCAFileBytes)
+	check("tls_config.cert_file", cfg.TLSConfig.CertFile, maxKeyFileBytes)
+	check("tls_config.key_file", cfg.TLSConfig.KeyFile, maxKeyFileBytes)
+	return err
 }
 
 // ReadKeyFile reads a key file as the transport will and checks that the key can be sent.

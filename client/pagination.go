@@ -154,12 +154,9 @@ func (w *pageWalk) noteIDs() {
 		return
 	}
 	if res.IDErr == nil {
-		res.IDErr = &Error{
-			Endpoint: EndpointLocationDetail,
-			Reason:   ReasonInvalidBody,
-			Err: fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
-				strings.TrimSuffix(string(w.ep), "s"), page.FirstNoID, res.Pages),
-		}
+		err := fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
+			strings.TrimSuffix(string(w.ep), "s"), page.FirstNoID, res.Pages)
+		res.IDErr = &Error{Endpoint: EndpointLocationDetail, Reason: ReasonInvalidBody, Err: err}
 	}
 	res.MissingIDs += page.NoID
 	for range page.NoID {

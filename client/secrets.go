@@ -35,8 +35,20 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 			}
 		}
 	}
-	for _, u := range proxyURLs(cfg) {
-		if pw, ok := u.User.Password(); ok {
+	proxies := []*url.URL{cfg.ProxyURL.URL}
+	if cfg.ProxyFromEnvironment {
+		for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+			v := os.Getenv(name)
+			if !strings.Contains(v, "://") {
+				v = "http://" + v
+			}
+			u, _ := url.Parse(v)
+			proxies = append(proxies, u)
+		}
+	}
+	for _, u := range proxies {
+		if u != nil {
+			pw, _ := u.User.Password()
 			fixed(pw)
 		}
 	}
@@ -46,26 +58,6 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 		}
 	}
 	t.redact = s
-}
-
-// proxyURLs lists the proxies that cfg may use.
-func proxyURLs(cfg *config.HTTPClientConfig) []*url.URL {
-	var proxies []*url.URL
-	if cfg.ProxyURL.URL != nil {
-		proxies = append(proxies, cfg.ProxyURL.URL)
-	}
-	if cfg.ProxyFromEnvironment {
-		for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-			v := os.Getenv(name)
-			if !strings.Contains(v, "://") {
-				v = "http://" + v
-			}
-			if u, err := url.Parse(v); err == nil {
-				proxies = append(proxies, u)
-			}
-		}
-	}
-	return proxies
 }
 
 // sensitiveParam matches query parameter names whose values are hidden.
