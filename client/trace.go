@@ -32,7 +32,7 @@ type Trace struct {
 	mu           sync.Mutex
 	requests     []TraceRequest
 	dropped      int
-	excerpts     map[string]string // distinct excerpts share their bytes
+	excerpts     map[string]string
 	excerptBytes int
 	textBytes    int
 }
@@ -87,26 +87,19 @@ func (t *Trace) add(r TraceRequest) {
 		return
 	}
 	t.textBytes += size
-	if r.BodyExcerpt != "" {
-		r.BodyExcerpt = t.keepExcerpt(r.BodyExcerpt)
+	switch kept, ok := t.excerpts[r.BodyExcerpt]; {
+	case ok || r.BodyExcerpt == "":
+		r.BodyExcerpt = kept // equal excerpts share their bytes
+	case t.excerptBytes+len(r.BodyExcerpt) > maxTraceExcerptBytes:
+		r.BodyExcerpt = excerptNotKept
+	default:
+		if t.excerpts == nil {
+			t.excerpts = make(map[string]string)
+		}
+		t.excerpts[r.BodyExcerpt] = r.BodyExcerpt
+		t.excerptBytes += len(r.BodyExcerpt)
 	}
 	t.requests = append(t.requests, r)
-}
-
-// keepExcerpt returns the copy of s the trace keeps.
-func (t *Trace) keepExcerpt(s string) string {
-	if kept, ok := t.excerpts[s]; ok {
-		return kept
-	}
-	if t.excerptBytes+len(s) > maxTraceExcerptBytes {
-		return excerptNotKept
-	}
-	if t.excerpts == nil {
-		t.excerpts = make(map[string]string)
-	}
-	t.excerpts[s] = s
-	t.excerptBytes += len(s)
-	return s
 }
 
 type traceKey struct{}
