@@ -68,11 +68,10 @@ func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Tra
 // roundTripper is an http.Transport with the headers of cfg on top, in prometheus/common's order.
 func roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Config, userAgent string, idle int) http.RoundTripper {
 	base := &http.Transport{
-		Proxy:              cfg.Proxy(),
-		ProxyConnectHeader: cfg.GetProxyConnectHeader(),
-		TLSClientConfig:    tlsConfig,
-		DisableCompression: true, // the client decompresses, bounded
-
+		Proxy:                  cfg.Proxy(),
+		ProxyConnectHeader:     cfg.GetProxyConnectHeader(),
+		TLSClientConfig:        tlsConfig,
+		DisableCompression:     true, // the client decompresses, bounded
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 		MaxIdleConnsPerHost:    idle,
 		IdleConnTimeout:        5 * time.Minute, // as prometheus/common's, above scrape intervals
