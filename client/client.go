@@ -228,8 +228,7 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 		h.Set("Accept-Encoding", "gzip")
 	}
 	req := (&http.Request{Method: http.MethodGet, URL: u, Header: h}).WithContext(ctx)
-	start := time.Now()
-	x.sent = start
+	x.sent = time.Now()
 	resp, err := c.http.Do(req)
 	if errors.Is(err, ErrKeyUnavailable) {
 		// Never sent and no fault of the service: nothing is counted.
@@ -239,12 +238,12 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 	if err != nil {
 		// A request the guard stopped was never sent.
 		if !errors.Is(err, errForeignOrigin) {
-			c.observer.ObserveRequest(ep, 0, time.Since(start))
+			c.observer.ObserveRequest(ep, 0, time.Since(x.sent))
 		}
 		return 0, c.fail(ep, classify(x.ctx, err), 0, scrubURLError(err))
 	}
 	status, err := x.readResponse(resp, decode)
-	c.observer.ObserveRequest(ep, status, time.Since(start))
+	c.observer.ObserveRequest(ep, status, time.Since(x.sent))
 	return status, err
 }
 
@@ -337,13 +336,11 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 // statusError reports a non-2xx answer, and starts any hold-off it asks for.
 func (x *exchange) statusError(resp *http.Response) *Error {
 	c, status := x.c, resp.StatusCode
-	err := fmt.Errorf("unexpected status %s", http.StatusText(status))
-	if status >= 300 && status <= 399 {
-		if why := c.refusedRedirect(resp); why != "" {
-			err = fmt.Errorf("unexpected status %s: %s", http.StatusText(status), why)
-		}
+	msg := "unexpected status " + http.StatusText(status)
+	if why := c.refusedRedirect(resp); why != "" {
+		msg += ": " + why
 	}
-	e := c.fail(x.ep, ReasonHTTPStatus, status, err)
+	e := c.fail(x.ep, ReasonHTTPStatus, status, errors.New(msg))
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
 			e.RetryAfter = d

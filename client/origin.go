@@ -98,7 +98,7 @@ func redirectPolicy(allowed origin) func(*http.Request, []*http.Request) error {
 // refusedRedirect explains a redirect the policy did not follow.
 func (c *Client) refusedRedirect(resp *http.Response) string {
 	loc := resp.Header.Get("Location")
-	if loc == "" || resp.Request == nil {
+	if loc == "" || resp.Request == nil || resp.StatusCode/100 != 3 {
 		return ""
 	}
 	target, err := resp.Request.URL.Parse(loc)

@@ -83,9 +83,6 @@ func RedactURL(u *url.URL) string {
 	return c.String()
 }
 
-// redactor returns the current value of one secret, "" when none.
-type redactor func() string
-
 // Text never shows a run of secretRun characters of a secret; secrets
 // shorter than minSecret are not cut, as they would cut common words.
 const (
@@ -97,7 +94,7 @@ const (
 // secrets cuts every secret of a module, whole and every run of secretRun
 // of its characters in any letter case, out of text from outside.
 type secrets struct {
-	sources []redactor
+	sources []func() string // the current value of each secret, "" for none
 
 	mu   sync.Mutex
 	from string // the values m was built from
