@@ -54,19 +54,13 @@ type Config struct {
 
 // Client reads the API of one service. It is safe for concurrent use.
 type Client struct {
-	base      *url.URL
-	origin    origin
-	http      *http.Client
-	transport *Transport
-	closed    atomic.Bool
-	slots     *slots
-	limiter   *rate.Limiter
-	maxPages  int
-	maxBytes  int64
-	gzip      bool
-	observer  Observer
-	redact    *secrets
-	holdOffs  *HoldOffs
+	cfg     Config // with its defaults
+	origin  origin
+	http    *http.Client
+	closed  atomic.Bool
+	slots   *slots
+	limiter *rate.Limiter
+	redact  *secrets
 }
 
 // WithDefaults returns cfg with its zero limits set to the defaults.
@@ -90,25 +84,16 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	t := cfg.Transport
-	if t == nil {
+	cfg.Observer = cmp.Or(cfg.Observer, Observer(nopObserver{}))
+	cfg.HoldOffs = cmp.Or(cfg.HoldOffs, NewHoldOffs())
+	if cfg.Transport == nil {
 		var err error
-		if t, err = newTransport(cfg.HTTPClientConfig, cfg.UserAgent, cfg.Concurrency); err != nil {
+		if cfg.Transport, err = newTransport(cfg.HTTPClientConfig, cfg.UserAgent, cfg.Concurrency); err != nil {
 			return nil, err
 		}
 	}
-	c := &Client{
-		base:      cfg.BaseURL,
-		origin:    originOf(cfg.BaseURL),
-		transport: t,
-		redact:    t.redact,
-		slots:     newSlots(cfg.Concurrency),
-		maxPages:  cfg.MaxPages,
-		maxBytes:  cfg.MaxResponseBytes,
-		gzip:      !cfg.DisableGzip,
-		observer:  cmp.Or(cfg.Observer, Observer(nopObserver{})),
-		holdOffs:  cmp.Or(cfg.HoldOffs, NewHoldOffs()),
-	}
+	t := cfg.Transport
+	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: t.redact, slots: newSlots(cfg.Concurrency)}
 	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: t}, CheckRedirect: redirectPolicy(c.origin)}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly.
@@ -126,7 +111,7 @@ func (nopObserver) ObserveError(Endpoint, Reason)               {}
 // and those of its requests in flight as they end. Requests sent after Close still work.
 func (c *Client) Close() {
 	c.closed.Store(true)
-	c.transport.closeIdle()
+	c.cfg.Transport.closeIdle()
 }
 
 // Result is what every call reports, whatever happened.
@@ -210,7 +195,7 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 	}
 	release, err := c.acquire(x.ctx, ep != EndpointLocationDetail, holding)
 	if err != nil {
-		c.observer.ObserveError(ep, ReasonTimeout)
+		c.cfg.Observer.ObserveError(ep, ReasonTimeout)
 		return 0, &Error{Endpoint: ep, Reason: ReasonTimeout, Err: err}
 	}
 	defer release()
@@ -223,7 +208,7 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 		ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
 	}
 	h := http.Header{"Accept": {"application/json"}}
-	if c.gzip {
+	if !c.cfg.DisableGzip {
 		// Decompressing ourselves lets the size limit count decompressed bytes.
 		h.Set("Accept-Encoding", "gzip")
 	}
@@ -238,12 +223,12 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 	if err != nil {
 		// A request the guard stopped was never sent.
 		if !errors.Is(err, errForeignOrigin) {
-			c.observer.ObserveRequest(ep, 0, time.Since(x.sent))
+			c.cfg.Observer.ObserveRequest(ep, 0, time.Since(x.sent))
 		}
 		return 0, c.fail(ep, classify(x.ctx, err), 0, scrubURLError(err))
 	}
 	status, err := x.readResponse(resp, decode)
-	c.observer.ObserveRequest(ep, status, time.Since(x.sent))
+	c.cfg.Observer.ObserveRequest(ep, status, time.Since(x.sent))
 	return status, err
 }
 
@@ -278,7 +263,7 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 		drained, _ := io.CopyN(io.Discard, resp.Body, drainBytes)
 		_ = resp.Body.Close()
 		if c.closed.Load() {
-			c.transport.closeIdle()
+			c.cfg.Transport.closeIdle()
 		}
 		x.rec.Bytes = wire.read + drained
 	}()
@@ -303,9 +288,9 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 	if err != nil {
 		return c.fail(ep, ReasonInvalidBody, status, err)
 	}
-	wire.n = c.maxBytes
+	wire.n = c.cfg.MaxResponseBytes
 	if gz {
-		wire.n = maxCompressed(c.maxBytes)
+		wire.n = maxCompressed(c.cfg.MaxResponseBytes)
 	}
 	if resp.ContentLength > wire.n {
 		return c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
@@ -317,7 +302,7 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 			return c.fail(ep, classify(x.ctx, err), status, err)
 		}
 		defer zr.release()
-		body = &limitedReader{r: zr, n: c.maxBytes}
+		body = &limitedReader{r: zr, n: c.cfg.MaxResponseBytes}
 	}
 	var start prefix // only the start of an invalid body is shown
 	if x.trace != nil {
@@ -344,7 +329,7 @@ func (x *exchange) statusError(resp *http.Response) *Error {
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
 			e.RetryAfter = d
-			x.rec.HoldOffUntil = c.holdOffs.extend(c.origin.String(), time.Now().Add(d), status)
+			x.rec.HoldOffUntil = c.cfg.HoldOffs.extend(c.origin.String(), time.Now().Add(d), status)
 		}
 	}
 	return e
@@ -352,7 +337,7 @@ func (x *exchange) statusError(resp *http.Response) *Error {
 
 // fail reports a failed request and builds its error, redacted and cut.
 func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error {
-	c.observer.ObserveError(ep, reason)
+	c.cfg.Observer.ObserveError(ep, reason)
 	raw := err.Error()
 	if msg := cutText(c.redact.clean(raw), maxShown); msg != raw {
 		err = &msgError{msg, err}

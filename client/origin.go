@@ -25,8 +25,8 @@ const maxRedirects = 5
 
 // endpointURL joins a path below the base URL, keeping its prefix's escapes.
 func (c *Client) endpointURL(rel string) *url.URL {
-	u := *c.base
-	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + "/" + rel
+	u := *c.cfg.BaseURL
+	u.RawPath = strings.TrimRight(c.cfg.BaseURL.EscapedPath(), "/") + "/" + rel
 	u.Path, _ = url.PathUnescape(u.RawPath)
 	return &u
 }

@@ -160,7 +160,7 @@ func (w *pageWalk) noteIDs() {
 	}
 	res.MissingIDs += page.NoID
 	for range page.NoID {
-		w.c.observer.ObserveError(EndpointLocationDetail, ReasonInvalidBody)
+		w.c.cfg.Observer.ObserveError(EndpointLocationDetail, ReasonInvalidBody)
 	}
 }
 
@@ -195,8 +195,8 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 	if seen[key] {
 		return nil, fmt.Errorf("next link after page %d points to a page already read (a pagination loop)", pages)
 	}
-	if pages >= c.maxPages {
-		return nil, fmt.Errorf("list has more than %d pages (the page limit)", c.maxPages)
+	if pages >= c.cfg.MaxPages {
+		return nil, fmt.Errorf("list has more than %d pages (the page limit)", c.cfg.MaxPages)
 	}
 	seen[key] = true
 	return u, nil

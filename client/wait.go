@@ -131,7 +131,7 @@ func (h *HoldOffs) makeRoom() {
 
 // HoldOff reports until when the client holds off after a 429 or 503, and that status.
 func (c *Client) HoldOff() (until time.Time, status int) {
-	h := c.holdOffs.get(c.origin.String())
+	h := c.cfg.HoldOffs.get(c.origin.String())
 	return h.until, h.status
 }
 
