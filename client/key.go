@@ -31,35 +31,24 @@ func readFile(path string, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err == nil {
-		err = checkFileInfo(fi, max)
-	}
 	if err != nil {
 		return nil, pathless(err)
 	}
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		return nil, errors.New("it is a directory, not a regular file")
+	case m&fs.ModeNamedPipe != 0:
+		return nil, errors.New("it is a FIFO, not a regular file")
+	case m&fs.ModeDevice != 0:
+		return nil, errors.New("it is a device, not a regular file")
+	case !m.IsRegular():
+		return nil, errors.New("it is not a regular file")
+	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err == nil && int64(len(b)) > max {
+	if err == nil && (fi.Size() > max || int64(len(b)) > max) {
 		err = fmt.Errorf("it is larger than %d KiB", max>>10)
 	}
 	return b, pathless(err)
-}
-
-// checkFileInfo refuses what is no regular file or is larger than max.
-func checkFileInfo(fi fs.FileInfo, max int64) error {
-	m := fi.Mode()
-	switch {
-	case m.IsDir():
-		return errors.New("it is a directory, not a regular file")
-	case m&fs.ModeNamedPipe != 0:
-		return errors.New("it is a FIFO, not a regular file")
-	case m&fs.ModeDevice != 0:
-		return errors.New("it is a device, not a regular file")
-	case !m.IsRegular():
-		return errors.New("it is not a regular file")
-	case fi.Size() > max:
-		return fmt.Errorf("it is larger than %d KiB", max>>10)
-	}
-	return nil
 }
 
 // pathless returns the cause of a file error without its operation and path.
