@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +26,7 @@ const (
 )
 
 // Reasons lists every failure reason.
-var Reasons = []Reason{
-	ReasonTimeout, ReasonNetwork, ReasonHTTPStatus,
-	ReasonInvalidBody, ReasonTooLarge, ReasonPagination,
-}
+var Reasons = []Reason{ReasonTimeout, ReasonNetwork, ReasonHTTPStatus, ReasonInvalidBody, ReasonTooLarge, ReasonPagination}
 
 // Endpoint names an API view read: the contract's `endpoint` label values.
 type Endpoint string
@@ -61,10 +59,7 @@ type Error struct {
 
 // Error implements error.
 func (e *Error) Error() string {
-	what := string(e.Reason)
-	if what == "" {
-		what = "not sent"
-	}
+	what := cmp.Or(string(e.Reason), "not sent")
 	if e.Status != 0 {
 		return fmt.Sprintf("%s: %s (HTTP %d): %v", e.Endpoint, what, e.Status, e.Err)
 	}

@@ -67,18 +67,16 @@ var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|sess
 func RedactURL(u *url.URL) string {
 	c := *u
 	c.User = nil
-	if c.RawQuery != "" {
-		q, err := url.ParseQuery(c.RawQuery)
-		redacted := err != nil // re-encoding drops what could not be read
-		for name := range q {
-			if sensitiveParam.MatchString(name) {
-				q[name] = []string{"REDACTED"}
-				redacted = true
-			}
+	q, err := url.ParseQuery(c.RawQuery)
+	redacted := err != nil // re-encoding drops what could not be read
+	for name := range q {
+		if sensitiveParam.MatchString(name) {
+			q[name] = []string{"REDACTED"}
+			redacted = true
 		}
-		if redacted {
-			c.RawQuery = q.Encode()
-		}
+	}
+	if redacted {
+		c.RawQuery = q.Encode()
 	}
 	return c.String()
 }
