@@ -272,7 +272,7 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 	}
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
-		body := readErrorBody(wire, resp.Header)
+		body := c.readErrorBody(wire, resp.Header)
 		if x.trace != nil {
 			x.rec.BodyExcerpt = c.excerpt(body)
 		}
@@ -394,10 +394,7 @@ func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
 				}
 				gz = true
 			default:
-				if clean != nil {
-					raw = clean(raw)
-				}
-				raw = cutText(strings.TrimSpace(raw), 32+len(fieldEllipsis))
+				raw = cutText(strings.TrimSpace(clean(raw)), 32+len(fieldEllipsis))
 				return false, fmt.Errorf("body has Content-Encoding %q, which the exporter cannot read (only gzip): %w", raw, errInvalidBody)
 			}
 		}

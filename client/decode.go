@@ -148,8 +148,7 @@ func (d *decoder) fail(err error) error {
 		return nil
 	}
 	if d.in.err != nil && d.in.err != io.EOF {
-		var be *bodyError
-		if errors.As(d.in.err, &be) {
+		if be, ok := d.in.err.(*bodyError); ok { // of the clipReader
 			return be
 		}
 		return fmt.Errorf("read body: %w", d.in.err)

@@ -161,11 +161,11 @@ func jsonMessage(body []byte) string {
 }
 
 // readErrorBody reads the start of an error answer's body, decompressed, if it can.
-func readErrorBody(wire *limitedReader, h http.Header) []byte {
+func (c *Client) readErrorBody(wire *limitedReader, h http.Header) []byte {
 	wire.n = errorBodyBytes
 	// LimitReader spares wire's probe for more, a byte it would not count.
 	raw, _ := io.ReadAll(io.LimitReader(wire, errorBodyBytes))
-	switch gz, err := gzipEncoded(h, nil); {
+	switch gz, err := gzipEncoded(h, c.redact.clean); {
 	case err != nil:
 		return nil
 	case !gz:
