@@ -281,7 +281,6 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 	return status, x.readBody(resp, wire, decode)
 }
 
-// readBody bounds a 2xx body, decompresses it and decodes it.
 func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) error {
 	c, ep, status := x.c, x.ep, resp.StatusCode
 	gz, err := gzipEncoded(resp.Header, c.redact.clean)
@@ -417,7 +416,6 @@ type gunzipReader struct {
 // gunzipPool keeps decompressors, 45 KB each, for reuse (docs/development.md).
 var gunzipPool sync.Pool
 
-// newGunzipReader starts decompressing wire; it reads the gzip header.
 func newGunzipReader(wire *limitedReader) (*gunzipReader, error) {
 	g, _ := gunzipPool.Get().(*gunzipReader)
 	if g == nil {
@@ -454,7 +452,6 @@ func (g *gunzipReader) translate(err error) error {
 // gzipError reports a corrupt gzip stream, which is no bodyError of the decoder.
 type gzipError struct{ bodyError }
 
-// release returns g to the pool; g is unusable after.
 func (g *gunzipReader) release() {
 	g.wire = nil
 	g.br.Reset(nil)

@@ -88,7 +88,6 @@ func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[
 	return out, nil
 }
 
-// field reads the value of the requested field f into out.
 func (d *decoder) field(f string, seen map[string]bool, out map[string]string, clean func(string) string) error {
 	if seen[f] {
 		return shapeError("field %q appears twice", f)
@@ -332,7 +331,6 @@ func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
 	return err
 }
 
-// entryID reads one entry and adds its id to page, or counts it in NoID.
 func (d *decoder) entryID(page *listPage) error {
 	var id int64
 	ids, ok := 0, false
@@ -367,9 +365,8 @@ func parseID(v []byte) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// clipReader bounds the tokenizer's buffer, which holds a whole token: it
-// cuts each run of string characters, digits or whitespace after maxRun,
-// checking what it drops as the tokenizer would.
+// clipReader bounds the tokenizer's buffer, which holds a whole token: it cuts each run of string
+// characters, digits or whitespace after maxRun, checking what it drops as the tokenizer would.
 type clipReader struct {
 	r     io.Reader
 	dec   *jsontext.Decoder

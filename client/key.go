@@ -119,7 +119,6 @@ func (s *fileSecret) Description() string { return "file " + s.path }
 
 func (*fileSecret) Immutable() bool { return false }
 
-// value returns the secret, "" when the file cannot be read.
 func (s *fileSecret) value() string {
 	v, _ := s.read()
 	return v

@@ -166,8 +166,7 @@ const (
 	maxLabelBytes  = 63
 )
 
-// ParseTarget checks a /probe target as ParseBaseURL does and within the bounds above,
-// and returns it in one spelling.
+// ParseTarget checks a /probe target as ParseBaseURL does and within the bounds above, and returns it in one spelling.
 func ParseTarget(raw string) (*url.URL, error) {
 	if len(raw) > MaxTargetBytes {
 		return nil, fmt.Errorf("URL is longer than %d bytes", MaxTargetBytes)

@@ -202,7 +202,6 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 	return u, nil
 }
 
-// note records a pagination decision in the poll's trace, if any.
 func (c *Client) note(ctx context.Context, ep Endpoint, page int, msg string, failed bool) {
 	if tr := traceFrom(ctx); tr != nil {
 		tr.add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg, NoteFailed: failed})

@@ -106,7 +106,6 @@ func (s *secrets) clean(text string) string {
 	return s.matcher().redact(text)
 }
 
-// matcher returns the matcher of the secrets' current values.
 func (s *secrets) matcher() *secretMatcher {
 	vals := make([]string, 0, len(s.sources))
 	for _, src := range s.sources {
@@ -158,8 +157,7 @@ func newSecretMatcher(vals []string) *secretMatcher {
 	return m
 }
 
-// redact replaces each stretch of text made of secrets by secretMarker,
-// looking closely only at runs of bytes that may belong to one.
+// redact replaces each stretch of text made of secrets by secretMarker.
 func (m *secretMatcher) redact(text string) string {
 	var b strings.Builder
 	done := 0

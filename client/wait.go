@@ -19,7 +19,6 @@ type slots struct {
 
 func newSlots(n int) *slots { return &slots{size: n, free: n} }
 
-// acquire takes a slot, waiting within ctx.
 func (s *slots) acquire(ctx context.Context, high bool) error {
 	s.mu.Lock()
 	if s.free > 0 {
