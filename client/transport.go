@@ -19,9 +19,6 @@ type Transport struct {
 	headerFiles []*fileSecret // of http_headers
 }
 
-// maxResponseHeaderBytes bounds an answer's headers; more is too_large.
-const maxResponseHeaderBytes = 64 << 10
-
 // NewTransport validates an HTTP client configuration and builds a transport for Config.Transport,
 // keeping one idle connection per host. Only an authorization with credentials is supported.
 func NewTransport(cfg config.HTTPClientConfig, userAgent string) (*Transport, error) {
@@ -71,8 +68,8 @@ func roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Config, userAgent
 		Proxy:                  cfg.Proxy(),
 		ProxyConnectHeader:     cfg.GetProxyConnectHeader(),
 		TLSClientConfig:        tlsConfig,
-		DisableCompression:     true, // the client decompresses, bounded
-		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		DisableCompression:     true,     // the client decompresses, bounded
+		MaxResponseHeaderBytes: 64 << 10, // more is too_large
 		MaxIdleConnsPerHost:    idle,
 		IdleConnTimeout:        5 * time.Minute, // as prometheus/common's, above scrape intervals
 		// Buffers live as long as their connection (docs/development.md).

@@ -12,12 +12,11 @@ import (
 // detail views, so that a large detail subset cannot delay deployment_service_up.
 type slots struct {
 	mu        sync.Mutex
-	size      int
 	free      int
 	high, low []chan struct{} // waiters, closed when handed a slot
 }
 
-func newSlots(n int) *slots { return &slots{size: n, free: n} }
+func newSlots(n int) *slots { return &slots{free: n} }
 
 func (s *slots) acquire(ctx context.Context, high bool) error {
 	s.mu.Lock()
@@ -67,7 +66,7 @@ func (s *slots) release() {
 }
 
 // Concurrency returns the most requests the client has in flight at once.
-func (c *Client) Concurrency() int { return c.slots.size }
+func (c *Client) Concurrency() int { return c.cfg.Concurrency }
 
 // RateLimited tells whether the client waits for a rate limit's turns, given in the order asked.
 func (c *Client) RateLimited() bool { return c.limiter != nil }
