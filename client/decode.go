@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -213,10 +214,7 @@ func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	if err := d.skip(); err != nil {
 		return err
 	}
-	kind := map[jsontext.Kind]string{'{': "object", '[': "array", 't': "boolean", 'f': "boolean"}[k]
-	if kind == "" {
-		kind = k.String()
-	}
+	kind := cmp.Or(map[jsontext.Kind]string{'{': "object", '[': "array", 't': "boolean", 'f': "boolean"}[k], k.String())
 	return shapeError("%s, got %s", what, kind)
 }
 

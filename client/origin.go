@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -38,10 +39,7 @@ type origin struct {
 
 func originOf(u *url.URL) origin {
 	scheme := strings.ToLower(u.Scheme)
-	port := u.Port()
-	if port == "" {
-		port = defaultPorts[scheme]
-	}
+	port := cmp.Or(u.Port(), defaultPorts[scheme])
 	return origin{scheme: scheme, host: strings.ToLower(u.Hostname()), port: port}
 }
 

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -141,10 +142,7 @@ func (c *Client) shown(s string, limit int) string {
 
 // excerpt renders the start of a body, its JSON message or else its text, redacted before it is cut.
 func (c *Client) excerpt(body []byte) string {
-	text := jsonMessage(body)
-	if text == "" {
-		text = strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD"))
-	}
+	text := cmp.Or(jsonMessage(body), strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD")))
 	return c.shown(text, maxExcerpt)
 }
 

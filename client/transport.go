@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -37,9 +38,7 @@ func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Tra
 	if cfg.BasicAuth != nil || cfg.OAuth2 != nil || cfg.BearerToken != "" || cfg.BearerTokenFile != "" || a != nil && a.CredentialsRef != "" {
 		return nil, errors.New("http client config: only an authorization with credentials or credentials_file is supported")
 	}
-	if userAgent == "" {
-		userAgent = "deployment_service_exporter/" + version.Version
-	}
+	userAgent = cmp.Or(userAgent, "deployment_service_exporter/"+version.Version)
 	t := &Transport{}
 	tlsConfig, err := config.NewTLSConfig(&cfg.TLSConfig)
 	if err != nil {
