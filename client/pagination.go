@@ -73,7 +73,7 @@ type pageWalk struct {
 	page     listPage
 	url      *url.URL
 	next     string
-	fromLink bool
+	nextFrom string // "next" or "the Link header's next"
 }
 
 // read reads the page at u into the walk and tells whether the walk goes on.
@@ -88,10 +88,10 @@ func (w *pageWalk) read(u *url.URL) bool {
 		if err != nil {
 			return fmt.Errorf("page %d: %w", res.Pages, err)
 		}
-		w.page, w.url, w.next, hasNext, w.fromLink = page, resp.Request.URL, page.Next, page.NextNamed, false
+		w.page, w.url, w.next, hasNext, w.nextFrom = page, resp.Request.URL, page.Next, page.NextNamed, "next"
 		if !page.HasNext {
 			w.next, hasNext, linkErr = nextLink(resp.Header)
-			w.fromLink = hasNext
+			w.nextFrom = "the Link header's next"
 		}
 		return nil
 	})
@@ -127,11 +127,8 @@ func (w *pageWalk) nextURL() *url.URL {
 		w.stop(err)
 		return nil
 	}
-	how := "next"
-	if w.fromLink {
-		how = "the Link header's next"
-	}
-	w.c.note(w.ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; following %s to %s", w.page.Entries, how, w.c.redact.clean(RedactURL(next))), false)
+	msg := fmt.Sprintf("%d entries; following %s to %s", w.page.Entries, w.nextFrom, w.c.redact.clean(RedactURL(next)))
+	w.c.note(w.ctx, w.ep, w.res.Pages, msg, false)
 	return next
 }
 
