@@ -116,8 +116,7 @@ func (s *fileSecret) Fetch(context.Context) (string, error) {
 }
 
 func (s *fileSecret) Description() string { return "file " + s.path }
-
-func (*fileSecret) Immutable() bool { return false }
+func (*fileSecret) Immutable() bool       { return false }
 
 func (s *fileSecret) value() string {
 	v, _ := s.read()

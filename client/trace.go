@@ -182,7 +182,7 @@ func escapeControls(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {
-		case !isControl(r):
+		case (r >= 0x20 || r == '\t' || r == '\n') && (r < 0x7f || r > 0x9f):
 			b.WriteRune(r)
 		case r < 0x80:
 			fmt.Fprintf(&b, `\x%02x`, r)
@@ -191,10 +191,6 @@ func escapeControls(s string) string {
 		}
 	}
 	return b.String()
-}
-
-func isControl(r rune) bool {
-	return (r < 0x20 && r != '\t' && r != '\n') || (r >= 0x7f && r <= 0x9f)
 }
 
 // cutText cuts s to at most limit bytes, "…" included, at a character start.
