@@ -278,43 +278,44 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 		}
 		return status, x.statusError(resp)
 	}
-	return status, x.readBody(resp, wire, decode)
+	var start prefix // only the start of an invalid body is shown
+	if err := x.readBody(resp, wire, &start, decode); err != nil {
+		reason := classify(x.ctx, err)
+		if x.trace != nil && reason == ReasonInvalidBody {
+			x.rec.BodyExcerpt = c.excerpt(start)
+		}
+		return status, c.fail(x.ep, reason, status, err)
+	}
+	return status, nil
 }
 
-func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) error {
-	c, ep, status := x.c, x.ep, resp.StatusCode
-	gz, err := gzipEncoded(resp.Header, c.redact.clean)
+// readBody bounds a 2xx body, decompresses it and decodes it.
+func (x *exchange) readBody(resp *http.Response, wire *limitedReader, start *prefix, decode decodeFunc) error {
+	gz, err := gzipEncoded(resp.Header, x.c.redact.clean)
 	if err != nil {
-		return c.fail(ep, ReasonInvalidBody, status, err)
+		return err
 	}
-	wire.n = c.cfg.MaxResponseBytes
+	limit := x.c.cfg.MaxResponseBytes
+	wire.n = limit
 	if gz {
-		wire.n = maxCompressed(c.cfg.MaxResponseBytes)
+		wire.n = maxCompressed(limit)
 	}
 	if resp.ContentLength > wire.n {
-		return c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
+		return fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge)
 	}
 	var body io.Reader = wire
 	if gz {
 		zr, err := newGunzipReader(wire)
 		if err != nil {
-			return c.fail(ep, classify(x.ctx, err), status, err)
+			return err
 		}
 		defer zr.release()
-		body = &limitedReader{r: zr, n: c.cfg.MaxResponseBytes}
+		body = &limitedReader{r: zr, n: limit}
 	}
-	var start prefix // only the start of an invalid body is shown
 	if x.trace != nil {
-		body = io.TeeReader(body, &start)
+		body = io.TeeReader(body, start)
 	}
-	if err := decode(body, resp); err != nil {
-		reason := classify(x.ctx, err)
-		if x.trace != nil && reason == ReasonInvalidBody {
-			x.rec.BodyExcerpt = c.excerpt(start)
-		}
-		return c.fail(ep, reason, status, err)
-	}
-	return nil
+	return decode(body, resp)
 }
 
 // statusError reports a non-2xx answer, and starts any hold-off it asks for.
