@@ -126,12 +126,12 @@ func (s *secrets) matcher() *secretMatcher {
 type secretMatcher struct {
 	may      [utf8.RuneSelf]bool // ASCII bytes that occur in a secret, folded
 	shortest int
-	runs     map[[secretRun]rune]struct{} // runs of the long secrets
-	short    [][]rune                     // the short secrets whole
+	runs     map[[secretRun]rune]bool // runs of the long secrets
+	short    [][]rune                 // the short secrets whole
 }
 
 func newSecretMatcher(vals []string) *secretMatcher {
-	m := &secretMatcher{runs: make(map[[secretRun]rune]struct{})}
+	m := &secretMatcher{runs: make(map[[secretRun]rune]bool)}
 	for _, v := range vals {
 		rs := []rune(v)
 		if len(rs) < minSecret {
@@ -151,7 +151,7 @@ func newSecretMatcher(vals []string) *secretMatcher {
 		}
 		m.shortest = min(m.shortest, secretRun)
 		for i := 0; i+secretRun <= len(rs); i++ {
-			m.runs[[secretRun]rune(rs[i:])] = struct{}{}
+			m.runs[[secretRun]rune(rs[i:])] = true
 		}
 	}
 	return m
@@ -186,22 +186,19 @@ func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, en
 		rs, at = append(rs, fold(r)), append(at, start+i)
 	}
 	at = append(at, end)
-	hidden := make([]bool, len(rs))
-	hide := func(i, n int) {
-		for j := i; j < i+n; j++ {
-			hidden[j] = true
-		}
-	}
+	hidden := make([]bool, len(rs)+1) // the last stays false
 	for i := range rs {
-		if i+secretRun <= len(rs) {
-			if _, ok := m.runs[[secretRun]rune(rs[i:])]; ok {
-				hide(i, secretRun)
-			}
+		n := 0
+		if i+secretRun <= len(rs) && m.runs[[secretRun]rune(rs[i:])] {
+			n = secretRun
 		}
 		for _, s := range m.short {
 			if i+len(s) <= len(rs) && slices.Equal(rs[i:i+len(s)], s) {
-				hide(i, len(s))
+				n = max(n, len(s))
 			}
+		}
+		for j := i; j < i+n; j++ {
+			hidden[j] = true
 		}
 	}
 	for i := 0; i < len(rs); i++ {
@@ -209,7 +206,7 @@ func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, en
 			continue
 		}
 		j := i
-		for j < len(rs) && hidden[j] {
+		for hidden[j] {
 			j++
 		}
 		b.WriteString(text[done:at[i]])
