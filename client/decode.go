@@ -306,9 +306,6 @@ func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
 	if err == nil {
 		err = d.read()
 	}
-	if wantIDs > 0 {
-		page.IDs = make([]int64, 0, min(wantIDs, 64))
-	}
 	for err == nil {
 		switch k, err = d.peek(); {
 		case err != nil:
