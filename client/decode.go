@@ -35,8 +35,7 @@ func shapeError(format string, args ...any) error {
 
 // withContext prefixes the message of a bodyError; read errors pass as they are.
 func withContext(err error, format string, args ...any) error {
-	var be *bodyError
-	if errors.As(err, &be) {
+	if be, ok := err.(*bodyError); ok {
 		be.msg = fmt.Sprintf(format, args...) + ": " + be.msg
 	}
 	return err

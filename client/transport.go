@@ -28,10 +28,7 @@ func NewTransport(cfg config.HTTPClientConfig, userAgent string) (*Transport, er
 
 // newTransport is NewTransport keeping up to idle idle connections per host.
 func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Transport, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("http client config: %w", err)
-	}
-	if err := CheckFiles(&cfg); err != nil {
+	if err := cmp.Or(cfg.Validate(), CheckFiles(&cfg)); err != nil {
 		return nil, fmt.Errorf("http client config: %w", err)
 	}
 	a := cfg.Authorization
