@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"net/url"
 	"os"
 	"regexp"
@@ -124,8 +125,8 @@ func (s *secrets) matcher() *secretMatcher {
 
 // secretMatcher finds secrets in text, comparing characters folded.
 type secretMatcher struct {
-	may      [utf8.RuneSelf]bool // ASCII bytes that occur in a secret, folded
-	shortest int
+	may      [utf8.RuneSelf]bool      // ASCII bytes that occur in a secret, folded
+	shortest int                      // the fewest characters a match spans, 0 for no secret
 	runs     map[[secretRun]rune]bool // runs of the long secrets
 	short    [][]rune                 // the short secrets whole
 }
@@ -142,14 +143,11 @@ func newSecretMatcher(vals []string) *secretMatcher {
 				m.may[rs[i]] = true
 			}
 		}
-		if m.shortest == 0 || len(rs) < m.shortest {
-			m.shortest = len(rs)
-		}
+		m.shortest = min(cmp.Or(m.shortest, secretRun), len(rs), secretRun)
 		if len(rs) < secretRun {
 			m.short = append(m.short, rs)
 			continue
 		}
-		m.shortest = min(m.shortest, secretRun)
 		for i := 0; i+secretRun <= len(rs); i++ {
 			m.runs[[secretRun]rune(rs[i:])] = true
 		}

@@ -134,9 +134,6 @@ func (c *Client) noteHeaders(r *TraceRequest, resp *http.Response) {
 
 // shown makes text from the service fit for a page: redacted, escaped, cut.
 func (c *Client) shown(s string, limit int) string {
-	if s == "" {
-		return ""
-	}
 	return cutText(escapeControls(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
 }
 
