@@ -272,11 +272,7 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 	}
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
-		body := c.readErrorBody(wire, resp.Header)
-		if x.trace != nil {
-			x.rec.BodyExcerpt = c.excerpt(body)
-		}
-		return status, x.statusError(resp)
+		return status, x.statusError(resp, wire)
 	}
 	var start prefix // only the start of an invalid body is shown
 	if err := x.readBody(resp, wire, &start, decode); err != nil {
@@ -319,8 +315,11 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, start *pre
 }
 
 // statusError reports a non-2xx answer, and starts any hold-off it asks for.
-func (x *exchange) statusError(resp *http.Response) *Error {
+func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error {
 	c, status := x.c, resp.StatusCode
+	if body := c.readErrorBody(wire, resp.Header); x.trace != nil {
+		x.rec.BodyExcerpt = c.excerpt(body)
+	}
 	msg := "unexpected status " + http.StatusText(status)
 	if why := c.refusedRedirect(resp); why != "" {
 		msg += ": " + why

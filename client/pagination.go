@@ -177,11 +177,10 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 	if strings.TrimSpace(next) == "" {
 		return nil, fmt.Errorf("next link after page %d is empty, which names the page itself (a pagination loop; null or no link ends a list)", pages)
 	}
-	ref, err := url.Parse(next)
+	u, err := cur.Parse(next)
 	if err != nil {
 		return nil, fmt.Errorf("next link after page %d is not a URL", pages)
 	}
-	u := cur.ResolveReference(ref)
 	if o := originOf(u); o != c.origin {
 		return nil, fmt.Errorf("next link after page %d points to %s", pages, o.misdirected(c.origin))
 	}
