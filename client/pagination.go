@@ -65,7 +65,6 @@ type pageWalk struct {
 	wantIDs  int
 	onIDs    func([]int64)
 	seen     map[[sha256.Size]byte]bool // for loop detection
-	entries  int64
 	hasCount bool
 	res      ListResult
 
@@ -99,11 +98,12 @@ func (w *pageWalk) read(u *url.URL) bool {
 		return false
 	}
 	w.seen[pageKey(w.url)] = true
-	w.entries += int64(w.page.Entries)
 	w.noteIDs()
-	if res.Pages == 1 && w.page.HasCount {
-		// The first page's count stands for the list.
+	switch {
+	case res.Pages == 1 && w.page.HasCount: // the first page's count stands for the list
 		res.Count, w.hasCount = w.page.Count, true
+	case !w.hasCount:
+		res.Count += int64(w.page.Entries)
 	}
 	enough := w.hasCount && len(res.IDs)+res.MissingIDs >= w.wantIDs
 	switch {
@@ -112,9 +112,6 @@ func (w *pageWalk) read(u *url.URL) bool {
 		return false
 	case hasNext && !enough:
 		return true
-	}
-	if !w.hasCount {
-		res.Count = w.entries
 	}
 	w.c.note(w.ctx, w.ep, res.Pages, fmt.Sprintf("%d entries; walk done, count %d", w.page.Entries, res.Count), false)
 	return false
