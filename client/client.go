@@ -65,17 +65,16 @@ type Client struct {
 
 // WithDefaults returns cfg with its zero limits set to the defaults.
 func (cfg Config) WithDefaults() Config {
-	cfg.Concurrency = orDefault(cfg.Concurrency, DefaultConcurrency)
-	cfg.MaxPages = orDefault(cfg.MaxPages, DefaultMaxPages)
-	cfg.MaxResponseBytes = orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes)
-	return cfg
-}
-
-func orDefault[T int | int64](v, def T) T {
-	if v <= 0 {
-		return def
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
 	}
-	return v
+	if cfg.MaxPages <= 0 {
+		cfg.MaxPages = DefaultMaxPages
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	return cfg
 }
 
 // New validates cfg and builds a Client.

@@ -144,10 +144,7 @@ func (w *pageWalk) noteIDs() {
 			w.onIDs(page.IDs)
 		}
 	}
-	if page.NoID == 0 {
-		return
-	}
-	if res.IDErr == nil {
+	if page.NoID > 0 && res.IDErr == nil {
 		err := fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
 			strings.TrimSuffix(string(w.ep), "s"), page.FirstNoID, res.Pages)
 		res.IDErr = &Error{Endpoint: EndpointLocationDetail, Reason: ReasonInvalidBody, Err: err}
