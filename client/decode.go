@@ -326,8 +326,7 @@ func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
 }
 
 func (d *decoder) entryID(page *listPage) error {
-	var id int64
-	ids, ok := 0, false
+	id, ids, ok := int64(0), 0, false
 	err := d.object("", func(name []byte) error {
 		if string(name) != "id" {
 			return d.skip()

@@ -49,10 +49,8 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 
 	u := c.endpointURL(rel)
 	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{pageKey(u): true}}
-	for w.read(u) {
-		if u = w.nextURL(); u == nil {
-			break
-		}
+	for u != nil {
+		u = w.read(u)
 	}
 	return w.res
 }
@@ -75,8 +73,8 @@ type pageWalk struct {
 	nextFrom string // "next" or "the Link header's next"
 }
 
-// read reads the page at u into the walk and tells whether the walk goes on.
-func (w *pageWalk) read(u *url.URL) bool {
+// read reads the page at u into the walk and returns the next page, nil at the end.
+func (w *pageWalk) read(u *url.URL) *url.URL {
 	res := &w.res
 	res.Pages++
 	used := len(res.IDs) + res.MissingIDs
@@ -95,7 +93,7 @@ func (w *pageWalk) read(u *url.URL) bool {
 		return nil
 	})
 	if res.Err != nil {
-		return false
+		return nil
 	}
 	w.seen[pageKey(w.url)] = true
 	w.noteIDs()
@@ -109,12 +107,12 @@ func (w *pageWalk) read(u *url.URL) bool {
 	switch {
 	case linkErr != nil && !enough:
 		w.stop(fmt.Errorf("the Link header of page %d is malformed: %w", res.Pages, linkErr))
-		return false
+		return nil
 	case hasNext && !enough:
-		return true
+		return w.nextURL()
 	}
 	w.c.note(w.ctx, w.ep, res.Pages, fmt.Sprintf("%d entries; walk done, count %d", w.page.Entries, res.Count), false)
-	return false
+	return nil
 }
 
 // nextURL returns the page the last one links to, nil when the link is refused.
@@ -158,8 +156,7 @@ func (w *pageWalk) noteIDs() {
 // pageKey is a page's URL for loop detection, hashed, without user info or fragment.
 func pageKey(u *url.URL) [sha256.Size]byte {
 	k := *u
-	k.User = nil
-	k.Fragment, k.RawFragment = "", ""
+	k.User, k.Fragment, k.RawFragment = nil, "", ""
 	return sha256.Sum256([]byte(k.String()))
 }
 
@@ -179,8 +176,7 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 		return nil, fmt.Errorf("next link after page %d points to %s", pages, o.misdirected(c.origin))
 	}
 	// Credentials in a link would replace the key.
-	u.User = nil
-	u.Fragment, u.RawFragment = "", ""
+	u.User, u.Fragment, u.RawFragment = nil, "", ""
 	key := pageKey(u)
 	if seen[key] {
 		return nil, fmt.Errorf("next link after page %d points to a page already read (a pagination loop)", pages)

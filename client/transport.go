@@ -116,8 +116,4 @@ func (t *Transport) checkKey() error {
 	return nil
 }
 
-func (t *Transport) closeIdle() {
-	if c, ok := t.rt.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
+func (t *Transport) closeIdle() { (&http.Client{Transport: t.rt}).CloseIdleConnections() }
