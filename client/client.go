@@ -3,7 +3,11 @@
 package client
 
 import (
+	"bufio"
+	"cmp"
+	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +16,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/common/config"
-	"github.com/prometheus/common/version"
 	"golang.org/x/time/rate"
 )
 
@@ -27,54 +31,49 @@ const (
 	DefaultMaxResponseBytes = 64 << 20
 )
 
-// Observer is told about every request sent (status 0 when no response
-// came) and every failed request, sent or not.
+// Observer is told about every request sent (status 0 without a response) and every failed request.
 type Observer interface {
 	ObserveRequest(endpoint Endpoint, status int, d time.Duration)
 	ObserveError(endpoint Endpoint, reason Reason)
 }
 
-// Config is everything a Client needs. BaseURL and HTTPClientConfig are
-// required; zero limits take the defaults above.
+// Config is everything a Client needs; zero limits take the defaults above.
 type Config struct {
 	BaseURL          *url.URL // may have a path prefix
 	HTTPClientConfig config.HTTPClientConfig
-	UserAgent        string // defaults to deployment_service_exporter/<version>
-	// Transport, when set, is shared by the Clients of one module and was
-	// built by NewTransport from HTTPClientConfig and UserAgent.
-	Transport        *Transport
-	Concurrency      int     // requests in flight at once
-	MaxPages         int     // pages read for one list
-	MaxResponseBytes int64   // largest body, counted after decompression
-	RateLimit        float64 // requests per second, 0 for no limit
-	DisableGzip      bool    // stop asking for gzip; gzip answers are still read
+	UserAgent        string     // defaults to deployment_service_exporter/<version>
+	Transport        *Transport // shared by the Clients of one module, from NewTransport
+	Concurrency      int        // requests in flight at once
+	MaxPages         int        // pages read for one list
+	MaxResponseBytes int64      // largest body, counted after decompression
+	RateLimit        float64    // requests per second, 0 for no limit
+	DisableGzip      bool       // stop asking for gzip; gzip answers are still read
 	Observer         Observer
 	HoldOffs         *HoldOffs // shared hold-offs by origin; nil for the Client's own
 }
 
 // Client reads the API of one service. It is safe for concurrent use.
 type Client struct {
-	base      *url.URL
-	origin    origin
-	http      *http.Client
-	lease     *lease
-	userAgent string
-	slots     *slots
-	limiter   *rate.Limiter
-	maxPages  int
-	maxBytes  int64
-	gzip      bool
-	observer  Observer
-	redact    *secrets
-	holdOffs  *HoldOffs
-	holdKey   string
+	cfg     Config // with its defaults
+	origin  origin
+	http    *http.Client
+	closed  atomic.Bool
+	slots   *slots
+	limiter *rate.Limiter
+	redact  *secrets
 }
 
 // WithDefaults returns cfg with its zero limits set to the defaults.
 func (cfg Config) WithDefaults() Config {
-	cfg.Concurrency = orDefault(cfg.Concurrency, DefaultConcurrency)
-	cfg.MaxPages = orDefault(cfg.MaxPages, DefaultMaxPages)
-	cfg.MaxResponseBytes = orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes)
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.MaxPages <= 0 {
+		cfg.MaxPages = DefaultMaxPages
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
 	return cfg
 }
 
@@ -84,108 +83,34 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = "deployment_service_exporter/" + version.Version
-	}
-	t := cfg.Transport
-	if t == nil {
+	cfg.Observer = cmp.Or(cfg.Observer, Observer(nopObserver{}))
+	cfg.HoldOffs = cmp.Or(cfg.HoldOffs, NewHoldOffs())
+	if cfg.Transport == nil {
 		var err error
-		if t, err = newTransport(cfg.HTTPClientConfig, cfg.UserAgent, cfg.Concurrency); err != nil {
+		if cfg.Transport, err = newTransport(cfg.HTTPClientConfig, cfg.UserAgent, cfg.Concurrency); err != nil {
 			return nil, err
 		}
 	}
-	c := &Client{
-		base:      cfg.BaseURL,
-		origin:    originOf(cfg.BaseURL),
-		lease:     &lease{t: t},
-		redact:    t.redact,
-		userAgent: cfg.UserAgent,
-		slots:     newSlots(cfg.Concurrency),
-		maxPages:  cfg.MaxPages,
-		maxBytes:  cfg.MaxResponseBytes,
-		gzip:      !cfg.DisableGzip,
-		observer:  cfg.Observer,
-		holdOffs:  cfg.HoldOffs,
-		holdKey:   originOf(cfg.BaseURL).String(),
-	}
-	if c.holdOffs == nil {
-		c.holdOffs = NewHoldOffs()
-	}
-	c.http = &http.Client{
-		Transport:     &originGuard{allowed: c.origin, t: t, lease: c.lease},
-		CheckRedirect: redirectPolicy(c.origin),
-	}
+	t := cfg.Transport
+	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: t.redact, slots: newSlots(cfg.Concurrency)}
+	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: t}, CheckRedirect: redirectPolicy(c.origin)}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly.
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
 	}
-	if c.observer == nil {
-		c.observer = nopObserver{}
-	}
 	return c, nil
 }
 
-// ErrURLCredentials is the error of a base URL with a user or password in it.
-var ErrURLCredentials = errors.New("URL must not carry credentials")
+type nopObserver struct{}
 
-// ParseBaseURL parses and checks a base URL. Its errors never repeat the
-// input, which could carry credentials.
-func ParseBaseURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, errors.New("not a valid URL: give an absolute http or https URL such as https://deploy.example.com")
-	}
-	if err := validateBaseURL(u); err != nil {
-		return nil, err
-	}
-	return u, nil
-}
+func (nopObserver) ObserveRequest(Endpoint, int, time.Duration) {}
+func (nopObserver) ObserveError(Endpoint, Reason)               {}
 
-// validateBaseURL checks that u is an absolute http or https base URL.
-func validateBaseURL(u *url.URL) error {
-	switch {
-	case u == nil:
-		return errors.New("no base URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
-	case u.Host == "" || u.Hostname() == "":
-		return errors.New("URL has no host")
-	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }):
-		// Go dials the IDNA form, so what was matched would not be what is dialled.
-		return errors.New("URL host must be ASCII: give an internationalised name in its xn-- form")
-	case u.User != nil:
-		return ErrURLCredentials
-	case u.RawQuery != "" || u.ForceQuery:
-		return errors.New("URL must not have a query")
-	case u.Fragment != "":
-		return errors.New("URL must not have a fragment")
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return errors.New("URL port must be a number from 1 to 65535")
-		}
-	}
-	return nil
-}
-
-// Close closes the idle connections of the Client's transport, those of
-// Clients sharing it too; requests sent after Close still work.
-func (c *Client) Close() { c.lease.release() }
-
-// HoldOff reports until when the client holds off after a 429 or 503, and that status.
-func (c *Client) HoldOff() (until time.Time, status int) {
-	h := c.holdOffs.get(c.holdKey)
-	return h.until, h.status
-}
-
-func (c *Client) heldOff(now time.Time) (int, bool) {
-	until, status := c.HoldOff()
-	return status, now.Before(until)
-}
-
-// holdOff extends the hold-off by d from now, returning the end in force.
-func (c *Client) holdOff(d time.Duration, status int) time.Time {
-	return c.holdOffs.extend(c.holdKey, time.Now().Add(d), status)
+// Close closes the idle connections of the Client's transport, other Clients' too,
+// and those of its requests in flight as they end. Requests sent after Close still work.
+func (c *Client) Close() {
+	c.closed.Store(true)
+	c.cfg.Transport.closeIdle()
 }
 
 // Result is what every call reports, whatever happened.
@@ -211,88 +136,83 @@ func (c *Client) Root(ctx context.Context) Result {
 	return Result{Status: status, Duration: time.Since(start), Err: err}
 }
 
-// LocationDetail reads the detail view of one location and returns the
-// requested top-level scalar fields. A value longer than 1,024 bytes is cut
-// to its first 1,024 bytes, at a character boundary, followed by "…".
+// LocationDetail reads the detail view of one location and returns the requested
+// top-level scalar fields, each cut to 1,024 bytes at a character boundary and "…".
 func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) DetailResult {
 	var res DetailResult
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
-	var sent time.Duration
-	res.Status, sent, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader, _ *http.Response) error {
+	// The time from sending, not from waiting for a turn.
+	res.Status, res.Duration, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader, _ *http.Response) error {
 		var err error
 		res.Fields, err = decodeObject(body, fields, c.redact.clean)
 		return err
 	})
-	// The time from sending, not from waiting for a turn.
-	res.Duration = sent
 	return res
 }
 
 // decodeFunc reads a bounded, decompressed body; resp gives its headers and URL.
 type decodeFunc func(body io.Reader, resp *http.Response) error
 
-// exchange is what one request leaves for its caller and the trace.
+// exchange is one request and its record for the trace, when traced.
 type exchange struct {
-	sent   time.Time // zero when never sent
-	wire   int64     // body bytes read off the connection
-	answer answer    // filled only when traced
-	phases *phaseTimer
+	c     *Client
+	ctx   context.Context
+	ep    Endpoint
+	trace *Trace
+	mu    sync.Mutex // guards rec.Phases, set by the transport's goroutines
+	rec   TraceRequest
+	sent  time.Time // zero when never sent
 }
 
-// get sends one GET request, hands its body to decode and reports it to the
-// observer and the trace. It returns the status, the time since sending and
-// an *Error on failure; holding tells that the caller holds a request slot.
+// get sends one GET request, hands its body to decode and reports it to the observer and the trace.
+// It returns the status, the time since sending and an *Error; holding tells that the caller holds a slot.
 func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode decodeFunc) (int, time.Duration, error) {
-	rec := TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
-	var x exchange
-	status, err := c.send(ctx, ep, u, holding, &x, decode)
-	if tr := traceFrom(ctx); tr != nil {
-		rec.URL = c.redact.clean(RedactURL(u))
-		rec.Status, rec.Bytes, rec.Duration = status, x.wire, time.Since(rec.Start)
-		x.answer.fill(&rec)
-		if x.phases != nil {
-			rec.Phases = x.phases.result()
+	x := &exchange{c: c, ctx: ctx, ep: ep, trace: traceFrom(ctx)}
+	x.rec = TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
+	status, err := x.send(u, holding, decode)
+	if x.trace != nil {
+		x.mu.Lock()
+		r := x.rec
+		x.mu.Unlock()
+		r.URL = c.redact.clean(RedactURL(u))
+		r.Status, r.Duration = status, time.Since(r.Start)
+		if e, ok := err.(*Error); ok { // every error of send
+			r.Reason, r.Error = e.Reason, e.Err.Error()
 		}
-		if err != nil {
-			rec.Reason, rec.Error = ReasonOf(err), err.Error()
-			var e *Error
-			if errors.As(err, &e) {
-				rec.Error = e.Err.Error()
-			}
-		}
-		tr.add(rec)
+		x.trace.add(r)
 	}
-	var took time.Duration
-	if !x.sent.IsZero() {
-		took = time.Since(x.sent)
+	if x.sent.IsZero() {
+		return status, 0, err
 	}
-	return status, took, err
+	return status, time.Since(x.sent), err
 }
 
-func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool, x *exchange, decode decodeFunc) (int, error) {
-	if status, held := c.heldOff(time.Now()); held {
-		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
+func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error) {
+	c, ep := x.c, x.ep
+	if status, err := c.heldOff(ep); err != nil {
+		return status, err
 	}
-	release, err := c.acquire(ctx, ep != EndpointLocationDetail, holding)
+	release, err := c.acquire(x.ctx, ep != EndpointLocationDetail, holding)
 	if err != nil {
-		c.observer.ObserveError(ep, ReasonTimeout)
+		c.cfg.Observer.ObserveError(ep, ReasonTimeout)
 		return 0, &Error{Endpoint: ep, Reason: ReasonTimeout, Err: err}
 	}
 	defer release()
 	// A hold-off may have begun while this request waited.
-	if status, held := c.heldOff(time.Now()); held {
-		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
+	if status, err := c.heldOff(ep); err != nil {
+		return status, err
 	}
-
-	req, err := c.newRequest(ctx, u, x)
-	if err != nil {
-		return 0, c.fail(ep, ReasonNetwork, 0, errors.New("cannot build the request"))
+	ctx := x.ctx
+	if x.trace != nil {
+		ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
 	}
-	start := time.Now()
-	x.sent = start
-	if x.phases != nil {
-		x.phases.start = start
+	h := http.Header{"Accept": {"application/json"}}
+	if !c.cfg.DisableGzip {
+		// Decompressing ourselves lets the size limit count decompressed bytes.
+		h.Set("Accept-Encoding", "gzip")
 	}
+	req := (&http.Request{Method: http.MethodGet, URL: u, Header: h}).WithContext(ctx)
+	x.sent = time.Now()
 	resp, err := c.http.Do(req)
 	if errors.Is(err, ErrKeyUnavailable) {
 		// Never sent and no fault of the service: nothing is counted.
@@ -302,118 +222,112 @@ func (c *Client) send(ctx context.Context, ep Endpoint, u *url.URL, holding bool
 	if err != nil {
 		// A request the guard stopped was never sent.
 		if !errors.Is(err, errForeignOrigin) {
-			c.observer.ObserveRequest(ep, 0, time.Since(start))
+			c.cfg.Observer.ObserveRequest(ep, 0, time.Since(x.sent))
 		}
-		return 0, c.fail(ep, classifyTransport(ctx, err), 0, scrubURLError(err))
+		return 0, c.fail(ep, classify(x.ctx, err), 0, scrubURLError(err))
 	}
-	status, err := c.readResponse(ctx, ep, resp, x, decode)
-	c.observer.ObserveRequest(ep, status, time.Since(start))
+	status, err := x.readResponse(resp, decode)
+	c.cfg.Observer.ObserveRequest(ep, status, time.Since(x.sent))
 	return status, err
 }
 
-// newRequest builds a GET request for u, timing its phases when traced.
-func (c *Client) newRequest(ctx context.Context, u *url.URL, x *exchange) (*http.Request, error) {
-	if traceFrom(ctx) != nil {
-		x.phases = &phaseTimer{}
-		ctx = httptrace.WithClientTrace(ctx, x.phases.clientTrace())
+// clientTrace times the phases of the exchange from its sending.
+func (x *exchange) clientTrace() *httptrace.ClientTrace {
+	p := &x.rec.Phases
+	mark := func(d *time.Duration) {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if *d == 0 {
+			*d = time.Since(x.sent)
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
+	return &httptrace.ClientTrace{
+		DNSDone:              func(httptrace.DNSDoneInfo) { mark(&p.DNS) },
+		ConnectDone:          func(string, string, error) { mark(&p.Connect) },
+		TLSHandshakeDone:     func(tls.ConnectionState, error) { mark(&p.TLS) },
+		GotFirstResponseByte: func() { mark(&p.FirstByte) },
+		GotConn: func(info httptrace.GotConnInfo) {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			p.Reused = info.Reused
+		},
 	}
-	req.Header.Set("Accept", "application/json")
-	if c.gzip {
-		// Decompressing ourselves lets the size limit count decompressed bytes.
-		req.Header.Set("Accept-Encoding", "gzip")
-	}
-	return req, nil
 }
 
-// readResponse checks the status of resp and decodes its body.
-func (c *Client) readResponse(ctx context.Context, ep Endpoint, resp *http.Response, x *exchange, decode decodeFunc) (int, error) {
+func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, error) {
+	c := x.c
 	wire := &limitedReader{r: resp.Body}
 	defer func() {
-		// Draining lets the connection be reused.
+		// Draining lets the connection be reused, unless the Client was closed.
 		drained, _ := io.CopyN(io.Discard, resp.Body, drainBytes)
 		_ = resp.Body.Close()
-		x.wire = wire.read + drained
+		if c.closed.Load() {
+			c.cfg.Transport.closeIdle()
+		}
+		x.rec.Bytes = wire.read + drained
 	}()
-	traced := traceFrom(ctx) != nil
-	if traced {
-		c.noteHeaders(&x.answer, resp)
+	if x.trace != nil {
+		c.noteHeaders(&x.rec, resp)
 	}
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
-		body := readErrorBody(wire, resp.Header)
-		if traced {
-			x.answer.excerpt = c.excerpt(body)
-		}
-		return status, c.statusError(ep, resp, &x.answer)
+		return status, x.statusError(resp, wire)
 	}
-	return status, c.readBody(ctx, ep, resp, wire, x, decode)
+	var start prefix // only the start of an invalid body is shown
+	if err := x.readBody(resp, wire, &start, decode); err != nil {
+		reason := classify(x.ctx, err)
+		if x.trace != nil && reason == ReasonInvalidBody {
+			x.rec.BodyExcerpt = c.excerpt(start)
+		}
+		return status, c.fail(x.ep, reason, status, err)
+	}
+	return status, nil
 }
 
 // readBody bounds a 2xx body, decompresses it and decodes it.
-func (c *Client) readBody(ctx context.Context, ep Endpoint, resp *http.Response, wire *limitedReader, x *exchange, decode decodeFunc) error {
-	status := resp.StatusCode
-	gz, err := gzipEncoded(resp.Header, c.redact.clean)
+func (x *exchange) readBody(resp *http.Response, wire *limitedReader, start *prefix, decode decodeFunc) error {
+	gz, err := gzipEncoded(resp.Header, x.c.redact.clean)
 	if err != nil {
-		return c.fail(ep, ReasonInvalidBody, status, err)
+		return err
 	}
-	wire.n = c.maxBytes
+	limit := x.c.cfg.MaxResponseBytes
+	wire.n = limit
 	if gz {
-		wire.n = maxCompressed(c.maxBytes)
+		wire.n = maxCompressed(limit)
 	}
 	if resp.ContentLength > wire.n {
-		return c.fail(ep, ReasonTooLarge, status, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge))
+		return fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge)
 	}
 	var body io.Reader = wire
 	if gz {
 		zr, err := newGunzipReader(wire)
 		if err != nil {
-			return c.fail(ep, c.bodyReason(ctx, err), status, err)
+			return err
 		}
 		defer zr.release()
-		body = &limitedReader{r: zr, n: c.maxBytes}
+		body = &limitedReader{r: zr, n: limit}
 	}
-	var prefix *prefixReader
-	if traceFrom(ctx) != nil {
-		// Only the start of an invalid body is shown.
-		prefix = &prefixReader{r: body}
-		body = prefix
+	if x.trace != nil {
+		body = io.TeeReader(body, start)
 	}
-	if err := decode(body, resp); err != nil {
-		reason := c.bodyReason(ctx, err)
-		if prefix != nil && reason == ReasonInvalidBody {
-			x.answer.excerpt = c.excerpt(prefix.prefix)
-		}
-		return c.fail(ep, reason, status, err)
-	}
-	return nil
-}
-
-// bodyReason classifies an error met while reading and decoding a body.
-func (c *Client) bodyReason(ctx context.Context, err error) Reason {
-	if errors.Is(err, errInvalidBody) {
-		return ReasonInvalidBody
-	}
-	return classifyTransport(ctx, err)
+	return decode(body, resp)
 }
 
 // statusError reports a non-2xx answer, and starts any hold-off it asks for.
-func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error {
-	status := resp.StatusCode
-	err := fmt.Errorf("unexpected status %s", http.StatusText(status))
-	if status >= 300 && status <= 399 {
-		if why := c.refusedRedirect(resp); why != "" {
-			err = fmt.Errorf("unexpected status %s: %s", http.StatusText(status), why)
-		}
+func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error {
+	c, status := x.c, resp.StatusCode
+	if body := c.readErrorBody(wire, resp.Header); x.trace != nil {
+		x.rec.BodyExcerpt = c.excerpt(body)
 	}
-	e := c.fail(ep, ReasonHTTPStatus, status, err)
+	msg := "unexpected status " + http.StatusText(status)
+	if why := c.refusedRedirect(resp); why != "" {
+		msg += ": " + why
+	}
+	e := c.fail(x.ep, ReasonHTTPStatus, status, errors.New(msg))
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
 			e.RetryAfter = d
-			a.holdOffUntil = c.holdOff(d, status)
+			x.rec.HoldOffUntil = c.cfg.HoldOffs.extend(c.origin.String(), time.Now().Add(d), status)
 		}
 	}
 	return e
@@ -421,31 +335,12 @@ func (c *Client) statusError(ep Endpoint, resp *http.Response, a *answer) *Error
 
 // fail reports a failed request and builds its error, redacted and cut.
 func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error {
-	c.observer.ObserveError(ep, reason)
+	c.cfg.Observer.ObserveError(ep, reason)
 	raw := err.Error()
 	if msg := cutText(c.redact.clean(raw), maxShown); msg != raw {
-		err = &redactedError{msg: msg, err: err}
+		err = &msgError{msg, err}
 	}
 	return &Error{Endpoint: ep, Reason: reason, Status: status, Err: err}
-}
-
-// acquire waits within ctx for a request slot, unless the caller holds one,
-// then for the rate limiter; root and list requests (high) go first.
-func (c *Client) acquire(ctx context.Context, high, holding bool) (func(), error) {
-	release := func() {}
-	if !holding {
-		if err := c.slots.acquire(ctx, high); err != nil {
-			return nil, fmt.Errorf("waiting for a request slot: %w", err)
-		}
-		release = c.slots.release
-	}
-	if c.limiter != nil {
-		if err := c.limiter.Wait(ctx); err != nil {
-			release()
-			return nil, fmt.Errorf("waiting for the rate limit: %w", err)
-		}
-	}
-	return release, nil
 }
 
 // scrubURLError drops the URL, which could carry credentials, from a *url.Error.
@@ -462,43 +357,102 @@ type limitedReader struct {
 	r    io.Reader
 	n    int64
 	read int64
-	err  error
+	err  error // the first error but io.EOF
 }
 
-func (l *limitedReader) Read(p []byte) (int, error) {
+func (l *limitedReader) Read(p []byte) (n int, err error) {
+	defer func() {
+		if err != nil && err != io.EOF && l.err == nil {
+			l.err = err
+		}
+	}()
 	if l.n <= 0 {
 		var probe [1]byte
-		n, err := l.r.Read(probe[:])
-		if n > 0 {
+		if n, err = l.r.Read(probe[:]); n > 0 {
 			err = errTooLarge
 		}
-		l.noteErr(err)
 		return 0, err
 	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
+	n, err = l.r.Read(p[:min(int64(len(p)), l.n)])
 	l.n -= int64(n)
 	l.read += int64(n)
-	l.noteErr(err)
 	return n, err
 }
 
-func (l *limitedReader) noteErr(err error) {
-	if err != nil && err != io.EOF && l.err == nil {
-		l.err = err
+// gzipEncoded tells whether a body is gzip; another coding than identity is refused.
+func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
+	gz := false
+	for _, v := range h.Values("Content-Encoding") {
+		for raw := range strings.SplitSeq(v, ",") {
+			switch c := strings.ToLower(strings.TrimSpace(raw)); c {
+			case "", "identity":
+			case "gzip", "x-gzip":
+				if gz {
+					return false, fmt.Errorf("body is gzip-compressed twice: %w", errInvalidBody)
+				}
+				gz = true
+			default:
+				raw = cutText(strings.TrimSpace(clean(raw)), 32+len(fieldEllipsis))
+				return false, fmt.Errorf("body has Content-Encoding %q, which the exporter cannot read (only gzip): %w", raw, errInvalidBody)
+			}
+		}
 	}
+	return gz, nil
 }
 
-type nopObserver struct{}
+// maxCompressed bounds the compressed bytes for limit decompressed ones: deflate adds 5 bytes per 64 KiB at most.
+func maxCompressed(limit int64) int64 {
+	return limit + limit/1024 + 4<<10
+}
 
-func (nopObserver) ObserveRequest(Endpoint, int, time.Duration) {}
-func (nopObserver) ObserveError(Endpoint, Reason)               {}
+// gunzipReader decompresses a gzip stream; errors of wire pass, a corrupt stream is an invalid body.
+type gunzipReader struct {
+	wire *limitedReader
+	br   *bufio.Reader
+	zr   gzip.Reader
+}
 
-func orDefault[T int | int64](v, def T) T {
-	if v <= 0 {
-		return def
+// gunzipPool keeps decompressors, 45 KB each, for reuse (docs/development.md).
+var gunzipPool sync.Pool
+
+func newGunzipReader(wire *limitedReader) (*gunzipReader, error) {
+	g, _ := gunzipPool.Get().(*gunzipReader)
+	if g == nil {
+		g = &gunzipReader{br: bufio.NewReaderSize(nil, 4<<10)}
 	}
-	return v
+	g.wire = wire
+	g.br.Reset(wire)
+	if err := g.zr.Reset(g.br); err != nil {
+		err = g.translate(err)
+		g.release()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *gunzipReader) Read(p []byte) (int, error) {
+	n, err := g.zr.Read(p)
+	if err != nil && err != io.EOF {
+		err = g.translate(err)
+	}
+	return n, err
+}
+
+func (g *gunzipReader) translate(err error) error {
+	switch {
+	case g.wire.err != nil:
+		return g.wire.err
+	case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF): // an empty body is no gzip stream
+		return &gzipError{bodyError{msgError{"gzip stream ends early", io.ErrUnexpectedEOF}}}
+	}
+	return &gzipError{bodyError{msgError{"corrupt gzip stream: " + err.Error(), err}}}
+}
+
+// gzipError reports a corrupt gzip stream, which is no bodyError of the decoder.
+type gzipError struct{ bodyError }
+
+func (g *gunzipReader) release() {
+	g.wire = nil
+	g.br.Reset(nil)
+	gunzipPool.Put(g)
 }

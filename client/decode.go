@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -24,23 +25,17 @@ const (
 )
 
 // bodyError reports a body that is not JSON of the expected shape.
-type bodyError struct {
-	msg string
-	err error
-}
+type bodyError struct{ msgError }
 
-func (e *bodyError) Error() string        { return e.msg }
 func (e *bodyError) Is(target error) bool { return target == errInvalidBody }
-func (e *bodyError) Unwrap() error        { return e.err }
 
 func shapeError(format string, args ...any) error {
-	return &bodyError{msg: fmt.Sprintf(format, args...)}
+	return &bodyError{msgError{msg: fmt.Sprintf(format, args...)}}
 }
 
 // withContext prefixes the message of a bodyError; read errors pass as they are.
 func withContext(err error, format string, args ...any) error {
-	var be *bodyError
-	if errors.As(err, &be) {
+	if be, ok := err.(*bodyError); ok {
 		be.msg = fmt.Sprintf(format, args...) + ": " + be.msg
 	}
 	return err
@@ -52,72 +47,47 @@ type listPage struct {
 	Count     int64
 	HasCount  bool
 	Next      string
-	HasNext   bool // "next" was a string or null
-	NextNamed bool // "next" was a string, even empty
-	Envelope  bool
+	HasNext   bool    // "next" was a string or null
+	NextNamed bool    // "next" was a string, even empty
 	IDs       []int64 // among the first wantIDs entries
 	NoID      int     // entries among those without a usable id
 	FirstNoID int
 }
 
-// decodeListPage reads one list body, an array of objects or an envelope
-// {"count", "next", "results"}, keeping the ids of its first wantIDs entries.
+// decodeListPage reads a list body, an array of objects or an envelope, keeping the ids of its first wantIDs entries.
 func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 	d := newDecoder(r)
 	var page listPage
-	k, err := d.peek()
-	switch {
-	case err != nil:
-	case k == '[':
-		err = d.entries(&page, max(wantIDs, 0))
-	case k == '{':
-		page.Envelope = true
+	var err error
+	if d.dec.PeekKind() == '{' {
 		err = d.envelope(&page, max(wantIDs, 0))
-	default:
-		err = d.wrongKind(k, "expected a JSON array or object")
+	} else {
+		err = d.entries(&page, max(wantIDs, 0), "expected a JSON array or object")
 	}
-	if err == nil {
-		err = d.end()
-	}
-	if err != nil {
+	if err = d.end(err); err != nil {
 		return listPage{}, err
 	}
 	return page, nil
 }
 
-// decodeObject reads one JSON object body and returns the requested
-// top-level scalar fields present, each cleaned, when clean is set, and cut.
+// decodeObject reads a JSON object body and returns the requested top-level scalar fields, cleaned and cut.
 func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[string]string, error) {
 	d := newDecoder(r)
-	k, err := d.peek()
-	if err == nil && k != '{' {
-		err = d.wrongKind(k, "expected a JSON object")
-	}
-	if err == nil {
-		err = d.read()
-	}
 	out := make(map[string]string, len(fields))
 	seen := make(map[string]bool, len(fields))
-	if err == nil {
-		err = d.members(func(name []byte) error {
-			for _, f := range fields {
-				if string(name) == f {
-					return d.field(f, seen, out, clean)
-				}
-			}
+	err := d.end(d.object("expected a JSON object", func(name []byte) error {
+		i := slices.Index(fields, string(name))
+		if i < 0 {
 			return d.skip()
-		})
-	}
-	if err == nil {
-		err = d.end()
-	}
+		}
+		return d.field(fields[i], seen, out, clean)
+	}))
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// field reads the value of the requested field f into out.
 func (d *decoder) field(f string, seen map[string]bool, out map[string]string, clean func(string) string) error {
 	if seen[f] {
 		return shapeError("field %q appears twice", f)
@@ -143,19 +113,13 @@ func (d *decoder) field(f string, seen map[string]bool, out map[string]string, c
 	if clean != nil {
 		value = clean(value)
 	}
-	out[f] = cutField(value)
+	if len(value) > maxFieldValue {
+		value = runeCut(value, maxFieldValue) + fieldEllipsis
+	}
+	out[f] = value
 	return nil
 }
 
-// cutField cuts a value longer than maxFieldValue bytes and appends fieldEllipsis.
-func cutField(v string) string {
-	if len(v) <= maxFieldValue {
-		return v
-	}
-	return runeCut(v, maxFieldValue) + fieldEllipsis
-}
-
-// runeCut cuts s to at most n bytes, at the start of a character.
 func runeCut(s string, n int) string {
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
@@ -163,7 +127,6 @@ func runeCut(s string, n int) string {
 	return s[:n]
 }
 
-// decoder reads one body through the tokenizer.
 type decoder struct {
 	in  clipReader
 	dec *jsontext.Decoder
@@ -180,9 +143,11 @@ func newDecoder(r io.Reader) *decoder {
 
 // fail turns an error of the tokenizer into a read error or a bodyError.
 func (d *decoder) fail(err error) error {
+	if err == nil {
+		return nil
+	}
 	if d.in.err != nil && d.in.err != io.EOF {
-		var be *bodyError
-		if errors.As(d.in.err, &be) {
+		if be, ok := d.in.err.(*bodyError); ok { // of the clipReader
 			return be
 		}
 		return fmt.Errorf("read body: %w", d.in.err)
@@ -192,17 +157,16 @@ func (d *decoder) fail(err error) error {
 	}
 	var se *jsontext.SyntacticError
 	if !errors.As(err, &se) {
-		return &bodyError{msg: err.Error(), err: err}
+		return &bodyError{msgError{err.Error(), err}}
 	}
 	msg := "unexpected end of body"
 	if se.Err != io.ErrUnexpectedEOF {
 		// Not se.Error(): its JSON pointer would quote names from the body.
 		msg = se.Err.Error()
 	}
-	return &bodyError{msg: fmt.Sprintf("%s at offset %d", msg, se.ByteOffset), err: se}
+	return &bodyError{msgError{fmt.Sprintf("%s at offset %d", msg, se.ByteOffset), se}}
 }
 
-// peek returns the kind of the next token.
 func (d *decoder) peek() (jsontext.Kind, error) {
 	if k := d.dec.PeekKind(); k != jsontext.KindInvalid {
 		return k, nil
@@ -213,26 +177,16 @@ func (d *decoder) peek() (jsontext.Kind, error) {
 
 // read reads a token: a delimiter, null, true or false.
 func (d *decoder) read() error {
-	if _, err := d.dec.ReadToken(); err != nil {
-		return d.fail(err)
-	}
-	return nil
+	_, err := d.dec.ReadToken()
+	return d.fail(err)
 }
 
-func (d *decoder) skip() error {
-	if err := d.dec.SkipValue(); err != nil {
-		return d.fail(err)
-	}
-	return nil
-}
+func (d *decoder) skip() error { return d.fail(d.dec.SkipValue()) }
 
 // value reads a value as written; it is valid until the next read.
 func (d *decoder) value() ([]byte, error) {
 	v, err := d.dec.ReadValue()
-	if err != nil {
-		return nil, d.fail(err)
-	}
-	return v, nil
+	return v, d.fail(err)
 }
 
 // unquote returns the text of a JSON string read by value, valid until the next call.
@@ -241,47 +195,58 @@ func (d *decoder) unquote(v []byte) []byte {
 	return d.buf
 }
 
-// wrongKind reports that the next value, of kind k, is not what was
-// expected, after skipping it so that a syntax error in it comes first.
+// expect reads a value of kind want, or a null (then nil), or fails with what.
+func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
+	switch k, err := d.peek(); {
+	case err != nil:
+		return nil, err
+	case k == 'n':
+		return nil, d.read()
+	case k != want:
+		return nil, d.wrongKind(k, what)
+	}
+	return d.value()
+}
+
+// wrongKind reports the next value, of kind k, after skipping it so that a syntax error in it comes first.
 func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	if err := d.skip(); err != nil {
 		return err
 	}
-	kind := k.String()
-	switch k {
-	case '{':
-		kind = "object"
-	case '[':
-		kind = "array"
-	case 't', 'f':
-		kind = "boolean"
-	}
+	kind := cmp.Or(map[jsontext.Kind]string{'{': "object", '[': "array", 't': "boolean", 'f': "boolean"}[k], k.String())
 	return shapeError("%s, got %s", what, kind)
 }
 
-// members calls member, which reads the value, for each member of an object.
-func (d *decoder) members(member func(name []byte) error) error {
-	for {
-		k, err := d.peek()
-		if err != nil {
-			return err
-		}
-		if k == '}' {
+// object reads an object, or fails with what, calling member to read each member's value.
+func (d *decoder) object(what string, member func(name []byte) error) error {
+	k, err := d.peek()
+	if err == nil && k != '{' {
+		err = d.wrongKind(k, what)
+	}
+	if err == nil {
+		err = d.read()
+	}
+	for err == nil {
+		if k, err = d.peek(); err == nil && k == '}' {
 			return d.read()
 		}
-		name, err := d.value()
-		if err != nil {
-			return err
+		var name []byte
+		if err == nil {
+			name, err = d.value()
 		}
-		if err := member(d.unquote(name)); err != nil {
-			return err
+		if err == nil {
+			err = member(d.unquote(name))
 		}
 	}
+	return err
 }
 
-// end checks that nothing but whitespace follows the top-level value.
-func (d *decoder) end() error {
-	_, err := d.dec.ReadToken()
+// end returns err, or else checks that nothing but whitespace follows the top-level value.
+func (d *decoder) end(err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = d.dec.ReadToken()
 	switch {
 	case err == io.EOF:
 		return nil
@@ -293,11 +258,9 @@ func (d *decoder) end() error {
 
 // envelope reads a paginated envelope, whose members read may appear once.
 func (d *decoder) envelope(page *listPage, wantIDs int) error {
-	if err := d.read(); err != nil {
-		return err
-	}
+	const notCount = `"count" is not a non-negative integer`
 	var seen [3]bool // results, count, next
-	err := d.members(func(name []byte) error {
+	err := d.object("", func(name []byte) error {
 		i := slices.Index([]string{"results", "count", "next"}, string(name))
 		if i < 0 {
 			return d.skip()
@@ -307,11 +270,25 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 		seen[i] = true
 		switch i {
 		case 0:
-			return d.results(page, wantIDs)
+			return d.entries(page, wantIDs, `"results" is not an array`)
 		case 1:
-			return d.count(page)
+			v, err := d.expect('0', notCount)
+			if err == nil && v != nil {
+				if page.Count, page.HasCount = parseID(v); !page.HasCount {
+					err = shapeError(notCount)
+				}
+			}
+			return err
 		}
-		return d.next(page)
+		v, err := d.expect('"', `"next" is not a string or null`)
+		if page.HasNext = err == nil; err != nil || v == nil {
+			return err
+		}
+		if v = d.unquote(v); len(v) > maxStringValue {
+			return shapeError(`"next": longer than %d bytes`, maxStringValue)
+		}
+		page.Next, page.NextNamed = string(v), true
+		return nil
 	})
 	if err == nil && !seen[0] {
 		err = shapeError(`envelope has no "results"`)
@@ -319,70 +296,17 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 	return err
 }
 
-func (d *decoder) results(page *listPage, wantIDs int) error {
+// entries reads the array of a list, or fails with what, keeping the ids of its first wantIDs entries.
+func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
 	k, err := d.peek()
 	if err == nil && k != '[' {
-		err = d.wrongKind(k, `"results" is not an array`)
+		err = d.wrongKind(k, what)
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		err = d.read()
 	}
-	return d.entries(page, wantIDs)
-}
-
-func (d *decoder) count(page *listPage) error {
-	k, err := d.peek()
-	switch {
-	case err != nil:
-		return err
-	case k == 'n':
-		return d.read()
-	case k != '0':
-		return d.wrongKind(k, `"count" is not a non-negative integer`)
-	}
-	v, err := d.value()
-	if err != nil {
-		return err
-	}
-	if page.Count, page.HasCount = parseID(v); !page.HasCount {
-		return shapeError(`"count" is not a non-negative integer`)
-	}
-	return nil
-}
-
-func (d *decoder) next(page *listPage) error {
-	k, err := d.peek()
-	switch {
-	case err != nil:
-		return err
-	case k == 'n':
-		page.HasNext = true
-		return d.read()
-	case k != '"':
-		return d.wrongKind(k, `"next" is not a string or null`)
-	}
-	v, err := d.value()
-	if err != nil {
-		return err
-	}
-	if v = d.unquote(v); len(v) > maxStringValue {
-		return shapeError(`"next": longer than %d bytes`, maxStringValue)
-	}
-	page.Next, page.HasNext, page.NextNamed = string(v), true, true
-	return nil
-}
-
-// entries reads the entries of a list, keeping the ids of the first wantIDs.
-func (d *decoder) entries(page *listPage, wantIDs int) error {
-	if err := d.read(); err != nil {
-		return err
-	}
-	if wantIDs > 0 {
-		page.IDs = make([]int64, 0, min(wantIDs, 64))
-	}
-	for {
-		k, err := d.peek()
-		switch {
+	for err == nil {
+		switch k, err = d.peek(); {
 		case err != nil:
 		case k == ']':
 			return d.read()
@@ -398,16 +322,12 @@ func (d *decoder) entries(page *listPage, wantIDs int) error {
 		}
 		page.Entries++
 	}
+	return err
 }
 
-// entryID reads one entry and adds its id to page, or counts it in NoID.
 func (d *decoder) entryID(page *listPage) error {
-	if err := d.read(); err != nil {
-		return err
-	}
-	var id int64
-	ids, ok := 0, false
-	err := d.members(func(name []byte) error {
+	id, ids, ok := int64(0), 0, false
+	err := d.object("", func(name []byte) error {
 		if string(name) != "id" {
 			return d.skip()
 		}
@@ -432,15 +352,14 @@ func (d *decoder) entryID(page *listPage) error {
 	return nil
 }
 
-// parseID parses a JSON number that is a non-negative integer fitting int64.
+// parseID parses a non-negative integer that fits int64.
 func parseID(v []byte) (int64, bool) {
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	return n, err == nil && n >= 0
 }
 
-// clipReader bounds the tokenizer's buffer, which holds a whole token: it
-// cuts each run of string characters, digits or whitespace after maxRun,
-// checking what it drops as the tokenizer would.
+// clipReader bounds the tokenizer's buffer, which holds a whole token: it cuts each run of string
+// characters, digits or whitespace after maxRun, checking what it drops as the tokenizer would.
 type clipReader struct {
 	r     io.Reader
 	dec   *jsontext.Decoder
@@ -514,8 +433,7 @@ func (c *clipReader) drop(p []byte) int {
 	return i
 }
 
-// step moves the state over b and tells whether to keep it; it fails on an
-// escape it would drop and the tokenizer would refuse.
+// step moves the state over b and tells whether to keep it; it fails on an invalid escape it would drop.
 func (c *clipReader) step(b byte) (bool, error) {
 	switch {
 	case c.inStr && c.esc == 0:

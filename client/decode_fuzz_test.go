@@ -196,7 +196,7 @@ func sameError(a, b error) bool {
 
 func samePage(a, b listPage) bool {
 	return a.Entries == b.Entries && a.Count == b.Count && a.HasCount == b.HasCount &&
-		a.Next == b.Next && a.HasNext == b.HasNext && a.Envelope == b.Envelope && slices.Equal(a.IDs, b.IDs) &&
+		a.Next == b.Next && a.HasNext == b.HasNext && slices.Equal(a.IDs, b.IDs) &&
 		a.NoID == b.NoID && (a.NoID == 0 || a.FirstNoID == b.FirstNoID)
 }
 
@@ -270,7 +270,6 @@ func referenceListPage(data []byte, wantIDs int) (listPage, error) {
 	var page listPage
 	results := json.RawMessage(data)
 	if data[0] == '{' {
-		page.Envelope = true
 		ms, err := referenceMembers(data)
 		if err != nil {
 			return page, err

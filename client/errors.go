@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +26,7 @@ const (
 )
 
 // Reasons lists every failure reason.
-var Reasons = []Reason{
-	ReasonTimeout, ReasonNetwork, ReasonHTTPStatus,
-	ReasonInvalidBody, ReasonTooLarge, ReasonPagination,
-}
+var Reasons = []Reason{ReasonTimeout, ReasonNetwork, ReasonHTTPStatus, ReasonInvalidBody, ReasonTooLarge, ReasonPagination}
 
 // Endpoint names an API view read: the contract's `endpoint` label values.
 type Endpoint string
@@ -61,10 +59,7 @@ type Error struct {
 
 // Error implements error.
 func (e *Error) Error() string {
-	what := string(e.Reason)
-	if what == "" {
-		what = "not sent"
-	}
+	what := cmp.Or(string(e.Reason), "not sent")
 	if e.Status != 0 {
 		return fmt.Sprintf("%s: %s (HTTP %d): %v", e.Endpoint, what, e.Status, e.Err)
 	}
@@ -73,6 +68,15 @@ func (e *Error) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
+
+// msgError keeps the chain of err under another message.
+type msgError struct {
+	msg string
+	err error
+}
+
+func (e *msgError) Error() string { return e.msg }
+func (e *msgError) Unwrap() error { return e.err }
 
 // ReasonOf returns the failure reason of err, "" when it has none.
 func ReasonOf(err error) Reason {
@@ -83,28 +87,23 @@ func ReasonOf(err error) Reason {
 	return ""
 }
 
-// classifyTransport turns an error of sending or reading a body into a reason.
-func classifyTransport(ctx context.Context, err error) Reason {
+// classify turns an error of sending, reading or decoding into a reason.
+func classify(ctx context.Context, err error) Reason {
+	var ne net.Error
+	msg := err.Error()
 	switch {
-	case errors.Is(err, errTooLarge), headersTooLarge(err):
+	case errors.Is(err, errInvalidBody):
+		return ReasonInvalidBody
+	case errors.Is(err, errTooLarge), strings.Contains(msg, "server response headers exceeded"),
+		strings.Contains(msg, "response header list larger than advertised limit"): // over MaxResponseHeaderBytes
 		return ReasonTooLarge
 	case errors.Is(err, errForeignOrigin):
 		return ReasonPagination
-	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return ReasonTimeout
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.As(err, &ne) && ne.Timeout():
 		return ReasonTimeout
 	}
 	return ReasonNetwork
-}
-
-// headersTooLarge tells whether err is net/http's for headers over MaxResponseHeaderBytes.
-func headersTooLarge(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "server response headers exceeded") ||
-		strings.Contains(msg, "response header list larger than advertised limit")
 }
 
 // maxRetryAfter bounds a hold-off.
@@ -112,21 +111,11 @@ const maxRetryAfter = 10 * time.Minute
 
 // parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0 when broken.
 func parseRetryAfter(h string, now time.Time) time.Duration {
-	if h == "" {
-		return 0
-	}
 	var d time.Duration
-	if strings.Trim(h, "0123456789") == "" {
-		secs, err := strconv.ParseInt(h, 10, 64)
-		if err != nil || secs > int64(maxRetryAfter/time.Second) { // err: too many digits
-			return maxRetryAfter
-		}
-		d = time.Duration(secs) * time.Second
+	if secs, err := strconv.ParseUint(h, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		d = time.Duration(min(secs, uint64(maxRetryAfter/time.Second))) * time.Second
 	} else if t, err := http.ParseTime(h); err == nil {
 		d = t.Sub(now)
 	}
-	if d <= 0 {
-		return 0
-	}
-	return min(d, maxRetryAfter)
+	return min(max(d, 0), maxRetryAfter)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -23,9 +22,8 @@ const (
 	maxCAFileBytes  = 1 << 20
 )
 
-// readFile reads the file at path if it is a regular file of at most max
-// bytes, opening it without blocking so a FIFO is refused, not waited on.
-// Its errors do not name the file.
+// readFile reads a regular file of at most max bytes, opening it without blocking so a FIFO
+// is refused, not waited on. Its errors do not name the file.
 func readFile(path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -36,32 +34,21 @@ func readFile(path string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, pathless(err)
 	}
-	if err := checkFileInfo(fi, max); err != nil {
-		return nil, err
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		return nil, errors.New("it is a directory, not a regular file")
+	case m&fs.ModeNamedPipe != 0:
+		return nil, errors.New("it is a FIFO, not a regular file")
+	case m&fs.ModeDevice != 0:
+		return nil, errors.New("it is a device, not a regular file")
+	case !m.IsRegular():
+		return nil, errors.New("it is not a regular file")
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err == nil && int64(len(b)) > max {
+	if err == nil && (fi.Size() > max || int64(len(b)) > max) {
 		err = fmt.Errorf("it is larger than %d KiB", max>>10)
 	}
 	return b, pathless(err)
-}
-
-// checkFileInfo refuses what is no regular file or is larger than max.
-func checkFileInfo(fi fs.FileInfo, max int64) error {
-	m := fi.Mode()
-	switch {
-	case m.IsDir():
-		return errors.New("it is a directory, not a regular file")
-	case m&fs.ModeNamedPipe != 0:
-		return errors.New("it is a FIFO, not a regular file")
-	case m&fs.ModeDevice != 0:
-		return errors.New("it is a device, not a regular file")
-	case !m.IsRegular():
-		return errors.New("it is not a regular file")
-	case fi.Size() > max:
-		return fmt.Errorf("it is larger than %d KiB", max>>10)
-	}
-	return nil
 }
 
 // pathless returns the cause of a file error without its operation and path.
@@ -73,119 +60,35 @@ func pathless(err error) error {
 	return err
 }
 
-// fileSecret is prometheus/common's FileSecret read through readFile.
-type fileSecret struct {
-	path string
-	max  int64
-}
-
-func (s fileSecret) Fetch(context.Context) (string, error) {
-	b, err := readFile(s.path, s.max)
-	if err != nil {
-		return "", fmt.Errorf("cannot read %s: %w", s.path, err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-func (s fileSecret) Description() string { return "file " + s.path }
-
-func (fileSecret) Immutable() bool { return false }
-
 // CheckFiles reads every file that cfg names, naming the first that cannot be read.
-func CheckFiles(cfg *config.HTTPClientConfig) error {
-	for _, f := range moduleFiles(cfg) {
-		if _, err := readFile(f.path, f.max); err != nil {
-			return fmt.Errorf("%s: cannot read %s: %w", f.key, f.path, err)
+func CheckFiles(cfg *config.HTTPClientConfig) (err error) {
+	check := func(key, path string, max int64) {
+		if path == "" || err != nil {
+			return
 		}
-	}
-	return nil
-}
-
-// namedFile is a file of an HTTP client configuration and its setting.
-type namedFile struct {
-	key, path string
-	max       int64
-}
-
-// moduleFiles lists the files that cfg names.
-func moduleFiles(cfg *config.HTTPClientConfig) []namedFile {
-	var out []namedFile
-	add := func(key, path string, max int64) {
-		if path != "" {
-			out = append(out, namedFile{key, path, max})
+		if _, e := readFile(path, max); e != nil {
+			err = fmt.Errorf("%s: cannot read %s: %w", key, path, e)
 		}
 	}
 	if a := cfg.Authorization; a != nil {
-		add("authorization.credentials_file", a.CredentialsFile, maxKeyFileBytes)
+		check("authorization.credentials_file", a.CredentialsFile, maxKeyFileBytes)
 	}
 	if cfg.HTTPHeaders != nil {
 		for _, name := range slices.Sorted(maps.Keys(cfg.HTTPHeaders.Headers)) {
 			for _, f := range cfg.HTTPHeaders.Headers[name].Files {
-				add("http_headers."+name+".files", f, maxKeyFileBytes)
+				check("http_headers."+name+".files", f, maxKeyFileBytes)
 			}
 		}
 	}
-	t := &cfg.TLSConfig
-	add("tls_config.ca_file", t.CAFile, maxCAFileBytes)
-	add("tls_config.cert_file", t.CertFile, maxKeyFileBytes)
-	add("tls_config.key_file", t.KeyFile, maxKeyFileBytes)
-	return out
-}
-
-// headerFilesGuard stops a request whose http_headers files are no longer
-// regular files within maxKeyFileBytes, before prometheus/common reads them.
-type headerFilesGuard struct {
-	files []string
-	next  http.RoundTripper
-}
-
-// guardHeaderFiles returns next behind a headerFilesGuard when h names files.
-func guardHeaderFiles(h *config.Headers, next http.RoundTripper) http.RoundTripper {
-	g := headerFilesGuard{next: next}
-	for _, hdr := range h.Headers {
-		g.files = append(g.files, hdr.Files...)
-	}
-	if len(g.files) == 0 {
-		return next
-	}
-	return g
-}
-
-func (g headerFilesGuard) RoundTrip(req *http.Request) (*http.Response, error) {
-	for _, path := range g.files {
-		fi, err := os.Stat(path)
-		if err == nil {
-			err = checkFileInfo(fi, maxKeyFileBytes)
-		}
-		if err != nil {
-			if req.Body != nil {
-				_ = req.Body.Close()
-			}
-			return nil, fmt.Errorf("%w: cannot read the header file %s: %w", ErrKeyUnavailable, path, pathless(err))
-		}
-	}
-	return g.next.RoundTrip(req)
+	check("tls_config.ca_file", cfg.TLSConfig.CAFile, maxCAFileBytes)
+	check("tls_config.cert_file", cfg.TLSConfig.CertFile, maxKeyFileBytes)
+	check("tls_config.key_file", cfg.TLSConfig.KeyFile, maxKeyFileBytes)
+	return err
 }
 
 // ReadKeyFile reads a key file as the transport will and checks that the key can be sent.
 func ReadKeyFile(path string) (string, error) {
-	b, err := readFile(path, maxKeyFileBytes)
-	if err != nil {
-		return "", fmt.Errorf("cannot read the key file %s: %w", path, err)
-	}
-	key := strings.TrimSpace(string(b))
-	return key, keyProblem(path, key)
-}
-
-// keyProblem says why the key read from path cannot be sent, nil when it can.
-func keyProblem(path, key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("the key file %s is empty", path)
-	case !ValidKey(key):
-		return fmt.Errorf("the key file %s has control characters such as a line break inside the key: write the key alone on one line", path)
-	}
-	return nil
+	return (&fileSecret{path: path, max: maxKeyFileBytes}).key()
 }
 
 // ValidKey tells whether key is non-empty and free of control characters.
@@ -193,49 +96,62 @@ func ValidKey(key string) bool {
 	return key != "" && !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
-// keyLookup returns the current key's lookup and the key file's cache, if any.
-func keyLookup(a *config.Authorization) (redactor, *keyFileCache) {
-	switch {
-	case a == nil:
-		return nil, nil
-	case a.CredentialsFile != "":
-		k := &keyFileCache{path: a.CredentialsFile}
-		return k.key, k
-	}
-	key := string(a.Credentials)
-	return func() string { return key }, nil
-}
-
-// keyFileCache re-reads a key file only when its inode, size or time changed.
-type keyFileCache struct {
+// fileSecret is a prometheus/common SecretReader of a file of at most max bytes, re-read
+// only when the file's inode, size or time changed.
+type fileSecret struct {
 	path string
+	max  int64
 
 	mu     sync.Mutex
 	info   os.FileInfo
 	cached string
 }
 
-// key returns the current key, "" when the file cannot be read.
-func (k *keyFileCache) key() string {
-	key, _ := k.read()
-	return key
+func (s *fileSecret) Fetch(context.Context) (string, error) {
+	v, err := s.read()
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %w", s.path, err)
+	}
+	return v, nil
 }
 
-// read returns the current key, trimmed, or the error of reading the file.
-func (k *keyFileCache) read() (string, error) {
-	fi, err := os.Stat(k.path)
+func (s *fileSecret) Description() string { return "file " + s.path }
+func (*fileSecret) Immutable() bool       { return false }
+
+func (s *fileSecret) value() string {
+	v, _ := s.read()
+	return v
+}
+
+// key returns the secret as a key, or why it cannot be sent.
+func (s *fileSecret) key() (string, error) {
+	key, err := s.read()
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("cannot read the key file %s: %w", s.path, err)
+	case key == "":
+		return "", fmt.Errorf("the key file %s is empty", s.path)
+	case !ValidKey(key):
+		return "", fmt.Errorf("the key file %s has control characters such as a line break inside the key: write the key alone on one line", s.path)
+	}
+	return key, nil
+}
+
+// read returns the secret, trimmed, or the error of reading the file.
+func (s *fileSecret) read() (string, error) {
+	fi, err := os.Stat(s.path)
 	if err != nil {
 		return "", pathless(err)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.info != nil && os.SameFile(fi, k.info) && fi.Size() == k.info.Size() && fi.ModTime().Equal(k.info.ModTime()) {
-		return k.cached, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info != nil && os.SameFile(fi, s.info) && fi.Size() == s.info.Size() && fi.ModTime().Equal(s.info.ModTime()) {
+		return s.cached, nil
 	}
-	b, err := readFile(k.path, maxKeyFileBytes)
+	b, err := readFile(s.path, s.max)
 	if err != nil {
 		return "", err
 	}
-	k.info, k.cached = fi, strings.TrimSpace(string(b))
-	return k.cached, nil
+	s.info, s.cached = fi, strings.TrimSpace(string(b))
+	return s.cached, nil
 }

@@ -1,17 +1,21 @@
 package client
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
-// ErrKeyUnavailable is wrapped by the error returned, before anything is
-// sent, when a key or header file cannot be read or holds no usable key.
+// ErrKeyUnavailable is wrapped by the error of a request not sent for want of a usable key or header file.
 var ErrKeyUnavailable = errors.New("the API key is unavailable")
 
 // errForeignOrigin is returned for any request that leaves the base URL's origin.
@@ -22,8 +26,8 @@ const maxRedirects = 5
 
 // endpointURL joins a path below the base URL, keeping its prefix's escapes.
 func (c *Client) endpointURL(rel string) *url.URL {
-	u := *c.base
-	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + "/" + rel
+	u := *c.cfg.BaseURL
+	u.RawPath = strings.TrimRight(c.cfg.BaseURL.EscapedPath(), "/") + "/" + rel
 	u.Path, _ = url.PathUnescape(u.RawPath)
 	return &u
 }
@@ -35,10 +39,7 @@ type origin struct {
 
 func originOf(u *url.URL) origin {
 	scheme := strings.ToLower(u.Scheme)
-	port := u.Port()
-	if port == "" {
-		port = defaultPorts[scheme]
-	}
+	port := cmp.Or(u.Port(), defaultPorts[scheme])
 	return origin{scheme: scheme, host: strings.ToLower(u.Hostname()), port: port}
 }
 
@@ -54,8 +55,7 @@ func (o origin) foreign() string {
 	return o.String()
 }
 
-// misdirected names another origin than the allowed one, with a guess at
-// the usual cause: a reverse proxy that does not forward the address.
+// misdirected names another origin than the allowed one, with a guess at the cause.
 func (o origin) misdirected(allowed origin) string {
 	hint := "a reverse proxy not forwarding the Host header?"
 	if o.scheme != allowed.scheme && o.host == allowed.host {
@@ -64,19 +64,17 @@ func (o origin) misdirected(allowed origin) string {
 	return fmt.Sprintf("%s, another origin than %s (%s)", o.foreign(), allowed, hint)
 }
 
-// originGuard sits outermost in the transport chain, so a request to
-// another origin, or with no usable key, fails before a credential is added.
+// originGuard stops a request to another origin, or without a usable key, before a credential is added.
 type originGuard struct {
 	allowed origin
 	t       *Transport
-	lease   *lease
 }
 
 func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	err := errForeignOrigin
 	if originOf(req.URL) == g.allowed {
-		if err = g.checkKey(); err == nil {
-			return g.t.roundTrip(g.lease, req)
+		if err = g.t.checkKey(); err == nil {
+			return g.t.rt.RoundTrip(req)
 		}
 	}
 	if req.Body != nil {
@@ -85,23 +83,7 @@ func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// checkKey fails when the key file holds no key that can be sent.
-func (g *originGuard) checkKey() error {
-	if g.t.keyFile == nil {
-		return nil
-	}
-	key, err := g.t.keyFile.read()
-	if err != nil {
-		return fmt.Errorf("%w: cannot read the key file %s: %w", ErrKeyUnavailable, g.t.keyFile.path, err)
-	}
-	if err := keyProblem(g.t.keyFile.path, key); err != nil {
-		return fmt.Errorf("%w: %w", ErrKeyUnavailable, err)
-	}
-	return nil
-}
-
-// redirectPolicy follows at most maxRedirects redirects within the allowed
-// origin, and hands back any other 3xx as an http_status failure.
+// redirectPolicy follows at most maxRedirects redirects within the allowed origin.
 func redirectPolicy(allowed origin) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		if originOf(req.URL) != allowed || len(via) >= maxRedirects {
@@ -114,7 +96,7 @@ func redirectPolicy(allowed origin) func(*http.Request, []*http.Request) error {
 // refusedRedirect explains a redirect the policy did not follow.
 func (c *Client) refusedRedirect(resp *http.Response) string {
 	loc := resp.Header.Get("Location")
-	if loc == "" || resp.Request == nil {
+	if loc == "" || resp.Request == nil || resp.StatusCode/100 != 3 {
 		return ""
 	}
 	target, err := resp.Request.URL.Parse(loc)
@@ -122,7 +104,7 @@ func (c *Client) refusedRedirect(resp *http.Response) string {
 		return ""
 	}
 	if o := originOf(target); o != c.origin {
-		if looksLikeLogin(target) {
+		if loginPath.MatchString(target.Path) || slices.ContainsFunc(loginQuery, target.Query().Has) {
 			return fmt.Sprintf("redirect to a login page at %s not followed: the key is never sent to another origin (is the key accepted, and is the URL the API's rather than a web front-end's?)", o.foreign())
 		}
 		return "redirect to " + o.misdirected(c.origin) + " not followed: the key is never sent to another origin"
@@ -130,16 +112,117 @@ func (c *Client) refusedRedirect(resp *http.Response) string {
 	return fmt.Sprintf("redirect not followed after %d redirects", maxRedirects)
 }
 
-// loginWords are path segments that mark a login page.
-var loginWords = []string{"login", "signin", "sign-in", "sso", "oauth", "oauth2", "saml", "auth", "authorize", "cas"}
+// loginPath and loginQuery mark a URL that is most likely a login page.
+var (
+	loginPath  = regexp.MustCompile(`(?i)(^|[/.])(login|signin|sign-in|sso|oauth2?|saml|auth|authorize|cas)([/.]|$)`)
+	loginQuery = []string{"next", "returnTo", "return_to", "redirect_uri", "service"}
+)
 
-// looksLikeLogin tells whether u is most likely a login page.
-func looksLikeLogin(u *url.URL) bool {
-	for _, seg := range strings.FieldsFunc(strings.ToLower(u.Path), func(r rune) bool { return r == '/' || r == '.' }) {
-		if slices.Contains(loginWords, seg) {
-			return true
+// ErrURLCredentials is the error of a base URL with a user or password in it.
+var ErrURLCredentials = errors.New("URL must not carry credentials")
+
+// ParseBaseURL parses and checks a base URL; its errors never repeat the input.
+func ParseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("not a valid URL: give an absolute http or https URL such as https://deploy.example.com")
+	}
+	return u, validateBaseURL(u)
+}
+
+// validateBaseURL checks that u is an absolute http or https base URL.
+func validateBaseURL(u *url.URL) error {
+	switch {
+	case u == nil:
+		return errors.New("no base URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
+	case u.Host == "" || u.Hostname() == "":
+		return errors.New("URL has no host")
+	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }):
+		// Go dials the IDNA form, so what was matched would not be what is dialled.
+		return errors.New("URL host must be ASCII: give an internationalised name in its xn-- form")
+	case u.User != nil:
+		return ErrURLCredentials
+	case u.RawQuery != "" || u.ForceQuery:
+		return errors.New("URL must not have a query")
+	case u.Fragment != "":
+		return errors.New("URL must not have a fragment")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return errors.New("URL port must be a number from 1 to 65535")
 		}
 	}
-	q := u.Query()
-	return q.Has("next") || q.Has("returnTo") || q.Has("return_to") || q.Has("redirect_uri") || q.Has("service")
+	return nil
+}
+
+// Bounds of a /probe target; the host's are a DNS name's (RFC 1035).
+const (
+	MaxTargetBytes = 2048
+	maxHostBytes   = 253
+	maxLabelBytes  = 63
+)
+
+// ParseTarget checks a /probe target as ParseBaseURL does and within the bounds above, and returns it in one spelling.
+func ParseTarget(raw string) (*url.URL, error) {
+	if len(raw) > MaxTargetBytes {
+		return nil, fmt.Errorf("URL is longer than %d bytes", MaxTargetBytes)
+	}
+	u, err := ParseBaseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	host := u.Hostname()
+	if strings.Contains(host, "%") {
+		return nil, errors.New("URL host must not be an IPv6 address with a zone (%25)")
+	}
+	if !HostWithinBounds(host) {
+		return nil, fmt.Errorf("URL host is longer than %d bytes or has a label longer than %d", maxHostBytes, maxLabelBytes)
+	}
+	return normalizeBaseURL(u), nil
+}
+
+// HostWithinBounds tells whether host is within maxHostBytes and maxLabelBytes.
+func HostWithinBounds(host string) bool {
+	return len(host) <= maxHostBytes &&
+		!slices.ContainsFunc(strings.Split(host, "."), func(l string) bool { return len(l) > maxLabelBytes })
+}
+
+// defaultPorts are the ports a scheme implies.
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
+
+// normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash.
+func normalizeBaseURL(u *url.URL) *url.URL {
+	n := *u
+	n.Scheme = strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Hostname())
+	if a, err := netip.ParseAddr(host); err == nil && strings.HasPrefix(u.Host, "[") {
+		host = "[" + a.String() + "]"
+	}
+	if port := strings.TrimLeft(u.Port(), "0"); port != "" && port != defaultPorts[n.Scheme] {
+		host += ":" + port
+	}
+	n.Host = host
+	// Escapes that change the meaning stay (RFC 3986 section 6.2.2).
+	raw := normalizeEscapes(strings.TrimRight(u.EscapedPath(), "/"))
+	n.Path, _ = url.PathUnescape(raw)
+	n.RawPath = ""
+	if raw != n.EscapedPath() {
+		n.RawPath = raw
+	}
+	return &n
+}
+
+var pctEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
+
+// normalizeEscapes decodes the escapes of unreserved characters in a path and upper-cases the others.
+func normalizeEscapes(p string) string {
+	return pctEscape.ReplaceAllStringFunc(p, func(e string) string {
+		v, _ := strconv.ParseUint(e[1:], 16, 8)
+		if c := byte(v); 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			return string(c)
+		}
+		return strings.ToUpper(e)
+	})
 }

@@ -1,8 +1,10 @@
 package client
 
 import (
+	"cmp"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -12,27 +14,42 @@ import (
 	"github.com/prometheus/common/config"
 )
 
-// secretsOf finds every secret of cfg, for redaction, and returns the key
-// file's cache for the guard.
-func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
+// findSecrets keeps every secret of cfg for redaction, and the files the guard checks.
+func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	s := &secrets{}
-	key, keyFile := keyLookup(cfg.Authorization)
-	if key != nil {
-		s.sources = append(s.sources, key)
-	}
 	fixed := func(v string) { s.sources = append(s.sources, func() string { return v }) }
+	if a := cfg.Authorization; a != nil && a.CredentialsFile != "" {
+		t.keyFile = &fileSecret{path: a.CredentialsFile, max: maxKeyFileBytes}
+		s.sources = append(s.sources, t.keyFile.value)
+	} else if a != nil {
+		fixed(string(a.Credentials))
+	}
 	if cfg.HTTPHeaders != nil {
 		for _, h := range cfg.HTTPHeaders.Headers {
 			for _, v := range h.Secrets {
 				fixed(string(v))
 			}
 			for _, f := range h.Files {
-				s.sources = append(s.sources, (&keyFileCache{path: f}).key)
+				file := &fileSecret{path: f, max: maxKeyFileBytes}
+				s.sources = append(s.sources, file.value)
+				t.headerFiles = append(t.headerFiles, file)
 			}
 		}
 	}
-	for _, u := range proxyURLs(cfg) {
-		if pw, ok := u.User.Password(); ok {
+	proxies := []*url.URL{cfg.ProxyURL.URL}
+	if cfg.ProxyFromEnvironment {
+		for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+			v := os.Getenv(name)
+			if !strings.Contains(v, "://") {
+				v = "http://" + v
+			}
+			u, _ := url.Parse(v)
+			proxies = append(proxies, u)
+		}
+	}
+	for _, u := range proxies {
+		if u != nil {
+			pw, _ := u.User.Password()
 			fixed(pw)
 		}
 	}
@@ -41,35 +58,32 @@ func secretsOf(cfg *config.HTTPClientConfig) (*secrets, *keyFileCache) {
 			fixed(string(v))
 		}
 	}
-	return s, keyFile
+	t.redact = s
 }
 
-// proxyURLs lists the proxies that cfg may use, for their passwords.
-func proxyURLs(cfg *config.HTTPClientConfig) []*url.URL {
-	var proxies []*url.URL
-	if cfg.ProxyURL.URL != nil {
-		proxies = append(proxies, cfg.ProxyURL.URL)
-	}
-	if cfg.ProxyFromEnvironment {
-		for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-			v := os.Getenv(name)
-			if !strings.Contains(v, "://") {
-				v = "http://" + v
-			}
-			if u, err := url.Parse(v); err == nil {
-				proxies = append(proxies, u)
-			}
+// sensitiveParam matches query parameter names whose values are hidden.
+var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)
+
+// RedactURL renders u without user info and with credential-like query parameters replaced.
+func RedactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	q, err := url.ParseQuery(c.RawQuery)
+	redacted := err != nil // re-encoding drops what could not be read
+	for name := range q {
+		if sensitiveParam.MatchString(name) {
+			q[name] = []string{"REDACTED"}
+			redacted = true
 		}
 	}
-	return proxies
+	if redacted {
+		c.RawQuery = q.Encode()
+	}
+	return c.String()
 }
 
-// redactor returns the current value of one secret, "" when none.
-type redactor func() string
-
-// secretRun is the shortest run of a secret's characters that text may
-// never show; shorter secrets than minSecret are not cut, as they would
-// cut common words.
+// Text never shows a run of secretRun characters of a secret; secrets
+// shorter than minSecret are not cut, as they would cut common words.
 const (
 	secretRun    = 12
 	minSecret    = 4
@@ -79,7 +93,7 @@ const (
 // secrets cuts every secret of a module, whole and every run of secretRun
 // of its characters in any letter case, out of text from outside.
 type secrets struct {
-	sources []redactor
+	sources []func() string // the current value of each secret, "" for none
 
 	mu   sync.Mutex
 	from string // the values m was built from
@@ -93,7 +107,6 @@ func (s *secrets) clean(text string) string {
 	return s.matcher().redact(text)
 }
 
-// matcher returns the matcher of the secrets' current values.
 func (s *secrets) matcher() *secretMatcher {
 	vals := make([]string, 0, len(s.sources))
 	for _, src := range s.sources {
@@ -112,62 +125,49 @@ func (s *secrets) matcher() *secretMatcher {
 
 // secretMatcher finds secrets in text, comparing characters folded.
 type secretMatcher struct {
-	may      [utf8.RuneSelf]bool // ASCII bytes that occur in a secret
-	shortest int
-	runs     map[[secretRun]rune]struct{} // runs of the long secrets
-	short    [][]rune                     // the short secrets whole
+	may      [utf8.RuneSelf]bool      // ASCII bytes that occur in a secret, folded
+	shortest int                      // the fewest characters a match spans, 0 for no secret
+	runs     map[[secretRun]rune]bool // runs of the long secrets
+	short    [][]rune                 // the short secrets whole
 }
 
 func newSecretMatcher(vals []string) *secretMatcher {
-	m := &secretMatcher{runs: make(map[[secretRun]rune]struct{})}
+	m := &secretMatcher{runs: make(map[[secretRun]rune]bool)}
 	for _, v := range vals {
 		rs := []rune(v)
 		if len(rs) < minSecret {
 			continue
 		}
 		for i, r := range rs {
-			rs[i] = fold(r)
-			for f := rs[i]; ; {
-				if f < utf8.RuneSelf {
-					m.may[f] = true
-				}
-				if f = unicode.SimpleFold(f); f == rs[i] {
-					break
-				}
+			if rs[i] = fold(r); rs[i] < utf8.RuneSelf {
+				m.may[rs[i]] = true
 			}
 		}
-		if m.shortest == 0 || len(rs) < m.shortest {
-			m.shortest = len(rs)
-		}
+		m.shortest = min(cmp.Or(m.shortest, secretRun), len(rs), secretRun)
 		if len(rs) < secretRun {
 			m.short = append(m.short, rs)
 			continue
 		}
-		m.shortest = min(m.shortest, secretRun)
 		for i := 0; i+secretRun <= len(rs); i++ {
-			m.runs[[secretRun]rune(rs[i:])] = struct{}{}
+			m.runs[[secretRun]rune(rs[i:])] = true
 		}
 	}
 	return m
 }
 
-// redact replaces each stretch of text made of secrets by secretMarker,
-// looking closely only at stretches of bytes that may belong to one.
+// redact replaces each stretch of text made of secrets by secretMarker.
 func (m *secretMatcher) redact(text string) string {
-	if m.shortest == 0 {
-		return text
-	}
 	var b strings.Builder
 	done := 0
-	for start := 0; start < len(text); {
+	for start := 0; start < len(text); start++ {
 		end := start
-		for end < len(text) && (text[end] >= utf8.RuneSelf || m.may[text[end]]) {
+		for end < len(text) && (text[end] >= utf8.RuneSelf || m.may[fold(rune(text[end]))]) {
 			end++
 		}
-		if end-start >= m.shortest {
+		if m.shortest > 0 && end-start >= m.shortest {
 			done = m.redactStretch(&b, text, start, end, done)
 		}
-		start = end + 1
+		start = end
 	}
 	if b.Len() == 0 {
 		return text
@@ -176,8 +176,7 @@ func (m *secretMatcher) redact(text string) string {
 	return b.String()
 }
 
-// redactStretch writes to b the text from done up to the last secret in
-// text[start:end], that secret replaced, and returns how far it wrote.
+// redactStretch writes text from done to the last secret in text[start:end], secrets replaced.
 func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, end, done int) int {
 	var rs []rune
 	var at []int
@@ -185,22 +184,19 @@ func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, en
 		rs, at = append(rs, fold(r)), append(at, start+i)
 	}
 	at = append(at, end)
-	hidden := make([]bool, len(rs))
-	hide := func(i, n int) {
-		for j := i; j < i+n; j++ {
-			hidden[j] = true
-		}
-	}
+	hidden := make([]bool, len(rs)+1) // the last stays false
 	for i := range rs {
-		if i+secretRun <= len(rs) {
-			if _, ok := m.runs[[secretRun]rune(rs[i:])]; ok {
-				hide(i, secretRun)
-			}
+		n := 0
+		if i+secretRun <= len(rs) && m.runs[[secretRun]rune(rs[i:])] {
+			n = secretRun
 		}
 		for _, s := range m.short {
 			if i+len(s) <= len(rs) && slices.Equal(rs[i:i+len(s)], s) {
-				hide(i, len(s))
+				n = max(n, len(s))
 			}
+		}
+		for j := i; j < i+n; j++ {
+			hidden[j] = true
 		}
 	}
 	for i := 0; i < len(rs); i++ {
@@ -208,7 +204,7 @@ func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, en
 			continue
 		}
 		j := i
-		for j < len(rs) && hidden[j] {
+		for hidden[j] {
 			j++
 		}
 		b.WriteString(text[done:at[i]])

@@ -1,31 +1,39 @@
 package client
 
 import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
 	"context"
-	"crypto/tls"
-	"net/http/httptrace"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"net/url"
-	"regexp"
+	"strings"
 	"sync"
 	"time"
 )
 
-// Bounds of one trace: its records, its distinct body excerpts and the
-// rest of its text.
+// Bounds of what a trace keeps.
 const (
 	maxTraceRequests     = 500
-	maxTraceExcerptBytes = 32 << 10
-	maxTraceTextBytes    = 128 << 10
+	maxTraceExcerptBytes = 32 << 10  // the distinct body excerpts of one trace
+	maxTraceTextBytes    = 128 << 10 // the rest of its text
+	maxExcerpt           = 512       // one body excerpt, "…" included
+	maxHeaderShown       = 256
+	maxShown             = 2 << 10 // a URL, a Location, a note, an error
+	errorBodyBytes       = 4 << 10 // read of an error body, room for a key at the cut
+	drainBytes           = 4 << 10 // read after the answer, so the connection is reused
 	excerptNotKept       = "(not kept: this poll's body excerpts reached their bound)"
 )
 
-// Trace records what the requests of one poll did, for the debug views.
-// Everything in it has been redacted.
+// Trace records what the requests of one poll did, redacted, for the debug views.
 type Trace struct {
 	mu           sync.Mutex
 	requests     []TraceRequest
 	dropped      int
-	excerpts     map[string]string // distinct excerpts share their bytes
+	excerpts     map[string]string
 	excerptBytes int
 	textBytes    int
 }
@@ -53,16 +61,20 @@ type TraceRequest struct {
 	HoldOffUntil    time.Time // end of the hold-off started, if any
 }
 
-// Requests returns a copy of the recorded requests, in the order they
-// finished, and how many were left out past the bound.
+// Phases are the moments of one exchange from its start, zero for a step that did not happen.
+type Phases struct {
+	DNS, Connect, TLS, FirstByte time.Duration
+	Reused                       bool // over an idle connection
+}
+
+// Requests returns the recorded requests in the order they finished, and how many were left out.
 func (t *Trace) Requests() ([]TraceRequest, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]TraceRequest(nil), t.requests...), t.dropped
 }
 
-// add keeps r, its strings cut, unless the trace is full: then r is
-// counted as dropped, save the note of a failed walk.
+// add keeps r, its strings cut, unless the trace is full; the note of a failed walk is always kept.
 func (t *Trace) add(r TraceRequest) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -76,32 +88,24 @@ func (t *Trace) add(r TraceRequest) {
 		return
 	}
 	t.textBytes += size
-	if r.BodyExcerpt != "" {
-		r.BodyExcerpt = t.keepExcerpt(r.BodyExcerpt)
+	switch kept, ok := t.excerpts[r.BodyExcerpt]; {
+	case ok || r.BodyExcerpt == "":
+		r.BodyExcerpt = kept // equal excerpts share their bytes
+	case t.excerptBytes+len(r.BodyExcerpt) > maxTraceExcerptBytes:
+		r.BodyExcerpt = excerptNotKept
+	default:
+		if t.excerpts == nil {
+			t.excerpts = make(map[string]string)
+		}
+		t.excerpts[r.BodyExcerpt] = r.BodyExcerpt
+		t.excerptBytes += len(r.BodyExcerpt)
 	}
 	t.requests = append(t.requests, r)
 }
 
-// keepExcerpt returns the copy of s the trace keeps; t.mu is held.
-func (t *Trace) keepExcerpt(s string) string {
-	if kept, ok := t.excerpts[s]; ok {
-		return kept
-	}
-	if t.excerptBytes+len(s) > maxTraceExcerptBytes {
-		return excerptNotKept
-	}
-	if t.excerpts == nil {
-		t.excerpts = make(map[string]string)
-	}
-	t.excerpts[s] = s
-	t.excerptBytes += len(s)
-	return s
-}
-
 type traceKey struct{}
 
-// WithTrace returns a context under which the client records every
-// request into t.
+// WithTrace returns a context under which the client records every request into t.
 func WithTrace(ctx context.Context, t *Trace) context.Context {
 	return context.WithValue(ctx, traceKey{}, t)
 }
@@ -111,78 +115,93 @@ func traceFrom(ctx context.Context) *Trace {
 	return t
 }
 
-// sensitiveParam matches query parameter names whose values are hidden.
-var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)
-
-// RedactURL renders u for people: without user info, and with the values of
-// credential-like query parameters replaced.
-func RedactURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	if c.RawQuery != "" {
-		q, err := url.ParseQuery(c.RawQuery)
-		redacted := err != nil // re-encoding drops what could not be read
-		for name := range q {
-			if sensitiveParam.MatchString(name) {
-				q[name] = []string{"REDACTED"}
-				redacted = true
-			}
-		}
-		if redacted {
-			c.RawQuery = q.Encode()
+// noteHeaders keeps in r the headers of resp worth showing.
+func (c *Client) noteHeaders(r *TraceRequest, resp *http.Response) {
+	r.ContentType = c.shown(resp.Header.Get("Content-Type"), maxHeaderShown)
+	status := resp.StatusCode
+	if status >= 200 && status <= 299 {
+		return
+	}
+	r.RetryAfter = c.shown(resp.Header.Get("Retry-After"), maxHeaderShown)
+	r.WWWAuthenticate = c.shown(strings.Join(resp.Header.Values("WWW-Authenticate"), ", "), maxHeaderShown)
+	if loc := resp.Header.Get("Location"); loc != "" && status >= 300 && status <= 399 {
+		r.Location = "(not a valid URL)"
+		if u, err := url.Parse(loc); err == nil {
+			r.Location = c.shown(RedactURL(u), maxShown)
 		}
 	}
-	return c.String()
 }
 
-// redactedError keeps the chain of err under a redacted message.
-type redactedError struct {
-	msg string
-	err error
+// shown makes text from the service fit for a page: redacted, escaped, cut.
+func (c *Client) shown(s string, limit int) string {
+	return cutText(escapeControls(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
 }
 
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// Phases are the moments of one exchange from the start of the request,
-// zero for a step that did not happen.
-type Phases struct {
-	DNS, Connect, TLS, FirstByte time.Duration
-	Reused                       bool // over an idle connection
+// excerpt renders the start of a body, its JSON message or else its text, redacted before it is cut.
+func (c *Client) excerpt(body []byte) string {
+	text := cmp.Or(jsonMessage(body), strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD")))
+	return c.shown(text, maxExcerpt)
 }
 
-// phaseTimer records the phases of one exchange; its hooks may run on the
-// transport's goroutines.
-type phaseTimer struct {
-	mu     sync.Mutex
-	start  time.Time
-	phases Phases
-}
-
-func (p *phaseTimer) mark(d *time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if *d == 0 && !p.start.IsZero() {
-		*d = time.Since(p.start)
+// jsonMessage returns the first "detail", "message" or "error" string of a JSON object.
+func jsonMessage(body []byte) string {
+	var doc map[string]any
+	_ = json.Unmarshal(body, &doc)
+	for _, f := range []string{"detail", "message", "error"} {
+		if s, _ := doc[f].(string); strings.TrimSpace(s) != "" {
+			return strings.TrimSpace(s)
+		}
 	}
+	return ""
 }
 
-func (p *phaseTimer) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		DNSDone:              func(httptrace.DNSDoneInfo) { p.mark(&p.phases.DNS) },
-		ConnectDone:          func(string, string, error) { p.mark(&p.phases.Connect) },
-		TLSHandshakeDone:     func(tls.ConnectionState, error) { p.mark(&p.phases.TLS) },
-		GotFirstResponseByte: func() { p.mark(&p.phases.FirstByte) },
-		GotConn: func(info httptrace.GotConnInfo) {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.phases.Reused = info.Reused
-		},
+// readErrorBody reads the start of an error answer's body, decompressed, if it can.
+func (c *Client) readErrorBody(wire *limitedReader, h http.Header) []byte {
+	wire.n = errorBodyBytes
+	// LimitReader spares wire's probe for more, a byte it would not count.
+	raw, _ := io.ReadAll(io.LimitReader(wire, errorBodyBytes))
+	switch gz, err := gzipEncoded(h, c.redact.clean); {
+	case err != nil:
+		return nil
+	case !gz:
+		return raw
 	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil
+	}
+	plain, _ := io.ReadAll(io.LimitReader(zr, errorBodyBytes))
+	return plain
 }
 
-func (p *phaseTimer) result() Phases {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.phases
+// escapeControls escapes control characters but tab and line feed, so text cannot drive a terminal.
+func escapeControls(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case (r >= 0x20 || r == '\t' || r == '\n') && (r < 0x7f || r > 0x9f):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+// cutText cuts s to at most limit bytes, "…" included, at a character start.
+func cutText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	return runeCut(s, limit-len(fieldEllipsis)) + fieldEllipsis
+}
+
+// prefix keeps the first 2*maxExcerpt bytes written to it.
+type prefix []byte
+
+func (p *prefix) Write(b []byte) (int, error) {
+	*p = append(*p, b[:min(len(b), max(0, 2*maxExcerpt-len(*p)))]...)
+	return len(b), nil
 }
