@@ -90,7 +90,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		p.mu.Unlock()
 		return failedSnapshot(now, p.target, p.book, 0, errDropped)
 	}
-	inInterval := p.last != nil && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(own.Sub(now))
+	inInterval := p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(own.Sub(now))
 	if inInterval || now.Before(p.heldEnd) {
 		last := p.last.at(now)
 		p.mu.Unlock()
