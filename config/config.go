@@ -187,15 +187,18 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, block string) error {
 		}
 		return block + "." + key
 	}
+	var accept error
 	if c.HTTPHeaders != nil {
 		for name := range c.HTTPHeaders.Headers {
 			if http.CanonicalHeaderKey(name) == "Accept" {
-				return fmt.Errorf("%s: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", in("http_headers"))
+				accept = fmt.Errorf("%s: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", in("http_headers"))
 			}
 		}
 	}
 	a := c.Authorization
 	switch {
+	case accept != nil && block != "": // a module's headers come before its scheme, the file's after it
+		return accept
 	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
 		msg := "the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token"
 		if block != "" {
@@ -203,13 +206,15 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, block string) error {
 		}
 		return errors.New(msg)
 	case a == nil:
-		return nil
+		return accept
 	case a.Type == "Bearer":
 		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", in("authorization.type"))
 	case a.Type != "Token":
 		return fmt.Errorf("%s must be Token (spelled so), the service's scheme, not %s", in("authorization.type"), a.Type)
 	case a.Credentials == "" && a.CredentialsFile == "":
 		return fmt.Errorf("%s has no key: add credentials_file (or credentials)", in("authorization"))
+	case accept != nil:
+		return accept
 	case a.Credentials != "" && !client.ValidKey(string(a.Credentials)):
 		return fmt.Errorf("%s has control characters such as a line break inside it", in("authorization.credentials"))
 	case a.CredentialsFile != "":

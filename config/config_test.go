@@ -96,6 +96,7 @@ func TestParseInvalid(t *testing.T) {
 		{"basic auth", "modules:\n  m:\n    http_client_config: {basic_auth: {username: u, password: p}}\n", []string{"Token"}},
 		{"bearer token", "modules:\n  m:\n    http_client_config: {bearer_token: abc}\n", []string{"Token"}},
 		{"Accept header", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials: abc}, http_headers: {Accept: {values: [text/html]}}}\n", []string{"http_client_config.http_headers: Accept is set by the exporter"}},
+		{"Accept header before basic auth", "modules:\n  m:\n    http_client_config: {basic_auth: {username: u, password: p}, http_headers: {Accept: {values: [text/html]}}}\n", []string{"http_client_config.http_headers: Accept is set by the exporter"}},
 		{"NaN rate limit", "modules:\n  m:\n    rate_limit: .nan\n", []string{"rate_limit"}},
 		{"not YAML", "modules: [\n", []string{"line"}},
 		{"no modules", "modules: {}\n", []string{"no modules"}},

@@ -128,6 +128,9 @@ func TestLoadHTTPClientConfigInvalid(t *testing.T) {
 		{"Token key file missing", "authorization: {type: Token, credentials_file: nope}\n", []string{"credentials_file", "nope"}},
 		{"Authorization header", "http_headers: {authorization: {values: [Token hunter2]}}\n", []string{`"Authorization" is not allowed`}},
 		{"Accept header", "http_headers: {accept: {values: [text/html]}}\n", []string{"http_headers: Accept is set by the exporter"}},
+		// The file's authorization scheme is checked before its headers, its key after them.
+		{"Accept header and basic auth", "http_headers: {accept: {values: [text/html]}}\nbasic_auth: {username: u, password: hunter2}\n", []string{"Token", "basic_auth"}},
+		{"Accept header and empty key file", "http_headers: {accept: {values: [text/html]}}\nauthorization: {type: Token, credentials_file: empty-key}\n", []string{"http_headers: Accept"}},
 		{"missing CA file", "tls_config: {ca_file: nope.pem}\n", []string{"tls_config", "nope.pem"}},
 		{"CA file not a certificate", "tls_config: {ca_file: bad.pem}\n", []string{"tls_config", "CA"}},
 		{"client cert without key", "tls_config: {cert_file: bad.pem}\n", []string{"key"}},
