@@ -36,13 +36,10 @@ import (
 )
 
 const (
-	exporterName = "deployment_service_exporter"
-	// defaultListenAddress lies outside the range Prometheus allocates to exporters.
-	defaultListenAddress = ":10044"
-	// demoListenAddress is --demo's: the demo is for this machine.
-	demoListenAddress = "127.0.0.1:10044"
-	// shutdownGrace is how long scrapes in flight may take to answer after SIGTERM.
-	shutdownGrace = 5 * time.Second
+	exporterName         = "deployment_service_exporter"
+	defaultListenAddress = ":10044" // outside the range Prometheus allocates to exporters
+	demoListenAddress    = "127.0.0.1:10044"
+	shutdownGrace        = 5 * time.Second // for scrapes in flight after SIGTERM
 )
 
 func main() {
@@ -149,8 +146,8 @@ func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	s.base, _ = client.ParseBaseURL(demo.URL())
 	s.demoURL = demo.URL()
+	s.base, _ = client.ParseBaseURL(s.demoURL)
 	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
 		Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
 	}
@@ -198,8 +195,7 @@ func newRegistry(exporterMetrics bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(versioncollector.NewCollector(exporterName))
 	if exporterMetrics {
-		// go_gc_heap_allocs_bytes_total stands in for go_memstats_alloc_bytes_total,
-		// which clashes with go_memstats_alloc_bytes (docs/metrics.md).
+		// go_gc_heap_allocs_bytes_total replaces go_memstats_alloc_bytes_total (docs/metrics.md).
 		goCollector := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/allocs:bytes$`)}))
 		reg.MustRegister(withoutMetric{goCollector, "go_memstats_alloc_bytes_total"},
@@ -257,7 +253,6 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 	probe.HoldOffs = s.target.Client.HoldOffs
 	mux.Handle("/probe", limitRequests(s.maxRequests, probe))
 	mux.Handle("GET /sd", serviceDiscovery(store))
-	// After a reload, targets of changed or removed modules go at once.
 	reload := func() error {
 		if err := store.Reload(); err != nil {
 			logger.Error("Configuration refused; the previous one stays in use", "err", err)
@@ -267,9 +262,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		return nil
 	}
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Healthy") })
-	// Serving begins once the configuration is loaded.
 	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "Ready") })
-	// Other methods get a 405 with Allow: POST from the mux.
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		if err := reload(); err != nil {
 			http.Error(w, "Configuration refused, the previous one stays in use: "+err.Error(), http.StatusInternalServerError)

@@ -190,17 +190,15 @@ func checkConfig(f flagValues) int {
 
 // checkMetricsTarget checks the flags of the service behind /metrics and builds its HTTP client.
 func checkMetricsTarget(f flagValues) error {
-	if err := validateLimits(f); err != nil {
-		return err
-	}
 	var hc config.HTTPClientConfig
-	var err error
 	if f.apiURL != "" || f.demo {
 		s, err := validate(f)
 		if err != nil {
 			return err
 		}
 		hc = s.target.Client.HTTPClientConfig
+	} else if err := validateLimits(f); err != nil {
+		return err
 	} else if hc, err = moduleconfig.LoadHTTPClientConfig(f.httpConfigFile); err != nil {
 		return fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
@@ -288,9 +286,7 @@ type intFlag int
 
 func (i *intFlag) Set(s string) error {
 	n, err := strconv.ParseInt(s, 0, strconv.IntSize)
-	if err == nil {
-		*i = intFlag(n)
-	}
+	*i = intFlag(n)
 	return err
 }
 

@@ -166,7 +166,7 @@ func (m *Module) check(dir string) error {
 	if err := ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
 	}
-	if err := checkHTTPClient(&m.HTTPClientConfig, moduleBlock); err != nil {
+	if err := checkHTTPClient(&m.HTTPClientConfig, moduleBlock+"."); err != nil {
 		return err
 	}
 	if err := m.parseTargets(); err != nil {
@@ -178,48 +178,42 @@ func (m *Module) check(dir string) error {
 	return nil
 }
 
-// checkHTTPClient holds an HTTP client block, named block in errors, to the exporter's Accept
-// and the service's "Authorization: Token <key>" with a good key.
-func checkHTTPClient(c *commoncfg.HTTPClientConfig, block string) error {
-	in := func(key string) string {
-		if block == "" {
-			return key
-		}
-		return block + "." + key
-	}
+// checkHTTPClient holds an HTTP client block, its keys prefixed in errors, to the exporter's
+// Accept and the service's "Authorization: Token <key>" with a good key.
+func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 	var accept error
 	if c.HTTPHeaders != nil {
 		for name := range c.HTTPHeaders.Headers {
 			if http.CanonicalHeaderKey(name) == "Accept" {
-				accept = fmt.Errorf("%s: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", in("http_headers"))
+				accept = fmt.Errorf("%shttp_headers: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", prefix)
 			}
 		}
 	}
 	a := c.Authorization
 	switch {
-	case accept != nil && block != "": // a module's headers come before its scheme, the file's after it
+	case accept != nil && prefix != "": // a module's headers come before its scheme, the file's after it
 		return accept
 	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
 		msg := "the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token"
-		if block != "" {
-			msg = block + ": " + msg
+		if prefix != "" {
+			msg = moduleBlock + ": " + msg
 		}
 		return errors.New(msg)
 	case a == nil:
 		return accept
 	case a.Type == "Bearer":
-		return fmt.Errorf("%s must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", in("authorization.type"))
+		return fmt.Errorf("%sauthorization.type must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", prefix)
 	case a.Type != "Token":
-		return fmt.Errorf("%s must be Token (spelled so), the service's scheme, not %s", in("authorization.type"), a.Type)
+		return fmt.Errorf("%sauthorization.type must be Token (spelled so), the service's scheme, not %s", prefix, a.Type)
 	case a.Credentials == "" && a.CredentialsFile == "":
-		return fmt.Errorf("%s has no key: add credentials_file (or credentials)", in("authorization"))
+		return fmt.Errorf("%sauthorization has no key: add credentials_file (or credentials)", prefix)
 	case accept != nil:
 		return accept
 	case a.Credentials != "" && !client.ValidKey(string(a.Credentials)):
-		return fmt.Errorf("%s has control characters such as a line break inside it", in("authorization.credentials"))
+		return fmt.Errorf("%sauthorization.credentials has control characters such as a line break inside it", prefix)
 	case a.CredentialsFile != "":
 		if _, err := client.ReadKeyFile(a.CredentialsFile); err != nil {
-			return fmt.Errorf("%s: %w", in("authorization.credentials_file"), err)
+			return fmt.Errorf("%sauthorization.credentials_file: %w", prefix, err)
 		}
 	}
 	return nil
