@@ -25,7 +25,6 @@ import (
 )
 
 const (
-	defaultTimeout     = moduleconfig.DefaultTimeout
 	defaultMaxRequests = 40 // node_exporter's
 	// keyEnv holds the API key itself: with no flag for it, the key never shows in a process list.
 	keyEnv = "DEPLOYMENT_SERVICE_API_KEY"
@@ -233,7 +232,7 @@ func ineffectiveFlags(f flagValues) []string {
 		"--locations.info-field":             len(loc.InfoFields) > 0,
 		"--api.rate-limit":                   m.RateLimit > 0,
 		"--api.min-interval":                 m.MinInterval > 0,
-		"--api.timeout":                      m.Timeout != defaultTimeout,
+		"--api.timeout":                      m.Timeout != moduleconfig.DefaultTimeout,
 		"--api.concurrency":                  m.Concurrency != client.DefaultConcurrency,
 		"--api.max-pages":                    m.MaxPages != client.DefaultMaxPages,
 		"--api.max-response-bytes":           m.MaxResponseBytes != client.DefaultMaxResponseBytes,

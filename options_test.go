@@ -23,7 +23,7 @@ func goodFlags() flagValues {
 		apiURL: "https://deploy.example.com/prefix",
 		key:    "k",
 		module: moduleconfig.Module{
-			Timeout:          defaultTimeout,
+			Timeout:          moduleconfig.DefaultTimeout,
 			Concurrency:      4,
 			MaxPages:         1000,
 			MaxResponseBytes: 64 << 20,

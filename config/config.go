@@ -22,8 +22,7 @@ import (
 )
 
 const (
-	// defaultModule is the module /probe uses when the request names none.
-	defaultModule = "default"
+	defaultModule = "default" // for a /probe that names no module
 	moduleBlock   = "http_client_config"
 	// DefaultTimeout bounds one poll unless a module or --api.timeout says otherwise.
 	DefaultTimeout = 10 * time.Second

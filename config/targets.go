@@ -13,8 +13,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// anyPort is the port of a pattern that matches every port.
-const anyPort = "*"
+const anyPort = "*" // the port of a pattern that matches every port
 
 // targetPattern is one entry of a module's targets: a base URL where "*"
 // stands for one whole host label or the port, kept in /probe's spelling.
