@@ -79,10 +79,7 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 
 // matches tells whether target, in /probe's spelling, is one the pattern names.
 func (p targetPattern) matches(target *url.URL) bool {
-	if target.Scheme != p.scheme || target.EscapedPath() != p.path {
-		return false
-	}
-	if p.port != anyPort && target.Port() != p.port {
+	if target.Scheme != p.scheme || target.EscapedPath() != p.path || p.port != anyPort && target.Port() != p.port {
 		return false
 	}
 	// "*" never matches an address for a name, nor a name that some
@@ -151,10 +148,8 @@ func (m *Module) parseTargets() error {
 		}
 		m.patterns = append(m.patterns, p)
 	}
-	if len(m.Targets) == 0 && !m.AllowAnyTarget {
-		if what := m.credentials(); what != "" {
-			return fmt.Errorf("carries credentials (%s) but lists no targets: add targets: [https://deploy.example.com] naming the services they may go to, or allow_any_target: true to send them wherever /probe is told", what)
-		}
+	if what := m.credentials(); len(m.Targets) == 0 && !m.AllowAnyTarget && what != "" {
+		return fmt.Errorf("carries credentials (%s) but lists no targets: add targets: [https://deploy.example.com] naming the services they may go to, or allow_any_target: true to send them wherever /probe is told", what)
 	}
 	return nil
 }
@@ -189,13 +184,9 @@ func (m *Module) credentials() string {
 
 // CheckTarget tells why /probe may not use the module with target, nil if it may.
 func (m *Module) CheckTarget(target *url.URL) error {
-	if m.AllowAnyTarget || len(m.patterns) == 0 && m.credentials() == "" {
+	if m.AllowAnyTarget || len(m.patterns) == 0 && m.credentials() == "" ||
+		slices.ContainsFunc(m.patterns, func(p targetPattern) bool { return p.matches(target) }) {
 		return nil
-	}
-	for _, p := range m.patterns {
-		if p.matches(target) {
-			return nil
-		}
 	}
 	return errors.New("its targets do not list this target, and its credentials go only to those: probe one of them, or add the target to the module's targets")
 }
