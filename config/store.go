@@ -15,7 +15,6 @@ import (
 type Store struct {
 	path                         string
 	logger                       *slog.Logger
-	load                         func() (*Config, error)
 	reloading                    chan struct{} // one at a time: an older file never wins
 	cfg                          atomic.Pointer[Config]
 	lastSuccess, lastSuccessTime prometheus.Gauge
@@ -27,7 +26,6 @@ func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Stor
 	return &Store{
 		path:      path,
 		logger:    logger,
-		load:      func() (*Config, error) { return load(path) },
 		reloading: make(chan struct{}, 1),
 		lastSuccess: gauge(prometheus.GaugeOpts{
 			Name: "deployment_service_exporter_config_last_reload_successful",
@@ -45,7 +43,7 @@ func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Stor
 func (s *Store) Reload() error {
 	s.reloading <- struct{}{}
 	defer func() { <-s.reloading }()
-	cfg, err := s.load()
+	cfg, err := load(s.path)
 	if err != nil {
 		s.lastSuccess.Set(0)
 		return err

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -19,7 +19,8 @@ import (
 // and a second reload begin (SIGHUP and POST /-/reload together, say)
 // before the first one uses what it read. Once the second reload has
 // answered, the new file's modules must be in force and the gauge must
-// say success, whatever the first reload read.
+// say success, whatever the first reload read. The file starts as a named
+// pipe, so that the first reload waits inside its read until the test writes.
 func TestConcurrentReloads(t *testing.T) {
 	tests := []struct {
 		name, first string
@@ -29,98 +30,111 @@ func TestConcurrentReloads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				dir := t.TempDir()
-				path := writeFile(t, dir, "config.yml", "modules:\n  zero: "+withKey+"\n")
-				reg := prometheus.NewPedanticRegistry()
-				s := NewStore(path, reg, promslog.NewNopLogger())
-				if err := s.Reload(); err != nil {
-					t.Fatal(err)
-				}
-				writeFile(t, dir, "config.yml", tt.first)
+			dir := t.TempDir()
+			path := writeFile(t, dir, "config.yml", "modules:\n  zero: "+withKey+"\n")
+			reg := prometheus.NewPedanticRegistry()
+			s := NewStore(path, reg, promslog.NewNopLogger())
+			if err := s.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			first := namedPipe(t, path)
+			firstDone := make(chan error, 1)
+			go func() { firstDone <- s.Reload() }()
+			w := first.writer()
 
-				// The first reload stops once it has read the file.
-				release := make(chan struct{})
-				var calls atomic.Int32
-				fromFile := s.load
-				s.load = func() (*Config, error) {
-					cfg, err := fromFile()
-					if calls.Add(1) == 1 {
-						<-release
-					}
-					return cfg, err
-				}
-				firstDone := make(chan error, 1)
-				go func() { firstDone <- s.Reload() }()
-				synctest.Wait()
+			// The first reload is reading; the file changes and a second begins.
+			next := writeFile(t, dir, "next.yml", "modules:\n  two: "+withKey+"\n")
+			if err := os.Rename(next, path); err != nil {
+				t.Fatal(err)
+			}
+			secondDone := make(chan error, 1)
+			go func() { secondDone <- s.Reload() }()
+			select {
+			case err := <-secondDone:
+				t.Fatalf("the second reload answered (%v) while the first was still reading", err)
+			case <-time.After(100 * time.Millisecond): // only a missing lock ends sooner
+			}
+			first.finish(w, tt.first)
+			<-firstDone
+			if err := <-secondDone; err != nil {
+				t.Fatalf("second reload: %v", err)
+			}
 
-				writeFile(t, dir, "config.yml", "modules:\n  two: "+withKey+"\n")
-				secondDone := make(chan error, 1)
-				go func() { secondDone <- s.Reload() }()
-				// The second reload waits for the first or, were they not
-				// serialised, runs to its end; then the first one goes on.
-				synctest.Wait()
-				close(release)
-				<-firstDone
-				if err := <-secondDone; err != nil {
-					t.Fatalf("second reload: %v", err)
-				}
-
-				if _, err := s.Lookup("two"); err != nil {
-					t.Errorf("after the second reload answered, its file's module is not in force: %v", err)
-				}
-				if _, err := s.Lookup("one"); err == nil {
-					t.Error("the first reload's older file is in force")
-				}
-				want := `# HELP deployment_service_exporter_config_last_reload_successful Whether the last load of the configuration file succeeded (1) or was refused (0).
+			if _, err := s.Lookup("two"); err != nil {
+				t.Errorf("after the second reload answered, its file's module is not in force: %v", err)
+			}
+			if _, err := s.Lookup("one"); err == nil {
+				t.Error("the first reload's older file is in force")
+			}
+			want := `# HELP deployment_service_exporter_config_last_reload_successful Whether the last load of the configuration file succeeded (1) or was refused (0).
 # TYPE deployment_service_exporter_config_last_reload_successful gauge
 deployment_service_exporter_config_last_reload_successful 1
 `
-				if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "deployment_service_exporter_config_last_reload_successful"); err != nil {
-					t.Error(err)
-				}
-			})
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "deployment_service_exporter_config_last_reload_successful"); err != nil {
+				t.Error(err)
+			}
 		})
 	}
 }
 
-// TestReloadsRunOneAtATime starts many reloads while the file changes: no
-// two are ever between reading the file and using it, and the last to read
-// it is the one in force.
+// TestReloadsRunOneAtATime starts many reloads of a named pipe that the
+// test fills once per reader: were two reading at once, one would read
+// another's file or none. Each reads a whole file, and the last is in force.
 func TestReloadsRunOneAtATime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dir := t.TempDir()
-		path := writeFile(t, dir, "config.yml", "modules:\n  zero: "+withKey+"\n")
-		s := NewStore(path, prometheus.NewRegistry(), promslog.NewNopLogger())
-		var inside atomic.Int32
-		gate := make(chan struct{})
-		fromFile := s.load
-		s.load = func() (*Config, error) {
-			inside.Add(1)
-			defer inside.Add(-1)
-			<-gate
-			return fromFile()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yml")
+	pipe := namedPipe(t, path)
+	s := NewStore(path, prometheus.NewRegistry(), promslog.NewNopLogger())
+	const reloads = 8
+	errs := make(chan error, reloads)
+	for range reloads {
+		go func() { errs <- s.Reload() }()
+	}
+	for j := range reloads {
+		// The writer waits for a reader; the next one may start once this reload has answered.
+		pipe.finish(pipe.writer(), fmt.Sprintf("modules:\n  m%d: %s\n", j, withKey))
+		if err := <-errs; err != nil {
+			t.Errorf("a reload read a partial file: %v", err)
 		}
-		const reloads = 8
-		var wg sync.WaitGroup
-		for range reloads {
-			wg.Go(func() { _ = s.Reload() })
-		}
-		for j := range reloads {
-			synctest.Wait()
-			if n := inside.Load(); n != 1 {
-				t.Errorf("%d reloads at once", n)
-				break
-			}
-			writeFile(t, dir, "config.yml", fmt.Sprintf("modules:\n  m%d: %s\n", j, withKey))
-			gate <- struct{}{}
-		}
-		close(gate)
-		wg.Wait()
-		if _, err := s.Lookup(fmt.Sprintf("m%d", reloads-1)); err != nil {
-			t.Errorf("the last file's module is not in force: %v", err)
-		}
-	})
+	}
+	if _, err := s.Lookup(fmt.Sprintf("m%d", reloads-1)); err != nil {
+		t.Errorf("the last file's module is not in force: %v", err)
+	}
+}
+
+// pipe is a configuration file that is a named pipe.
+type pipe struct {
+	t    *testing.T
+	path string
+}
+
+// namedPipe replaces the file at path with a named pipe.
+func namedPipe(t *testing.T, path string) pipe {
+	t.Helper()
+	_ = os.Remove(path)
+	if err := mkfifo(path); err != nil {
+		t.Skipf("no named pipes here: %v", err)
+	}
+	return pipe{t, path}
+}
+
+// writer opens the pipe for writing, which returns once a reload has opened it.
+func (p pipe) writer() *os.File {
+	w, err := os.OpenFile(p.path, os.O_WRONLY, 0)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return w
+}
+
+// finish hands the reading reload its file.
+func (p pipe) finish(w *os.File, content string) {
+	if _, err := w.WriteString(content); err != nil {
+		p.t.Error(err)
+	}
+	if err := w.Close(); err != nil {
+		p.t.Error(err)
+	}
 }
 
 // TestAllowAnyTargetWarnsOncePerLoad: a module that sends its key
