@@ -91,9 +91,8 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	t := cfg.Transport
-	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: t.redact, slots: newSlots(cfg.Concurrency)}
-	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: t}, CheckRedirect: redirectPolicy(c.origin)}
+	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact, slots: &slots{free: cfg.Concurrency}}
+	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: cfg.Transport}, CheckRedirect: c.checkRedirect}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly.
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
@@ -144,7 +143,7 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	// The time from sending, not from waiting for a turn.
 	res.Status, res.Duration, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader, _ *http.Response) error {
 		var err error
-		res.Fields, err = decodeObject(body, fields, c.redact.clean)
+		res.Fields, err = decodeObject(body, fields, c.redact)
 		return err
 	})
 	return res
@@ -361,21 +360,20 @@ type limitedReader struct {
 }
 
 func (l *limitedReader) Read(p []byte) (n int, err error) {
-	defer func() {
-		if err != nil && err != io.EOF && l.err == nil {
-			l.err = err
-		}
-	}()
 	if l.n <= 0 {
 		var probe [1]byte
 		if n, err = l.r.Read(probe[:]); n > 0 {
 			err = errTooLarge
 		}
-		return 0, err
+		n = 0
+	} else {
+		n, err = l.r.Read(p[:min(int64(len(p)), l.n)])
+		l.n -= int64(n)
+		l.read += int64(n)
 	}
-	n, err = l.r.Read(p[:min(int64(len(p)), l.n)])
-	l.n -= int64(n)
-	l.read += int64(n)
+	if err != nil && err != io.EOF && l.err == nil {
+		l.err = err
+	}
 	return n, err
 }
 

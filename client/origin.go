@@ -83,14 +83,12 @@ func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// redirectPolicy follows at most maxRedirects redirects within the allowed origin.
-func redirectPolicy(allowed origin) func(*http.Request, []*http.Request) error {
-	return func(req *http.Request, via []*http.Request) error {
-		if originOf(req.URL) != allowed || len(via) >= maxRedirects {
-			return http.ErrUseLastResponse
-		}
-		return nil
+// checkRedirect follows at most maxRedirects redirects within the Client's origin.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	if originOf(req.URL) != c.origin || len(via) >= maxRedirects {
+		return http.ErrUseLastResponse
 	}
+	return nil
 }
 
 // refusedRedirect explains a redirect the policy did not follow.

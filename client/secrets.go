@@ -104,10 +104,6 @@ func (s *secrets) clean(text string) string {
 	if s == nil || text == "" {
 		return text
 	}
-	return s.matcher().redact(text)
-}
-
-func (s *secrets) matcher() *secretMatcher {
 	vals := make([]string, 0, len(s.sources))
 	for _, src := range s.sources {
 		if v := src(); v != "" {
@@ -120,7 +116,7 @@ func (s *secrets) matcher() *secretMatcher {
 	if s.m == nil || from != s.from {
 		s.m, s.from = newSecretMatcher(vals), from
 	}
-	return s.m
+	return s.m.redact(text)
 }
 
 // secretMatcher finds secrets in text, comparing characters folded.
