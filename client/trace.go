@@ -2,7 +2,6 @@ package client
 
 import (
 	"bytes"
-	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -137,22 +136,17 @@ func (c *Client) shown(s string, limit int) string {
 	return cutText(escapeControls(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
 }
 
-// excerpt renders the start of a body, its JSON message or else its text, redacted before it is cut.
+// excerpt renders the start of a body, redacted before it is cut: the first "detail", "message"
+// or "error" string of a JSON object, or else its text.
 func (c *Client) excerpt(body []byte) string {
-	text := cmp.Or(jsonMessage(body), strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD")))
-	return c.shown(text, maxExcerpt)
-}
-
-// jsonMessage returns the first "detail", "message" or "error" string of a JSON object.
-func jsonMessage(body []byte) string {
 	var doc map[string]any
 	_ = json.Unmarshal(body, &doc)
 	for _, f := range []string{"detail", "message", "error"} {
 		if s, _ := doc[f].(string); strings.TrimSpace(s) != "" {
-			return strings.TrimSpace(s)
+			return c.shown(strings.TrimSpace(s), maxExcerpt)
 		}
 	}
-	return ""
+	return c.shown(strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD")), maxExcerpt)
 }
 
 // readErrorBody reads the start of an error answer's body, decompressed, if it can.
