@@ -193,8 +193,7 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 	}
 	release, err := c.acquire(x.ctx, ep != EndpointLocationDetail, holding)
 	if err != nil {
-		c.cfg.Observer.ObserveError(ep, ReasonTimeout)
-		return 0, &Error{Endpoint: ep, Reason: ReasonTimeout, Err: err}
+		return 0, c.fail(ep, ReasonTimeout, 0, err)
 	}
 	defer release()
 	// A hold-off may have begun while this request waited.

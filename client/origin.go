@@ -39,8 +39,7 @@ type origin struct {
 
 func originOf(u *url.URL) origin {
 	scheme := strings.ToLower(u.Scheme)
-	port := cmp.Or(u.Port(), defaultPorts[scheme])
-	return origin{scheme: scheme, host: strings.ToLower(u.Hostname()), port: port}
+	return origin{scheme, strings.ToLower(u.Hostname()), cmp.Or(u.Port(), defaultPorts[scheme])}
 }
 
 func (o origin) String() string {
@@ -202,8 +201,14 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 		host += ":" + port
 	}
 	n.Host = host
-	// Escapes that change the meaning stay (RFC 3986 section 6.2.2).
-	raw := normalizeEscapes(strings.TrimRight(u.EscapedPath(), "/"))
+	// The escapes of unreserved characters are decoded, the others upper-cased (RFC 3986 section 6.2.2).
+	raw := pctEscape.ReplaceAllStringFunc(strings.TrimRight(u.EscapedPath(), "/"), func(e string) string {
+		v, _ := strconv.ParseUint(e[1:], 16, 8)
+		if c := byte(v); 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			return string(c)
+		}
+		return strings.ToUpper(e)
+	})
 	n.Path, _ = url.PathUnescape(raw)
 	n.RawPath = ""
 	if raw != n.EscapedPath() {
@@ -213,14 +218,3 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 }
 
 var pctEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
-
-// normalizeEscapes decodes the escapes of unreserved characters in a path and upper-cases the others.
-func normalizeEscapes(p string) string {
-	return pctEscape.ReplaceAllStringFunc(p, func(e string) string {
-		v, _ := strconv.ParseUint(e[1:], 16, 8)
-		if c := byte(v); 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
-			return string(c)
-		}
-		return strings.ToUpper(e)
-	})
-}

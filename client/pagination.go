@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -200,7 +201,16 @@ func nextLink(h http.Header) (target string, found bool, err error) {
 				return "", false, errBadLink
 			}
 			s = s[len(m[0]):]
-			for r := range strings.FieldsSeq(linkRel(m[2])) {
+			params := linkParams.FindAllStringSubmatch(m[2], -1)
+			i := slices.IndexFunc(params, func(p []string) bool { return strings.EqualFold(p[1], "rel") })
+			if i < 0 {
+				continue
+			}
+			rel := params[i][2] // the first rel parameter's
+			if strings.HasPrefix(rel, `"`) {
+				rel = linkEscape.ReplaceAllString(rel[1:len(rel)-1], "$1")
+			}
+			for r := range strings.FieldsSeq(rel) {
 				if strings.EqualFold(r, "next") {
 					return strings.TrimSpace(m[1]), true, nil
 				}
@@ -208,17 +218,4 @@ func nextLink(h http.Header) (target string, found bool, err error) {
 		}
 	}
 	return "", false, nil
-}
-
-// linkRel returns the value of the first rel parameter among params.
-func linkRel(params string) string {
-	for _, p := range linkParams.FindAllStringSubmatch(params, -1) {
-		if strings.EqualFold(p[1], "rel") {
-			if v := p[2]; strings.HasPrefix(v, `"`) {
-				return linkEscape.ReplaceAllString(v[1:len(v)-1], "$1")
-			}
-			return p[2]
-		}
-	}
-	return ""
 }

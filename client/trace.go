@@ -131,9 +131,21 @@ func (c *Client) noteHeaders(r *TraceRequest, resp *http.Response) {
 	}
 }
 
-// shown makes text from the service fit for a page: redacted, escaped, cut.
+// shown makes text from the service fit for a page: redacted, cut, its control characters but tab and
+// line feed escaped so that it cannot drive a terminal.
 func (c *Client) shown(s string, limit int) string {
-	return cutText(escapeControls(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
+	var b strings.Builder
+	for _, r := range c.redact.clean(strings.ToValidUTF8(s, "\uFFFD")) {
+		switch {
+		case (r >= 0x20 || r == '\t' || r == '\n') && (r < 0x7f || r > 0x9f):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return cutText(b.String(), limit)
 }
 
 // excerpt renders the start of a body, redacted before it is cut: the first "detail", "message"
@@ -166,22 +178,6 @@ func (c *Client) readErrorBody(wire *limitedReader, h http.Header) []byte {
 	}
 	plain, _ := io.ReadAll(io.LimitReader(zr, errorBodyBytes))
 	return plain
-}
-
-// escapeControls escapes control characters but tab and line feed, so text cannot drive a terminal.
-func escapeControls(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case (r >= 0x20 || r == '\t' || r == '\n') && (r < 0x7f || r > 0x9f):
-			b.WriteRune(r)
-		case r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	return b.String()
 }
 
 // cutText cuts s to at most limit bytes, "…" included, at a character start.

@@ -97,26 +97,21 @@ func (h *HoldOffs) extend(origin string, until time.Time, status int) time.Time 
 		return old.until
 	}
 	if !ok && len(h.m) >= maxHoldOffs {
-		h.makeRoom()
+		// Make room: drop the hold-offs that have ended, or else the one ending soonest.
+		now, soonest := time.Now(), ""
+		for k, v := range h.m {
+			if !now.Before(v.until) {
+				delete(h.m, k)
+			} else if soonest == "" || v.until.Before(h.m[soonest].until) {
+				soonest = k
+			}
+		}
+		if len(h.m) >= maxHoldOffs {
+			delete(h.m, soonest)
+		}
 	}
 	h.m[origin] = holdOff{until: until, status: status}
 	return until
-}
-
-// makeRoom drops the hold-offs that have ended, or else the one ending soonest.
-func (h *HoldOffs) makeRoom() {
-	now := time.Now()
-	soonest := ""
-	for k, v := range h.m {
-		if !now.Before(v.until) {
-			delete(h.m, k)
-		} else if soonest == "" || v.until.Before(h.m[soonest].until) {
-			soonest = k
-		}
-	}
-	if len(h.m) >= maxHoldOffs {
-		delete(h.m, soonest)
-	}
 }
 
 // HoldOff reports until when the client holds off after a 429 or 503, and that status.
