@@ -324,7 +324,6 @@ func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error 
 	e := c.fail(x.ep, ReasonHTTPStatus, status, errors.New(msg))
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
-			e.RetryAfter = d
 			x.rec.HoldOffUntil = c.cfg.HoldOffs.extend(c.origin.String(), time.Now().Add(d), status)
 		}
 	}

@@ -50,11 +50,10 @@ var errTooLarge = errors.New("response body exceeds the size limit")
 
 // Error describes a failed request, never with the key, headers or body.
 type Error struct {
-	Endpoint   Endpoint
-	Reason     Reason
-	Status     int           // 0 when no response came
-	RetryAfter time.Duration // asked by a 429 or 503, 0 when none
-	Err        error
+	Endpoint Endpoint
+	Reason   Reason
+	Status   int // 0 when no response came
+	Err      error
 }
 
 // Error implements error.

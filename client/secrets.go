@@ -37,9 +37,8 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 		}
 	}
 	proxies := []*url.URL{cfg.ProxyURL.URL}
-	if cfg.ProxyFromEnvironment {
-		for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-			v := os.Getenv(name)
+	for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		if v := os.Getenv(name); cfg.ProxyFromEnvironment && v != "" {
 			if !strings.Contains(v, "://") {
 				v = "http://" + v
 			}
