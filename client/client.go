@@ -65,15 +65,9 @@ type Client struct {
 
 // WithDefaults returns cfg with its zero limits set to the defaults.
 func (cfg Config) WithDefaults() Config {
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.MaxPages <= 0 {
-		cfg.MaxPages = DefaultMaxPages
-	}
-	if cfg.MaxResponseBytes <= 0 {
-		cfg.MaxResponseBytes = DefaultMaxResponseBytes
-	}
+	cfg.Concurrency = cmp.Or(max(cfg.Concurrency, 0), DefaultConcurrency)
+	cfg.MaxPages = cmp.Or(max(cfg.MaxPages, 0), DefaultMaxPages)
+	cfg.MaxResponseBytes = cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes)
 	return cfg
 }
 
@@ -271,19 +265,14 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 	if status < 200 || status > 299 {
 		return status, x.statusError(resp, wire)
 	}
-	var start prefix // only the start of an invalid body is shown
-	if err := x.readBody(resp, wire, &start, decode); err != nil {
-		reason := classify(x.ctx, err)
-		if x.trace != nil && reason == ReasonInvalidBody {
-			x.rec.BodyExcerpt = c.excerpt(start)
-		}
-		return status, c.fail(x.ep, reason, status, err)
+	if err := x.readBody(resp, wire, decode); err != nil {
+		return status, c.fail(x.ep, classify(x.ctx, err), status, err)
 	}
 	return status, nil
 }
 
-// readBody bounds a 2xx body, decompresses it and decodes it.
-func (x *exchange) readBody(resp *http.Response, wire *limitedReader, start *prefix, decode decodeFunc) error {
+// readBody bounds a 2xx body, decompresses it and decodes it; the trace shows the start of an invalid one.
+func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) error {
 	gz, err := gzipEncoded(resp.Header, x.c.redact.clean)
 	if err != nil {
 		return err
@@ -305,10 +294,15 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, start *pre
 		defer zr.release()
 		body = &limitedReader{r: zr, n: limit}
 	}
+	var start prefix
 	if x.trace != nil {
-		body = io.TeeReader(body, start)
+		body = io.TeeReader(body, &start)
 	}
-	return decode(body, resp)
+	err = decode(body, resp)
+	if x.trace != nil && errors.Is(err, errInvalidBody) {
+		x.rec.BodyExcerpt = x.c.excerpt(start)
+	}
+	return err
 }
 
 // statusError reports a non-2xx answer, and starts any hold-off it asks for.
