@@ -24,7 +24,6 @@ const (
 	fieldEllipsis  = "…"
 )
 
-// bodyError reports a body that is not JSON of the expected shape.
 type bodyError struct{ msgError }
 
 func (e *bodyError) Is(target error) bool { return target == errInvalidBody }

@@ -45,7 +45,6 @@ var Endpoints = []Endpoint{EndpointRoot, EndpointProjects, EndpointLocations, En
 // ErrHeldOff is wrapped by errors of requests not sent during a hold-off.
 var ErrHeldOff = errors.New("holding off after the service asked to retry later")
 
-// errTooLarge is returned by the body reader once the body passes the limit.
 var errTooLarge = errors.New("response body exceeds the size limit")
 
 // Error describes a failed request, never with the key, headers or body.
@@ -105,7 +104,6 @@ func classify(ctx context.Context, err error) Reason {
 	return ReasonNetwork
 }
 
-// maxRetryAfter bounds a hold-off.
 const maxRetryAfter = 10 * time.Minute
 
 // parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0 when broken.

@@ -21,7 +21,6 @@ var ErrKeyUnavailable = errors.New("the API key is unavailable")
 // errForeignOrigin is returned for any request that leaves the base URL's origin.
 var errForeignOrigin = errors.New("refusing to send a request to another origin")
 
-// maxRedirects bounds same-origin redirects within one request.
 const maxRedirects = 5
 
 // endpointURL joins a path below the base URL, keeping its prefix's escapes.
@@ -186,7 +185,6 @@ func HostWithinBounds(host string) bool {
 		!slices.ContainsFunc(strings.Split(host, "."), func(l string) bool { return len(l) > maxLabelBytes })
 }
 
-// defaultPorts are the ports a scheme implies.
 var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
 // normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash.

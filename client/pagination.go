@@ -49,7 +49,7 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	defer c.slots.release()
 
 	u := c.endpointURL(rel)
-	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{pageKey(u): true}}
+	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{}}
 	for u != nil {
 		u = w.read(u)
 	}
@@ -88,7 +88,7 @@ func (w *pageWalk) read(u *url.URL) *url.URL {
 	if res.Err != nil {
 		return nil
 	}
-	w.seen[pageKey(last)] = true
+	w.seen[pageKey(u)], w.seen[pageKey(last)] = true, true
 	w.noteIDs(page)
 	switch {
 	case res.Pages == 1 && page.HasCount: // the first page's count stands for the list
@@ -163,14 +163,12 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 	}
 	// Credentials in a link would replace the key.
 	u.User, u.Fragment, u.RawFragment = nil, "", ""
-	key := pageKey(u)
-	if seen[key] {
+	if seen[pageKey(u)] {
 		return nil, fmt.Errorf("next link after page %d points to a page already read (a pagination loop)", pages)
 	}
 	if pages >= c.cfg.MaxPages {
 		return nil, fmt.Errorf("list has more than %d pages (the page limit)", c.cfg.MaxPages)
 	}
-	seen[key] = true
 	return u, nil
 }
 
@@ -180,7 +178,6 @@ func (c *Client) note(ctx context.Context, ep Endpoint, page int, msg string, fa
 	}
 }
 
-// errBadLink reports a Link header that does not follow RFC 8288.
 var errBadLink = errors.New(`not of the RFC 8288 form <URL>; rel="next"`)
 
 // linkParam is one parameter of a link: a name and a token or quoted string, or nothing.
