@@ -179,27 +179,23 @@ func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, en
 		rs, at = append(rs, fold(r)), append(at, start+i)
 	}
 	at = append(at, end)
-	hidden := make([]bool, len(rs)+1) // the last stays false
+	shown := slices.Repeat([]bool{true}, len(rs)+1) // cleared where a secret is; the last stays true
 	for i := range rs {
-		n := 0
 		if i+secretRun <= len(rs) && m.runs[[secretRun]rune(rs[i:])] {
-			n = secretRun
+			clear(shown[i : i+secretRun])
 		}
 		for _, s := range m.short {
 			if i+len(s) <= len(rs) && slices.Equal(rs[i:i+len(s)], s) {
-				n = max(n, len(s))
+				clear(shown[i : i+len(s)])
 			}
-		}
-		for j := i; j < i+n; j++ {
-			hidden[j] = true
 		}
 	}
 	for i := 0; i < len(rs); i++ {
-		if !hidden[i] {
+		if shown[i] {
 			continue
 		}
 		j := i
-		for hidden[j] {
+		for !shown[j] {
 			j++
 		}
 		b.WriteString(text[done:at[i]])
