@@ -146,7 +146,7 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 // decodeFunc reads a bounded, decompressed body; resp gives its headers and URL.
 type decodeFunc func(body io.Reader, resp *http.Response) error
 
-// exchange is one request and its record for the trace, when traced.
+// exchange is one request and its record for the trace.
 type exchange struct {
 	c     *Client
 	ctx   context.Context
@@ -163,17 +163,15 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, hol
 	x := &exchange{c: c, ctx: ctx, ep: ep, trace: traceFrom(ctx)}
 	x.rec = TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
 	status, err := x.send(u, holding, decode)
-	if x.trace != nil {
-		x.mu.Lock()
-		r := x.rec
-		x.mu.Unlock()
-		r.URL = c.redact.clean(RedactURL(u))
-		r.Status, r.Duration = status, time.Since(r.Start)
-		if e, ok := err.(*Error); ok { // every error of send
-			r.Reason, r.Error = e.Reason, e.Err.Error()
-		}
-		x.trace.add(r)
+	x.mu.Lock()
+	r := x.rec
+	x.mu.Unlock()
+	r.URL = c.redact.clean(RedactURL(u))
+	r.Status, r.Duration = status, time.Since(r.Start)
+	if e, ok := err.(*Error); ok { // every error of send
+		r.Reason, r.Error = e.Reason, e.Err.Error()
 	}
+	x.trace.add(r)
 	if x.sent.IsZero() {
 		return status, 0, err
 	}
@@ -194,15 +192,12 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 	if status, err := c.heldOff(ep); err != nil {
 		return status, err
 	}
-	ctx := x.ctx
-	if x.trace != nil {
-		ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
-	}
 	h := http.Header{"Accept": {"application/json"}}
 	if !c.cfg.DisableGzip {
 		// Decompressing ourselves lets the size limit count decompressed bytes.
 		h.Set("Accept-Encoding", "gzip")
 	}
+	ctx := httptrace.WithClientTrace(x.ctx, x.clientTrace())
 	req := (&http.Request{Method: http.MethodGet, URL: u, Header: h}).WithContext(ctx)
 	x.sent = time.Now()
 	resp, err := c.http.Do(req)
@@ -258,9 +253,7 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 		}
 		x.rec.Bytes = wire.read + drained
 	}()
-	if x.trace != nil {
-		c.noteHeaders(&x.rec, resp)
-	}
+	c.noteHeaders(&x.rec, resp)
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
 		return status, x.statusError(resp, wire)
@@ -295,11 +288,7 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 		body = &limitedReader{r: zr, n: limit}
 	}
 	var start prefix
-	if x.trace != nil {
-		body = io.TeeReader(body, &start)
-	}
-	err = decode(body, resp)
-	if x.trace != nil && errors.Is(err, errInvalidBody) {
+	if err = decode(io.TeeReader(body, &start), resp); errors.Is(err, errInvalidBody) {
 		x.rec.BodyExcerpt = x.c.excerpt(start)
 	}
 	return err
@@ -308,9 +297,7 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 // statusError reports a non-2xx answer, and starts any hold-off it asks for.
 func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error {
 	c, status := x.c, resp.StatusCode
-	if body := c.readErrorBody(wire, resp.Header); x.trace != nil {
-		x.rec.BodyExcerpt = c.excerpt(body)
-	}
+	x.rec.BodyExcerpt = c.excerpt(c.readErrorBody(wire, resp.Header))
 	msg := "unexpected status " + http.StatusText(status)
 	if why := c.refusedRedirect(resp); why != "" {
 		msg += ": " + why

@@ -173,9 +173,7 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 }
 
 func (c *Client) note(ctx context.Context, ep Endpoint, page int, msg string, failed bool) {
-	if tr := traceFrom(ctx); tr != nil {
-		tr.add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg, NoteFailed: failed})
-	}
+	traceFrom(ctx).add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg, NoteFailed: failed})
 }
 
 var errBadLink = errors.New(`not of the RFC 8288 form <URL>; rel="next"`)

@@ -109,9 +109,12 @@ func WithTrace(ctx context.Context, t *Trace) context.Context {
 	return context.WithValue(ctx, traceKey{}, t)
 }
 
+// traceFrom returns the trace of ctx, or a new one to be dropped: every poll is traced.
 func traceFrom(ctx context.Context) *Trace {
-	t, _ := ctx.Value(traceKey{}).(*Trace)
-	return t
+	if t, _ := ctx.Value(traceKey{}).(*Trace); t != nil {
+		return t
+	}
+	return &Trace{}
 }
 
 // noteHeaders keeps in r the headers of resp worth showing.
