@@ -148,19 +148,18 @@ type decodeFunc func(body io.Reader, resp *http.Response) error
 
 // exchange is one request and its record for the trace.
 type exchange struct {
-	c     *Client
-	ctx   context.Context
-	ep    Endpoint
-	trace *Trace
-	mu    sync.Mutex // guards rec.Phases, set by the transport's goroutines
-	rec   TraceRequest
-	sent  time.Time // zero when never sent
+	c    *Client
+	ctx  context.Context
+	ep   Endpoint
+	mu   sync.Mutex // guards rec.Phases, set by the transport's goroutines
+	rec  TraceRequest
+	sent time.Time // zero when never sent
 }
 
 // get sends one GET request, hands its body to decode and reports it to the observer and the trace.
 // It returns the status, the time since sending and an *Error; holding tells that the caller holds a slot.
 func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode decodeFunc) (int, time.Duration, error) {
-	x := &exchange{c: c, ctx: ctx, ep: ep, trace: traceFrom(ctx)}
+	x := &exchange{c: c, ctx: ctx, ep: ep}
 	x.rec = TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
 	status, err := x.send(u, holding, decode)
 	x.mu.Lock()
@@ -171,7 +170,7 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, hol
 	if e, ok := err.(*Error); ok { // every error of send
 		r.Reason, r.Error = e.Reason, e.Err.Error()
 	}
-	x.trace.add(r)
+	traceFrom(ctx).add(r)
 	if x.sent.IsZero() {
 		return status, 0, err
 	}
