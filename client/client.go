@@ -252,7 +252,7 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 		}
 		x.rec.Bytes = wire.read + drained
 	}()
-	c.noteHeaders(&x.rec, resp)
+	x.rec.ContentType = c.shown(resp.Header.Get("Content-Type"), maxHeaderShown)
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
 		return status, x.statusError(resp, wire)
@@ -293,17 +293,25 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 	return err
 }
 
-// statusError reports a non-2xx answer, and starts any hold-off it asks for.
+// statusError reports a non-2xx answer, keeps its headers worth showing, and starts any hold-off it asks for.
 func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error {
-	c, status := x.c, resp.StatusCode
-	x.rec.BodyExcerpt = c.excerpt(c.readErrorBody(wire, resp.Header))
+	c, h, status := x.c, resp.Header, resp.StatusCode
+	x.rec.BodyExcerpt = c.excerpt(c.readErrorBody(wire, h))
+	x.rec.RetryAfter = c.shown(h.Get("Retry-After"), maxHeaderShown)
+	x.rec.WWWAuthenticate = c.shown(strings.Join(h.Values("WWW-Authenticate"), ", "), maxHeaderShown)
+	if loc := h.Get("Location"); loc != "" && status/100 == 3 {
+		x.rec.Location = "(not a valid URL)"
+		if u, err := url.Parse(loc); err == nil {
+			x.rec.Location = c.shown(RedactURL(u), maxShown)
+		}
+	}
 	msg := "unexpected status " + http.StatusText(status)
 	if why := c.refusedRedirect(resp); why != "" {
 		msg += ": " + why
 	}
 	e := c.fail(x.ep, ReasonHTTPStatus, status, errors.New(msg))
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
+		if d := parseRetryAfter(h.Get("Retry-After"), time.Now()); d > 0 {
 			x.rec.HoldOffUntil = c.cfg.HoldOffs.extend(c.origin.String(), time.Now().Add(d), status)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -115,23 +114,6 @@ func traceFrom(ctx context.Context) *Trace {
 		return t
 	}
 	return &Trace{}
-}
-
-// noteHeaders keeps in r the headers of resp worth showing.
-func (c *Client) noteHeaders(r *TraceRequest, resp *http.Response) {
-	r.ContentType = c.shown(resp.Header.Get("Content-Type"), maxHeaderShown)
-	status := resp.StatusCode
-	if status >= 200 && status <= 299 {
-		return
-	}
-	r.RetryAfter = c.shown(resp.Header.Get("Retry-After"), maxHeaderShown)
-	r.WWWAuthenticate = c.shown(strings.Join(resp.Header.Values("WWW-Authenticate"), ", "), maxHeaderShown)
-	if loc := resp.Header.Get("Location"); loc != "" && status >= 300 && status <= 399 {
-		r.Location = "(not a valid URL)"
-		if u, err := url.Parse(loc); err == nil {
-			r.Location = c.shown(RedactURL(u), maxShown)
-		}
-	}
 }
 
 // shown makes text from the service fit for a page: redacted, cut, its control characters but tab and
