@@ -65,15 +65,9 @@ type Client struct {
 
 // WithDefaults returns cfg with its zero limits set to the defaults.
 func (cfg Config) WithDefaults() Config {
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.MaxPages <= 0 {
-		cfg.MaxPages = DefaultMaxPages
-	}
-	if cfg.MaxResponseBytes <= 0 {
-		cfg.MaxResponseBytes = DefaultMaxResponseBytes
-	}
+	cfg.Concurrency = cmp.Or(max(cfg.Concurrency, 0), DefaultConcurrency)
+	cfg.MaxPages = cmp.Or(max(cfg.MaxPages, 0), DefaultMaxPages)
+	cfg.MaxResponseBytes = cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes)
 	return cfg
 }
 
@@ -91,9 +85,8 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	t := cfg.Transport
-	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: t.redact, slots: newSlots(cfg.Concurrency)}
-	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: t}, CheckRedirect: redirectPolicy(c.origin)}
+	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact, slots: &slots{free: cfg.Concurrency}}
+	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: cfg.Transport}, CheckRedirect: c.checkRedirect}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly.
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
@@ -144,7 +137,7 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	// The time from sending, not from waiting for a turn.
 	res.Status, res.Duration, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader, _ *http.Response) error {
 		var err error
-		res.Fields, err = decodeObject(body, fields, c.redact.clean)
+		res.Fields, err = decodeObject(body, fields, c.redact)
 		return err
 	})
 	return res
@@ -153,34 +146,31 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 // decodeFunc reads a bounded, decompressed body; resp gives its headers and URL.
 type decodeFunc func(body io.Reader, resp *http.Response) error
 
-// exchange is one request and its record for the trace, when traced.
+// exchange is one request and its record for the trace.
 type exchange struct {
-	c     *Client
-	ctx   context.Context
-	ep    Endpoint
-	trace *Trace
-	mu    sync.Mutex // guards rec.Phases, set by the transport's goroutines
-	rec   TraceRequest
-	sent  time.Time // zero when never sent
+	c    *Client
+	ctx  context.Context
+	ep   Endpoint
+	mu   sync.Mutex // guards rec.Phases, set by the transport's goroutines
+	rec  TraceRequest
+	sent time.Time // zero when never sent
 }
 
 // get sends one GET request, hands its body to decode and reports it to the observer and the trace.
 // It returns the status, the time since sending and an *Error; holding tells that the caller holds a slot.
 func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode decodeFunc) (int, time.Duration, error) {
-	x := &exchange{c: c, ctx: ctx, ep: ep, trace: traceFrom(ctx)}
+	x := &exchange{c: c, ctx: ctx, ep: ep}
 	x.rec = TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
 	status, err := x.send(u, holding, decode)
-	if x.trace != nil {
-		x.mu.Lock()
-		r := x.rec
-		x.mu.Unlock()
-		r.URL = c.redact.clean(RedactURL(u))
-		r.Status, r.Duration = status, time.Since(r.Start)
-		if e, ok := err.(*Error); ok { // every error of send
-			r.Reason, r.Error = e.Reason, e.Err.Error()
-		}
-		x.trace.add(r)
+	x.mu.Lock()
+	r := x.rec
+	x.mu.Unlock()
+	r.URL = c.redact.clean(RedactURL(u))
+	r.Status, r.Duration = status, time.Since(r.Start)
+	if e, ok := err.(*Error); ok { // every error of send
+		r.Reason, r.Error = e.Reason, e.Err.Error()
 	}
+	traceFrom(ctx).add(r)
 	if x.sent.IsZero() {
 		return status, 0, err
 	}
@@ -194,23 +184,19 @@ func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error
 	}
 	release, err := c.acquire(x.ctx, ep != EndpointLocationDetail, holding)
 	if err != nil {
-		c.cfg.Observer.ObserveError(ep, ReasonTimeout)
-		return 0, &Error{Endpoint: ep, Reason: ReasonTimeout, Err: err}
+		return 0, c.fail(ep, ReasonTimeout, 0, err)
 	}
 	defer release()
 	// A hold-off may have begun while this request waited.
 	if status, err := c.heldOff(ep); err != nil {
 		return status, err
 	}
-	ctx := x.ctx
-	if x.trace != nil {
-		ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
-	}
 	h := http.Header{"Accept": {"application/json"}}
 	if !c.cfg.DisableGzip {
 		// Decompressing ourselves lets the size limit count decompressed bytes.
 		h.Set("Accept-Encoding", "gzip")
 	}
+	ctx := httptrace.WithClientTrace(x.ctx, x.clientTrace())
 	req := (&http.Request{Method: http.MethodGet, URL: u, Header: h}).WithContext(ctx)
 	x.sent = time.Now()
 	resp, err := c.http.Do(req)
@@ -266,26 +252,19 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 		}
 		x.rec.Bytes = wire.read + drained
 	}()
-	if x.trace != nil {
-		c.noteHeaders(&x.rec, resp)
-	}
+	x.rec.ContentType = c.shown(resp.Header.Get("Content-Type"), maxHeaderShown)
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
 		return status, x.statusError(resp, wire)
 	}
-	var start prefix // only the start of an invalid body is shown
-	if err := x.readBody(resp, wire, &start, decode); err != nil {
-		reason := classify(x.ctx, err)
-		if x.trace != nil && reason == ReasonInvalidBody {
-			x.rec.BodyExcerpt = c.excerpt(start)
-		}
-		return status, c.fail(x.ep, reason, status, err)
+	if err := x.readBody(resp, wire, decode); err != nil {
+		return status, c.fail(x.ep, classify(x.ctx, err), status, err)
 	}
 	return status, nil
 }
 
-// readBody bounds a 2xx body, decompresses it and decodes it.
-func (x *exchange) readBody(resp *http.Response, wire *limitedReader, start *prefix, decode decodeFunc) error {
+// readBody bounds a 2xx body, decompresses it and decodes it; the trace shows the start of an invalid one.
+func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) error {
 	gz, err := gzipEncoded(resp.Header, x.c.redact.clean)
 	if err != nil {
 		return err
@@ -307,17 +286,24 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, start *pre
 		defer zr.release()
 		body = &limitedReader{r: zr, n: limit}
 	}
-	if x.trace != nil {
-		body = io.TeeReader(body, start)
+	var start prefix
+	if err = decode(io.TeeReader(body, &start), resp); errors.Is(err, errInvalidBody) {
+		x.rec.BodyExcerpt = x.c.excerpt(start)
 	}
-	return decode(body, resp)
+	return err
 }
 
-// statusError reports a non-2xx answer, and starts any hold-off it asks for.
+// statusError reports a non-2xx answer, keeps its headers worth showing, and starts any hold-off it asks for.
 func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error {
-	c, status := x.c, resp.StatusCode
-	if body := c.readErrorBody(wire, resp.Header); x.trace != nil {
-		x.rec.BodyExcerpt = c.excerpt(body)
+	c, h, status := x.c, resp.Header, resp.StatusCode
+	x.rec.BodyExcerpt = c.excerpt(c.readErrorBody(wire, h))
+	x.rec.RetryAfter = c.shown(h.Get("Retry-After"), maxHeaderShown)
+	x.rec.WWWAuthenticate = c.shown(strings.Join(h.Values("WWW-Authenticate"), ", "), maxHeaderShown)
+	if loc := h.Get("Location"); loc != "" && status/100 == 3 {
+		x.rec.Location = "(not a valid URL)"
+		if u, err := url.Parse(loc); err == nil {
+			x.rec.Location = c.shown(RedactURL(u), maxShown)
+		}
 	}
 	msg := "unexpected status " + http.StatusText(status)
 	if why := c.refusedRedirect(resp); why != "" {
@@ -325,8 +311,7 @@ func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error 
 	}
 	e := c.fail(x.ep, ReasonHTTPStatus, status, errors.New(msg))
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
-			e.RetryAfter = d
+		if d := parseRetryAfter(h.Get("Retry-After"), time.Now()); d > 0 {
 			x.rec.HoldOffUntil = c.cfg.HoldOffs.extend(c.origin.String(), time.Now().Add(d), status)
 		}
 	}
@@ -361,21 +346,20 @@ type limitedReader struct {
 }
 
 func (l *limitedReader) Read(p []byte) (n int, err error) {
-	defer func() {
-		if err != nil && err != io.EOF && l.err == nil {
-			l.err = err
-		}
-	}()
 	if l.n <= 0 {
 		var probe [1]byte
 		if n, err = l.r.Read(probe[:]); n > 0 {
 			err = errTooLarge
 		}
-		return 0, err
+		n = 0
+	} else {
+		n, err = l.r.Read(p[:min(int64(len(p)), l.n)])
+		l.n -= int64(n)
+		l.read += int64(n)
 	}
-	n, err = l.r.Read(p[:min(int64(len(p)), l.n)])
-	l.n -= int64(n)
-	l.read += int64(n)
+	if err != nil && err != io.EOF && l.err == nil {
+		l.err = err
+	}
 	return n, err
 }
 

@@ -24,7 +24,6 @@ const (
 	fieldEllipsis  = "…"
 )
 
-// bodyError reports a body that is not JSON of the expected shape.
 type bodyError struct{ msgError }
 
 func (e *bodyError) Is(target error) bool { return target == errInvalidBody }
@@ -71,7 +70,7 @@ func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
 }
 
 // decodeObject reads a JSON object body and returns the requested top-level scalar fields, cleaned and cut.
-func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[string]string, error) {
+func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]string, error) {
 	d := newDecoder(r)
 	out := make(map[string]string, len(fields))
 	seen := make(map[string]bool, len(fields))
@@ -80,7 +79,7 @@ func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[
 		if i < 0 {
 			return d.skip()
 		}
-		return d.field(fields[i], seen, out, clean)
+		return d.field(fields[i], seen, out, redact)
 	}))
 	if err != nil {
 		return nil, err
@@ -88,7 +87,7 @@ func decodeObject(r io.Reader, fields []string, clean func(string) string) (map[
 	return out, nil
 }
 
-func (d *decoder) field(f string, seen map[string]bool, out map[string]string, clean func(string) string) error {
+func (d *decoder) field(f string, seen map[string]bool, out map[string]string, redact *secrets) error {
 	if seen[f] {
 		return shapeError("field %q appears twice", f)
 	}
@@ -109,10 +108,7 @@ func (d *decoder) field(f string, seen map[string]bool, out map[string]string, c
 	if err != nil {
 		return withContext(err, "field %q", f)
 	}
-	value := string(v)
-	if clean != nil {
-		value = clean(value)
-	}
+	value := redact.clean(string(v))
 	if len(value) > maxFieldValue {
 		value = runeCut(value, maxFieldValue) + fieldEllipsis
 	}

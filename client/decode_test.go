@@ -469,8 +469,8 @@ func TestDecodeObjectLongFields(t *testing.T) {
 // cut is removed whole before the value is cut, so no part of it stays.
 func TestDecodeObjectCleansBeforeTheCut(t *testing.T) {
 	value := strings.Repeat("a", maxFieldValue-3) + testKey + strings.Repeat("b", 100)
-	clean := func(s string) string { return strings.ReplaceAll(s, testKey, "<secret>") }
-	got, err := decodeObject(strings.NewReader(`{"name":"`+value+`"}`), []string{"name"}, clean)
+	redact := &secrets{fixed: []string{testKey}}
+	got, err := decodeObject(strings.NewReader(`{"name":"`+value+`"}`), []string{"name"}, redact)
 	if err != nil {
 		t.Fatal(err)
 	}

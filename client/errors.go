@@ -45,16 +45,14 @@ var Endpoints = []Endpoint{EndpointRoot, EndpointProjects, EndpointLocations, En
 // ErrHeldOff is wrapped by errors of requests not sent during a hold-off.
 var ErrHeldOff = errors.New("holding off after the service asked to retry later")
 
-// errTooLarge is returned by the body reader once the body passes the limit.
 var errTooLarge = errors.New("response body exceeds the size limit")
 
 // Error describes a failed request, never with the key, headers or body.
 type Error struct {
-	Endpoint   Endpoint
-	Reason     Reason
-	Status     int           // 0 when no response came
-	RetryAfter time.Duration // asked by a 429 or 503, 0 when none
-	Err        error
+	Endpoint Endpoint
+	Reason   Reason
+	Status   int // 0 when no response came
+	Err      error
 }
 
 // Error implements error.
@@ -106,7 +104,6 @@ func classify(ctx context.Context, err error) Reason {
 	return ReasonNetwork
 }
 
-// maxRetryAfter bounds a hold-off.
 const maxRetryAfter = 10 * time.Minute
 
 // parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0 when broken.

@@ -58,7 +58,7 @@ func TestHoldOffsAreBounded(t *testing.T) {
 		if _, ok := h.m["http://h:0"]; ok {
 			t.Error("the hold-off ending soonest was kept over a new one")
 		}
-		if got := h.get("http://h:1"); got.status != 429 {
+		if got := h.m["http://h:1"]; got.status != 429 {
 			t.Error("a hold-off other than the soonest was dropped")
 		}
 		time.Sleep(time.Hour + time.Duration(maxHoldOffs/2)*time.Second)

@@ -118,11 +118,6 @@ func (s *fileSecret) Fetch(context.Context) (string, error) {
 func (s *fileSecret) Description() string { return "file " + s.path }
 func (*fileSecret) Immutable() bool       { return false }
 
-func (s *fileSecret) value() string {
-	v, _ := s.read()
-	return v
-}
-
 // key returns the secret as a key, or why it cannot be sent.
 func (s *fileSecret) key() (string, error) {
 	key, err := s.read()

@@ -21,7 +21,6 @@ var ErrKeyUnavailable = errors.New("the API key is unavailable")
 // errForeignOrigin is returned for any request that leaves the base URL's origin.
 var errForeignOrigin = errors.New("refusing to send a request to another origin")
 
-// maxRedirects bounds same-origin redirects within one request.
 const maxRedirects = 5
 
 // endpointURL joins a path below the base URL, keeping its prefix's escapes.
@@ -39,8 +38,7 @@ type origin struct {
 
 func originOf(u *url.URL) origin {
 	scheme := strings.ToLower(u.Scheme)
-	port := cmp.Or(u.Port(), defaultPorts[scheme])
-	return origin{scheme: scheme, host: strings.ToLower(u.Hostname()), port: port}
+	return origin{scheme, strings.ToLower(u.Hostname()), cmp.Or(u.Port(), defaultPorts[scheme])}
 }
 
 func (o origin) String() string {
@@ -83,14 +81,12 @@ func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// redirectPolicy follows at most maxRedirects redirects within the allowed origin.
-func redirectPolicy(allowed origin) func(*http.Request, []*http.Request) error {
-	return func(req *http.Request, via []*http.Request) error {
-		if originOf(req.URL) != allowed || len(via) >= maxRedirects {
-			return http.ErrUseLastResponse
-		}
-		return nil
+// checkRedirect follows at most maxRedirects redirects within the Client's origin.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	if originOf(req.URL) != c.origin || len(via) >= maxRedirects {
+		return http.ErrUseLastResponse
 	}
+	return nil
 }
 
 // refusedRedirect explains a redirect the policy did not follow.
@@ -189,7 +185,6 @@ func HostWithinBounds(host string) bool {
 		!slices.ContainsFunc(strings.Split(host, "."), func(l string) bool { return len(l) > maxLabelBytes })
 }
 
-// defaultPorts are the ports a scheme implies.
 var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
 // normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash.
@@ -204,8 +199,14 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 		host += ":" + port
 	}
 	n.Host = host
-	// Escapes that change the meaning stay (RFC 3986 section 6.2.2).
-	raw := normalizeEscapes(strings.TrimRight(u.EscapedPath(), "/"))
+	// The escapes of unreserved characters are decoded, the others upper-cased (RFC 3986 section 6.2.2).
+	raw := pctEscape.ReplaceAllStringFunc(strings.TrimRight(u.EscapedPath(), "/"), func(e string) string {
+		v, _ := strconv.ParseUint(e[1:], 16, 8)
+		if c := byte(v); 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			return string(c)
+		}
+		return strings.ToUpper(e)
+	})
 	n.Path, _ = url.PathUnescape(raw)
 	n.RawPath = ""
 	if raw != n.EscapedPath() {
@@ -215,14 +216,3 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 }
 
 var pctEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
-
-// normalizeEscapes decodes the escapes of unreserved characters in a path and upper-cases the others.
-func normalizeEscapes(p string) string {
-	return pctEscape.ReplaceAllStringFunc(p, func(e string) string {
-		v, _ := strconv.ParseUint(e[1:], 16, 8)
-		if c := byte(v); 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
-			return string(c)
-		}
-		return strings.ToUpper(e)
-	})
-}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -48,7 +49,7 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	defer c.slots.release()
 
 	u := c.endpointURL(rel)
-	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{pageKey(u): true}}
+	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{}}
 	for u != nil {
 		u = w.read(u)
 	}
@@ -65,77 +66,62 @@ type pageWalk struct {
 	seen     map[[sha256.Size]byte]bool // for loop detection
 	hasCount bool
 	res      ListResult
-
-	// The last page, its URL after redirects and its next link, the body's or else the Link header's.
-	page     listPage
-	url      *url.URL
-	next     string
-	nextFrom string // "next" or "the Link header's next"
 }
 
 // read reads the page at u into the walk and returns the next page, nil at the end.
 func (w *pageWalk) read(u *url.URL) *url.URL {
 	res := &w.res
 	res.Pages++
-	used := len(res.IDs) + res.MissingIDs
-	var hasNext bool
+	var page listPage
+	var last *url.URL // u after redirects
 	var linkErr error
 	res.Status, _, res.Err = w.c.get(w.ctx, w.ep, u, res.Pages, true, func(body io.Reader, resp *http.Response) error {
-		page, err := decodeListPage(body, w.wantIDs-used)
-		if err != nil {
+		var err error
+		if page, err = decodeListPage(body, w.wantIDs-len(res.IDs)-res.MissingIDs); err != nil {
 			return fmt.Errorf("page %d: %w", res.Pages, err)
 		}
-		w.page, w.url, w.next, hasNext, w.nextFrom = page, resp.Request.URL, page.Next, page.NextNamed, "next"
-		if !page.HasNext {
-			w.next, hasNext, linkErr = nextLink(resp.Header)
-			w.nextFrom = "the Link header's next"
+		if last = resp.Request.URL; !page.HasNext {
+			page.Next, page.NextNamed, linkErr = nextLink(resp.Header)
 		}
 		return nil
 	})
 	if res.Err != nil {
 		return nil
 	}
-	w.seen[pageKey(w.url)] = true
-	w.noteIDs()
+	w.seen[pageKey(u)], w.seen[pageKey(last)] = true, true
+	w.noteIDs(page)
 	switch {
-	case res.Pages == 1 && w.page.HasCount: // the first page's count stands for the list
-		res.Count, w.hasCount = w.page.Count, true
+	case res.Pages == 1 && page.HasCount: // the first page's count stands for the list
+		res.Count, w.hasCount = page.Count, true
 	case !w.hasCount:
-		res.Count += int64(w.page.Entries)
+		res.Count += int64(page.Entries)
 	}
-	enough := w.hasCount && len(res.IDs)+res.MissingIDs >= w.wantIDs
+	var next *url.URL
+	var err error
+	if enough := w.hasCount && len(res.IDs)+res.MissingIDs >= w.wantIDs; linkErr != nil && !enough {
+		err = fmt.Errorf("the Link header of page %d is malformed: %w", res.Pages, linkErr)
+	} else if page.NextNamed && !enough {
+		next, err = w.c.nextPage(last, page.Next, w.seen, res.Pages)
+	}
+	msg := fmt.Sprintf("%d entries; walk done, count %d", page.Entries, res.Count)
 	switch {
-	case linkErr != nil && !enough:
-		w.stop(fmt.Errorf("the Link header of page %d is malformed: %w", res.Pages, linkErr))
-		return nil
-	case hasNext && !enough:
-		return w.nextURL()
+	case err != nil:
+		res.Err = w.c.fail(w.ep, ReasonPagination, res.Status, err)
+		msg = fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err)
+	case next != nil:
+		from := "the Link header's next"
+		if page.HasNext {
+			from = "next"
+		}
+		msg = fmt.Sprintf("%d entries; following %s to %s", page.Entries, from, w.c.redact.clean(RedactURL(next)))
 	}
-	w.c.note(w.ctx, w.ep, res.Pages, fmt.Sprintf("%d entries; walk done, count %d", w.page.Entries, res.Count), false)
-	return nil
-}
-
-// nextURL returns the page the last one links to, nil when the link is refused.
-func (w *pageWalk) nextURL() *url.URL {
-	next, err := w.c.nextPage(w.url, w.next, w.seen, w.res.Pages)
-	if err != nil {
-		w.stop(err)
-		return nil
-	}
-	msg := fmt.Sprintf("%d entries; following %s to %s", w.page.Entries, w.nextFrom, w.c.redact.clean(RedactURL(next)))
-	w.c.note(w.ctx, w.ep, w.res.Pages, msg, false)
+	w.c.note(w.ctx, w.ep, res.Pages, msg, err != nil)
 	return next
 }
 
-// stop fails the walk after the last page for a pagination error.
-func (w *pageWalk) stop(err error) {
-	w.res.Err = w.c.fail(w.ep, ReasonPagination, w.res.Status, err)
-	w.c.note(w.ctx, w.ep, w.res.Pages, fmt.Sprintf("%d entries; walk stopped: %v", w.page.Entries, w.res.Err), true)
-}
-
-// noteIDs adds the last page's ids to the result and onIDs, and reports missing ones.
-func (w *pageWalk) noteIDs() {
-	res, page := &w.res, w.page
+// noteIDs adds a page's ids to the result and onIDs, and reports missing ones.
+func (w *pageWalk) noteIDs(page listPage) {
+	res := &w.res
 	if len(page.IDs) > 0 {
 		res.IDs = append(res.IDs, page.IDs...)
 		if w.onIDs != nil {
@@ -177,24 +163,19 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 	}
 	// Credentials in a link would replace the key.
 	u.User, u.Fragment, u.RawFragment = nil, "", ""
-	key := pageKey(u)
-	if seen[key] {
+	if seen[pageKey(u)] {
 		return nil, fmt.Errorf("next link after page %d points to a page already read (a pagination loop)", pages)
 	}
 	if pages >= c.cfg.MaxPages {
 		return nil, fmt.Errorf("list has more than %d pages (the page limit)", c.cfg.MaxPages)
 	}
-	seen[key] = true
 	return u, nil
 }
 
 func (c *Client) note(ctx context.Context, ep Endpoint, page int, msg string, failed bool) {
-	if tr := traceFrom(ctx); tr != nil {
-		tr.add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg, NoteFailed: failed})
-	}
+	traceFrom(ctx).add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg, NoteFailed: failed})
 }
 
-// errBadLink reports a Link header that does not follow RFC 8288.
 var errBadLink = errors.New(`not of the RFC 8288 form <URL>; rel="next"`)
 
 // linkParam is one parameter of a link: a name and a token or quoted string, or nothing.
@@ -215,7 +196,16 @@ func nextLink(h http.Header) (target string, found bool, err error) {
 				return "", false, errBadLink
 			}
 			s = s[len(m[0]):]
-			for r := range strings.FieldsSeq(linkRel(m[2])) {
+			params := linkParams.FindAllStringSubmatch(m[2], -1)
+			i := slices.IndexFunc(params, func(p []string) bool { return strings.EqualFold(p[1], "rel") })
+			if i < 0 {
+				continue
+			}
+			rel := params[i][2] // the first rel parameter's
+			if strings.HasPrefix(rel, `"`) {
+				rel = linkEscape.ReplaceAllString(rel[1:len(rel)-1], "$1")
+			}
+			for r := range strings.FieldsSeq(rel) {
 				if strings.EqualFold(r, "next") {
 					return strings.TrimSpace(m[1]), true, nil
 				}
@@ -223,17 +213,4 @@ func nextLink(h http.Header) (target string, found bool, err error) {
 		}
 	}
 	return "", false, nil
-}
-
-// linkRel returns the value of the first rel parameter among params.
-func linkRel(params string) string {
-	for _, p := range linkParams.FindAllStringSubmatch(params, -1) {
-		if strings.EqualFold(p[1], "rel") {
-			if v := p[2]; strings.HasPrefix(v, `"`) {
-				return linkEscape.ReplaceAllString(v[1:len(v)-1], "$1")
-			}
-			return p[2]
-		}
-	}
-	return ""
 }

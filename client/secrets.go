@@ -17,29 +17,26 @@ import (
 // findSecrets keeps every secret of cfg for redaction, and the files the guard checks.
 func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	s := &secrets{}
-	fixed := func(v string) { s.sources = append(s.sources, func() string { return v }) }
 	if a := cfg.Authorization; a != nil && a.CredentialsFile != "" {
 		t.keyFile = &fileSecret{path: a.CredentialsFile, max: maxKeyFileBytes}
-		s.sources = append(s.sources, t.keyFile.value)
+		s.files = append(s.files, t.keyFile)
 	} else if a != nil {
-		fixed(string(a.Credentials))
+		s.fixed = append(s.fixed, string(a.Credentials))
 	}
 	if cfg.HTTPHeaders != nil {
 		for _, h := range cfg.HTTPHeaders.Headers {
 			for _, v := range h.Secrets {
-				fixed(string(v))
+				s.fixed = append(s.fixed, string(v))
 			}
 			for _, f := range h.Files {
-				file := &fileSecret{path: f, max: maxKeyFileBytes}
-				s.sources = append(s.sources, file.value)
-				t.headerFiles = append(t.headerFiles, file)
+				t.headerFiles = append(t.headerFiles, &fileSecret{path: f, max: maxKeyFileBytes})
 			}
 		}
 	}
+	s.files = append(s.files, t.headerFiles...)
 	proxies := []*url.URL{cfg.ProxyURL.URL}
-	if cfg.ProxyFromEnvironment {
-		for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-			v := os.Getenv(name)
+	for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		if v := os.Getenv(name); cfg.ProxyFromEnvironment && v != "" {
 			if !strings.Contains(v, "://") {
 				v = "http://" + v
 			}
@@ -50,12 +47,12 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	for _, u := range proxies {
 		if u != nil {
 			pw, _ := u.User.Password()
-			fixed(pw)
+			s.fixed = append(s.fixed, pw)
 		}
 	}
 	for _, vs := range cfg.ProxyConnectHeader {
 		for _, v := range vs {
-			fixed(string(v))
+			s.fixed = append(s.fixed, string(v))
 		}
 	}
 	t.redact = s
@@ -93,7 +90,8 @@ const (
 // secrets cuts every secret of a module, whole and every run of secretRun
 // of its characters in any letter case, out of text from outside.
 type secrets struct {
-	sources []func() string // the current value of each secret, "" for none
+	fixed []string      // given inline, "" for none
+	files []*fileSecret // re-read as they change
 
 	mu   sync.Mutex
 	from string // the values m was built from
@@ -104,15 +102,10 @@ func (s *secrets) clean(text string) string {
 	if s == nil || text == "" {
 		return text
 	}
-	return s.matcher().redact(text)
-}
-
-func (s *secrets) matcher() *secretMatcher {
-	vals := make([]string, 0, len(s.sources))
-	for _, src := range s.sources {
-		if v := src(); v != "" {
-			vals = append(vals, v)
-		}
+	vals := slices.Clone(s.fixed)
+	for _, f := range s.files {
+		v, _ := f.read()
+		vals = append(vals, v)
 	}
 	from := strings.Join(vals, "\x00")
 	s.mu.Lock()
@@ -120,7 +113,7 @@ func (s *secrets) matcher() *secretMatcher {
 	if s.m == nil || from != s.from {
 		s.m, s.from = newSecretMatcher(vals), from
 	}
-	return s.m
+	return s.m.redact(text)
 }
 
 // secretMatcher finds secrets in text, comparing characters folded.
@@ -184,27 +177,23 @@ func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, en
 		rs, at = append(rs, fold(r)), append(at, start+i)
 	}
 	at = append(at, end)
-	hidden := make([]bool, len(rs)+1) // the last stays false
+	shown := slices.Repeat([]bool{true}, len(rs)+1) // cleared where a secret is; the last stays true
 	for i := range rs {
-		n := 0
 		if i+secretRun <= len(rs) && m.runs[[secretRun]rune(rs[i:])] {
-			n = secretRun
+			clear(shown[i : i+secretRun])
 		}
 		for _, s := range m.short {
 			if i+len(s) <= len(rs) && slices.Equal(rs[i:i+len(s)], s) {
-				n = max(n, len(s))
+				clear(shown[i : i+len(s)])
 			}
-		}
-		for j := i; j < i+n; j++ {
-			hidden[j] = true
 		}
 	}
 	for i := 0; i < len(rs); i++ {
-		if !hidden[i] {
+		if shown[i] {
 			continue
 		}
 		j := i
-		for hidden[j] {
+		for !shown[j] {
 			j++
 		}
 		b.WriteString(text[done:at[i]])

@@ -8,7 +8,7 @@ import (
 )
 
 func TestSlotsServeListsBeforeDetails(t *testing.T) {
-	s := newSlots(1)
+	s := &slots{free: 1}
 	if err := s.acquire(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestSlotsServeListsBeforeDetails(t *testing.T) {
 }
 
 func TestSlotsGiveUpWithTheContext(t *testing.T) {
-	s := newSlots(1)
+	s := &slots{free: 1}
 	_ = s.acquire(context.Background(), true)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()

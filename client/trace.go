@@ -2,14 +2,12 @@ package client
 
 import (
 	"bytes"
-	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -110,49 +108,42 @@ func WithTrace(ctx context.Context, t *Trace) context.Context {
 	return context.WithValue(ctx, traceKey{}, t)
 }
 
+// traceFrom returns the trace of ctx, or a new one to be dropped: every poll is traced.
 func traceFrom(ctx context.Context) *Trace {
-	t, _ := ctx.Value(traceKey{}).(*Trace)
-	return t
+	if t, _ := ctx.Value(traceKey{}).(*Trace); t != nil {
+		return t
+	}
+	return &Trace{}
 }
 
-// noteHeaders keeps in r the headers of resp worth showing.
-func (c *Client) noteHeaders(r *TraceRequest, resp *http.Response) {
-	r.ContentType = c.shown(resp.Header.Get("Content-Type"), maxHeaderShown)
-	status := resp.StatusCode
-	if status >= 200 && status <= 299 {
-		return
-	}
-	r.RetryAfter = c.shown(resp.Header.Get("Retry-After"), maxHeaderShown)
-	r.WWWAuthenticate = c.shown(strings.Join(resp.Header.Values("WWW-Authenticate"), ", "), maxHeaderShown)
-	if loc := resp.Header.Get("Location"); loc != "" && status >= 300 && status <= 399 {
-		r.Location = "(not a valid URL)"
-		if u, err := url.Parse(loc); err == nil {
-			r.Location = c.shown(RedactURL(u), maxShown)
+// shown makes text from the service fit for a page: redacted, cut, its control characters but tab and
+// line feed escaped so that it cannot drive a terminal.
+func (c *Client) shown(s string, limit int) string {
+	var b strings.Builder
+	for _, r := range c.redact.clean(strings.ToValidUTF8(s, "\uFFFD")) {
+		switch {
+		case (r >= 0x20 || r == '\t' || r == '\n') && (r < 0x7f || r > 0x9f):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
 		}
 	}
+	return cutText(b.String(), limit)
 }
 
-// shown makes text from the service fit for a page: redacted, escaped, cut.
-func (c *Client) shown(s string, limit int) string {
-	return cutText(escapeControls(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
-}
-
-// excerpt renders the start of a body, its JSON message or else its text, redacted before it is cut.
+// excerpt renders the start of a body, redacted before it is cut: the first "detail", "message"
+// or "error" string of a JSON object, or else its text.
 func (c *Client) excerpt(body []byte) string {
-	text := cmp.Or(jsonMessage(body), strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD")))
-	return c.shown(text, maxExcerpt)
-}
-
-// jsonMessage returns the first "detail", "message" or "error" string of a JSON object.
-func jsonMessage(body []byte) string {
 	var doc map[string]any
 	_ = json.Unmarshal(body, &doc)
 	for _, f := range []string{"detail", "message", "error"} {
 		if s, _ := doc[f].(string); strings.TrimSpace(s) != "" {
-			return strings.TrimSpace(s)
+			return c.shown(strings.TrimSpace(s), maxExcerpt)
 		}
 	}
-	return ""
+	return c.shown(strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD")), maxExcerpt)
 }
 
 // readErrorBody reads the start of an error answer's body, decompressed, if it can.
@@ -172,22 +163,6 @@ func (c *Client) readErrorBody(wire *limitedReader, h http.Header) []byte {
 	}
 	plain, _ := io.ReadAll(io.LimitReader(zr, errorBodyBytes))
 	return plain
-}
-
-// escapeControls escapes control characters but tab and line feed, so text cannot drive a terminal.
-func escapeControls(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case (r >= 0x20 || r == '\t' || r == '\n') && (r < 0x7f || r > 0x9f):
-			b.WriteRune(r)
-		case r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	return b.String()
 }
 
 // cutText cuts s to at most limit bytes, "…" included, at a character start.

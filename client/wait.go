@@ -16,8 +16,6 @@ type slots struct {
 	high, low []chan struct{} // waiters, closed when handed a slot
 }
 
-func newSlots(n int) *slots { return &slots{free: n} }
-
 func (s *slots) acquire(ctx context.Context, high bool) error {
 	s.mu.Lock()
 	if s.free > 0 {
@@ -90,12 +88,6 @@ func NewHoldOffs() *HoldOffs {
 	return &HoldOffs{m: make(map[string]holdOff)}
 }
 
-func (h *HoldOffs) get(origin string) holdOff {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.m[origin]
-}
-
 // extend extends origin's hold-off to until, returning the end in force.
 func (h *HoldOffs) extend(origin string, until time.Time, status int) time.Time {
 	h.mu.Lock()
@@ -105,32 +97,30 @@ func (h *HoldOffs) extend(origin string, until time.Time, status int) time.Time 
 		return old.until
 	}
 	if !ok && len(h.m) >= maxHoldOffs {
-		h.makeRoom()
+		// Make room: drop the hold-offs that have ended, or else the one ending soonest.
+		now, soonest := time.Now(), ""
+		for k, v := range h.m {
+			if !now.Before(v.until) {
+				delete(h.m, k)
+			} else if soonest == "" || v.until.Before(h.m[soonest].until) {
+				soonest = k
+			}
+		}
+		if len(h.m) >= maxHoldOffs {
+			delete(h.m, soonest)
+		}
 	}
 	h.m[origin] = holdOff{until: until, status: status}
 	return until
 }
 
-// makeRoom drops the hold-offs that have ended, or else the one ending soonest.
-func (h *HoldOffs) makeRoom() {
-	now := time.Now()
-	soonest := ""
-	for k, v := range h.m {
-		if !now.Before(v.until) {
-			delete(h.m, k)
-		} else if soonest == "" || v.until.Before(h.m[soonest].until) {
-			soonest = k
-		}
-	}
-	if len(h.m) >= maxHoldOffs {
-		delete(h.m, soonest)
-	}
-}
-
 // HoldOff reports until when the client holds off after a 429 or 503, and that status.
 func (c *Client) HoldOff() (until time.Time, status int) {
-	h := c.cfg.HoldOffs.get(c.origin.String())
-	return h.until, h.status
+	h := c.cfg.HoldOffs
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ho := h.m[c.origin.String()]
+	return ho.until, ho.status
 }
 
 // heldOff returns the error of a request not sent during a hold-off, nil when none is in force.
