@@ -42,23 +42,12 @@ var pageFuncs = template.FuncMap{
 	"utc":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 	"page":       func(r *collector.PollRecord) string { return "target?" + collector.TargetQuery(r.Target, r.Module) },
 	"moduleName": collector.ModuleName,
-	"status":     collector.StatusText,
 	"notSent":    collector.NotSent,
 	"slow":       collector.Slow,
 	"view":       func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
 	"ago":        ago,
 	"heldOff":    heldOffText,
 	"sections":   sections,
-	"state": func(r *collector.PollRecord) string {
-		return map[collector.PollState]string{collector.PollOK: "up", collector.PollSlow: "up, " + r.Summary,
-			collector.PollPartial: "up, some details failing", collector.PollFailed: "down"}[r.State]
-	},
-	"count": func(c collector.Count) string {
-		if !c.Known {
-			return "—"
-		}
-		return strconv.FormatInt(c.Value, 10)
-	},
 }
 
 // pollView is a poll as a page shows it; Polls is the way from that page to the poll pages.

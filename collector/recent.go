@@ -67,17 +67,6 @@ func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > 2*time.Secon
 // NotSent tells whether r was never sent: the client gives a reason for every failed sent one.
 func NotSent(r client.TraceRequest) bool { return r.Note == "" && r.Reason == "" && r.Error != "" }
 
-// StatusText renders r's status: "not sent", "no response" or the code.
-func StatusText(r client.TraceRequest) string {
-	switch {
-	case NotSent(r):
-		return "not sent"
-	case r.Status == 0:
-		return "no response"
-	}
-	return strconv.Itoa(r.Status)
-}
-
 // newPollRecord sums up a snapshot.
 func newPollRecord(target, module string, s *Snapshot) *PollRecord {
 	rec := &PollRecord{
@@ -103,34 +92,30 @@ func (rec *PollRecord) sum(s *Snapshot) {
 	}
 	rec.HeldOffUntil = maxTime(holdOffEnd(rec.Requests), s.HoldOffUntil)
 	rec.State, rec.Summary = summarize(s)
-	switch slow := slowText(rec.Requests); {
-	case slow == "":
+	var slow []string
+	for _, ep := range client.Endpoints {
+		var worst time.Duration
+		for _, r := range rec.Requests {
+			if r.Endpoint == ep && Slow(r) {
+				worst = max(worst, r.Phases.FirstByte)
+			}
+		}
+		if worst > 0 {
+			slow = append(slow, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
+		}
+	}
+	switch {
+	case slow == nil:
 	case rec.State == PollOK:
-		rec.State, rec.Summary = PollSlow, "slow: "+slow
+		rec.State, rec.Summary = PollSlow, "slow: "+strings.Join(slow, ", ")
 	default:
-		rec.Summary += "; slow: " + slow
+		rec.Summary += "; slow: " + strings.Join(slow, ", ")
 	}
 }
 
 func detailID(u string) int64 {
 	id, _ := strconv.ParseInt(path.Base(u), 10, 64)
 	return id
-}
-
-func slowText(reqs []client.TraceRequest) string {
-	var parts []string
-	for _, ep := range client.Endpoints {
-		var worst time.Duration
-		for _, r := range reqs {
-			if r.Endpoint == ep && Slow(r) {
-				worst = max(worst, r.Phases.FirstByte)
-			}
-		}
-		if worst > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 func holdOffEnd(reqs []client.TraceRequest) time.Time {
@@ -242,16 +227,13 @@ func (rec *PollRecord) KeyRefused() string {
 	return ""
 }
 
-// NotSentText says why r was not sent.
-func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
+// HoldOffText says that the service had asked, with status, to hold off and until when.
+func (rec *PollRecord) HoldOffText(status int) string {
 	until := "an unknown time"
-	switch {
-	case r.Status == 0:
-		return r.Error
-	case !rec.HeldOffUntil.IsZero():
+	if !rec.HeldOffUntil.IsZero() {
 		until = rec.HeldOffUntil.UTC().Format("2006-01-02 15:04:05") + " UTC"
 	}
-	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, until)
+	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", status, until)
 }
 
 //go:embed poll.tmpl
@@ -261,7 +243,7 @@ var textView = template.Must(template.New("").Funcs(template.FuncMap{
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"duration":    func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
-	"moduleName":  ModuleName, "phases": PhasesText, "status": StatusText, "notSent": NotSent, "slow": Slow,
+	"moduleName":  ModuleName, "phases": PhasesText, "notSent": NotSent, "slow": Slow,
 }).Parse(textSource))
 
 // WriteText writes the debug view of rec as plain text.
@@ -294,7 +276,7 @@ const (
 type PollLog struct {
 	mu      sync.Mutex
 	seq     uint64
-	targets map[targetKey]*TargetState
+	targets map[targetKey]TargetState
 	bytes   int
 	recent  int
 }
@@ -309,7 +291,7 @@ type targetKey struct{ target, module string }
 
 // NewPollLog returns a log whose Recent lists as many as recent polls.
 func NewPollLog(recent int) *PollLog {
-	return &PollLog{targets: make(map[targetKey]*TargetState), recent: recent}
+	return &PollLog{targets: make(map[targetKey]TargetState), recent: recent}
 }
 
 // Add keeps rec, with the next id, as its target's latest poll; the targets polled longest ago go past the bounds.
@@ -321,10 +303,6 @@ func (l *PollLog) Add(rec *PollRecord) {
 	rec.ID = l.seq
 	key := targetKey{rec.Target, rec.Module}
 	st := l.targets[key]
-	if st == nil {
-		st = &TargetState{}
-		l.targets[key] = st
-	}
 	l.bytes -= st.bytes()
 	st.Latest = rec
 	if rec.State <= PollSlow {
@@ -338,6 +316,7 @@ func (l *PollLog) Add(rec *PollRecord) {
 	case st.HoldOff == nil:
 		st.HoldOff = l.heldOffBy(rec)
 	}
+	l.targets[key] = st
 	l.bytes += st.bytes()
 	for len(l.targets) > 1 && (len(l.targets) > maxTargets || l.bytes > maxKeptBytes) {
 		oldest := slices.MinFunc(slices.Collect(maps.Keys(l.targets)), func(a, b targetKey) int {
@@ -349,7 +328,7 @@ func (l *PollLog) Add(rec *PollRecord) {
 }
 
 // records lists st's polls, each once.
-func (st *TargetState) records() []*PollRecord {
+func (st TargetState) records() []*PollRecord {
 	var out []*PollRecord
 	for _, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
 		if r != nil && !slices.Contains(out, r) {
@@ -359,8 +338,7 @@ func (st *TargetState) records() []*PollRecord {
 	return out
 }
 
-func (st *TargetState) bytes() int {
-	n := 0
+func (st TargetState) bytes() (n int) {
 	for _, r := range st.records() {
 		n += r.size
 	}
@@ -401,7 +379,7 @@ func (l *PollLog) view(rec *PollRecord) *PollRecord {
 	return &c
 }
 
-func (l *PollLog) viewState(st *TargetState) TargetState {
+func (l *PollLog) viewState(st TargetState) TargetState {
 	return TargetState{l.view(st.Latest), l.view(st.Failing), l.view(st.HoldOff)}
 }
 
@@ -519,31 +497,37 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 // logDetails follows the detail views as one, with one line that sums them up.
 func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 	checked := s.checkedDetails()
+	var ids []string
 	for _, d := range checked {
 		if d.Err != nil {
 			logger.Debug("Location detail failed", "location_id", d.ID, "status", d.Status, "err", d.Err)
+			ids = append(ids, strconv.FormatInt(d.ID, 10))
 		}
 	}
 	st, ok := s.Endpoints[client.EndpointLocationDetail]
 	if !ok {
 		return // a run of failures stays open until a detail view is asked for
 	}
-	all := detailFailures(s)
-	kinds := slices.DeleteFunc(slices.Clone(all), func(k failure) bool { return k.what == "held off" })
-	if len(all) > 0 && len(kinds) == 0 {
+	kinds := detailFailures(s)
+	slices.SortFunc(kinds, func(a, b failure) int { return cmp.Or(cmp.Compare(b.status, a.status), cmp.Compare(a.what, b.what)) })
+	var names []string
+	failed := 0
+	for _, k := range kinds {
+		if k.what != "held off" {
+			names, failed = append(names, k.kind), failed+k.n
+		}
+	}
+	if len(kinds) > 0 && len(names) == 0 {
 		logger.Debug("Location details not polled: holding off", "status", st.Status)
 		return
 	}
-	slices.SortFunc(kinds, func(a, b failure) int { return cmp.Or(cmp.Compare(b.status, a.status), cmp.Compare(a.what, b.what)) })
-	names := make([]string, len(kinds))
-	failed := 0
-	for i, k := range kinds {
-		names[i] = k.kind
-		failed += k.n
+	idList := strings.Join(ids[:min(len(ids), 5)], ",")
+	if len(ids) > 5 {
+		idList += fmt.Sprintf(" and %d more", len(ids)-5)
 	}
 	kind := strings.Join(names, ", ")
 	f.step(logger, "Location details", s.Start, client.EndpointLocationDetail, kind,
-		"failed", failed, "total", len(checked), "location_ids", failingIDs(checked), "kinds", kind, "status", st.Status, "err", st.Err)
+		"failed", failed, "total", len(checked), "location_ids", idList, "kinds", kind, "status", st.Status, "err", st.Err)
 }
 
 // step moves ep's run of failures on by one poll, kind "" when it answered well, and logs it.
@@ -565,18 +549,4 @@ func (f *failureLog) step(logger *slog.Logger, what string, start time.Time, ep 
 		run.polls++
 		logger.Debug(what+" still failing", append(attrs, "failing_since", run.since, "failed_polls", run.polls)...)
 	}
-}
-
-// failingIDs names the first five failing locations of checked, and how many more.
-func failingIDs(checked []locationState) string {
-	var ids []string
-	for _, d := range checked {
-		if d.Err != nil {
-			ids = append(ids, strconv.FormatInt(d.ID, 10))
-		}
-	}
-	if len(ids) > 5 {
-		return fmt.Sprintf("%s and %d more", strings.Join(ids[:5], ","), len(ids)-5)
-	}
-	return strings.Join(ids, ",")
 }
