@@ -16,17 +16,15 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
-// securityHeaders go with every answer of the exporter's own: its pages run no script and show in no frame.
-var securityHeaders = [...][2]string{
-	{"Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"},
-	{"X-Content-Type-Options", "nosniff"},
-	{"X-Frame-Options", "DENY"},
-}
-
-// withSecurityHeaders sends securityHeaders with h's answers, but those --web.config.file has set.
+// withSecurityHeaders sends, with h's answers, the headers that keep the exporter's pages from running scripts
+// and showing in frames, but those --web.config.file has set.
 func withSecurityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, kv := range securityHeaders {
+		for _, kv := range [...][2]string{
+			{"Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"},
+			{"X-Content-Type-Options", "nosniff"},
+			{"X-Frame-Options", "DENY"},
+		} {
 			if w.Header().Get(kv[0]) == "" {
 				w.Header().Set(kv[0], kv[1])
 			}
@@ -36,18 +34,13 @@ func withSecurityHeaders(h http.Handler) http.Handler {
 }
 
 var pageFuncs = template.FuncMap{
-	"duration":   func(d time.Duration) string { return d.Round(time.Microsecond).String() },
-	"breakable":  breakableURL,
-	"phases":     collector.PhasesText,
-	"utc":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"page":       func(r *collector.PollRecord) string { return "target?" + collector.TargetQuery(r.Target, r.Module) },
-	"moduleName": collector.ModuleName,
-	"notSent":    collector.NotSent,
-	"slow":       collector.Slow,
-	"view":       func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
-	"ago":        ago,
-	"heldOff":    heldOffText,
-	"sections":   sections,
+	"breakable": breakableURL,
+	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"page":      func(r *collector.PollRecord) string { return "target?" + collector.TargetQuery(r.Target, r.Module) },
+	"view":      func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
+	"ago":       ago,
+	"heldOff":   heldOffText,
+	"sections":  sections,
 }
 
 // pollView is a poll as a page shows it; Polls is the way from that page to the poll pages.
@@ -59,7 +52,7 @@ type pollView struct {
 //go:embed pages.html
 var pagesHTML string
 
-var pageTemplates = template.Must(template.New("").Funcs(pageFuncs).Parse(pagesHTML))
+var pageTemplates = template.Must(template.New("").Funcs(collector.PollFuncs).Funcs(pageFuncs).Parse(pagesHTML))
 
 // urlBreaks lets an escaped URL break only after "/", "?" and "&" and before "#", never inside a host or a word;
 // the quotes' escapes come first so that their "#" stays whole. breakableURL shows invalid bytes as U+FFFD.

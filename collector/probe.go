@@ -112,10 +112,9 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s Targ
 	rec := newPollRecord(o.Name, o.Module, sn)
 	var met *PollRecord
 	if h.recent != nil {
-		met = h.recent.holdOffPoll(rec)
-	}
-	if met != nil {
-		rec.HoldOffPollID = met.ID
+		if met = h.recent.holdOffPoll(rec); met != nil {
+			rec.HoldOffPollID = met.ID
+		}
 	}
 	_ = rec.WriteText(w)
 	if len(rec.Requests) == 0 && !rec.HeldOff {

@@ -61,11 +61,11 @@ func (s PollState) String() string {
 	return [...]string{"ok", "slow", "partial", "failed"}[s]
 }
 
-// Slow tells whether r's first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
-func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > 2*time.Second }
+// isSlow tells whether r's first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
+func isSlow(r client.TraceRequest) bool { return r.Phases.FirstByte > 2*time.Second }
 
-// NotSent tells whether r was never sent: the client gives a reason for every failed sent one.
-func NotSent(r client.TraceRequest) bool { return r.Note == "" && r.Reason == "" && r.Error != "" }
+// notSent tells whether r was never sent: the client gives a reason for every failed sent one.
+func notSent(r client.TraceRequest) bool { return r.Note == "" && r.Reason == "" && r.Error != "" }
 
 // newPollRecord sums up a snapshot.
 func newPollRecord(target, module string, s *Snapshot) *PollRecord {
@@ -96,7 +96,7 @@ func (rec *PollRecord) sum(s *Snapshot) {
 	for _, ep := range client.Endpoints {
 		var worst time.Duration
 		for _, r := range rec.Requests {
-			if r.Endpoint == ep && Slow(r) {
+			if r.Endpoint == ep && isSlow(r) {
 				worst = max(worst, r.Phases.FirstByte)
 			}
 		}
@@ -214,14 +214,9 @@ func summarize(s *Snapshot) (PollState, string) {
 // ModuleName names a poll's module on the pages: "(flags)" for /metrics.
 func ModuleName(module string) string { return cmp.Or(module, "(flags)") }
 
-// SentNothing tells whether a hold-off kept the poll from sending anything.
-func (rec *PollRecord) SentNothing() bool {
-	return rec.HeldOff && len(rec.Requests) == 0
-}
-
 // KeyRefused says plainly what a 401 in the poll means, "" without one.
 func (rec *PollRecord) KeyRefused() string {
-	if slices.ContainsFunc(rec.Requests, func(r client.TraceRequest) bool { return r.Status == 401 && !NotSent(r) }) {
+	if slices.ContainsFunc(rec.Requests, func(r client.TraceRequest) bool { return r.Status == 401 && !notSent(r) }) {
 		return "The service refused the exporter's key (401 Unauthorized): it is wrong, revoked, or sent with another scheme than the one WWW-Authenticate names."
 	}
 	return ""
@@ -239,18 +234,21 @@ func (rec *PollRecord) HoldOffText(status int) string {
 //go:embed poll.tmpl
 var textSource string
 
-var textView = template.Must(template.New("").Funcs(template.FuncMap{
+// PollFuncs are the functions of the templates that show a poll, as text or as HTML.
+var PollFuncs = map[string]any{
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"duration":    func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
-	"moduleName":  ModuleName, "phases": PhasesText, "notSent": NotSent, "slow": Slow,
-}).Parse(textSource))
+	"moduleName":  ModuleName, "phases": phasesText, "notSent": notSent, "slow": isSlow,
+}
+
+var textView = template.Must(template.New("").Funcs(PollFuncs).Parse(textSource))
 
 // WriteText writes the debug view of rec as plain text.
 func (rec *PollRecord) WriteText(w io.Writer) error { return textView.ExecuteTemplate(w, "poll", rec) }
 
-// PhasesText renders when each phase of an exchange ended, from the request's start; "" when none was timed.
-func PhasesText(p client.Phases) string {
+// phasesText renders when each phase of an exchange ended, from the request's start; "" when none was timed.
+func phasesText(p client.Phases) string {
 	var parts []string
 	if p.Reused {
 		parts = append(parts, "connection reused")
@@ -327,20 +325,13 @@ func (l *PollLog) Add(rec *PollRecord) {
 	}
 }
 
-// records lists st's polls, each once.
-func (st TargetState) records() []*PollRecord {
-	var out []*PollRecord
-	for _, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
-		if r != nil && !slices.Contains(out, r) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
+// bytes counts each of st's polls once.
 func (st TargetState) bytes() (n int) {
-	for _, r := range st.records() {
-		n += r.size
+	var seen []*PollRecord
+	for _, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
+		if r != nil && !slices.Contains(seen, r) {
+			seen, n = append(seen, r), n+r.size
+		}
 	}
 	return n
 }
@@ -395,8 +386,8 @@ func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, st := range l.targets {
-		for _, r := range st.records() {
-			if r.ID == id {
+		for _, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
+			if r != nil && r.ID == id {
 				return l.view(r), true
 			}
 		}
