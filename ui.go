@@ -37,16 +37,15 @@ var pageFuncs = template.FuncMap{
 	"breakable": breakableURL,
 	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 	"page":      func(r *collector.PollRecord) string { return "target?" + collector.TargetQuery(r.Target, r.Module) },
-	"view":      func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
 	"ago":       ago,
 	"heldOff":   heldOffText,
 	"sections":  sections,
 }
 
-// pollView is a poll as a page shows it; Polls is the way from that page to the poll pages.
+// pollView is a poll as a page shows it: Polls is the way from that page to the poll pages, Title what it is to a target.
 type pollView struct {
 	*collector.PollRecord
-	Polls string
+	Polls, Title string
 }
 
 //go:embed pages.html
@@ -86,23 +85,15 @@ func heldOffText(now time.Time, r *collector.PollRecord) string {
 	return ""
 }
 
-// section is a poll on a target's page, with what it is to the target.
-type section struct {
-	Title string
-	Poll  *collector.PollRecord
-}
-
 // sections lists the polls a target's page shows, each once.
-func sections(st collector.TargetState) []section {
-	var out []section
-	all := []section{{"Latest poll", st.Latest}, {"first failing poll", st.Failing}, {"the poll that started the hold-off", st.HoldOff}}
-	for _, s := range all {
-		switch i := slices.IndexFunc(out, func(o section) bool { return s.Poll != nil && o.Poll.ID == s.Poll.ID }); {
-		case s.Poll == nil:
-		case i >= 0:
-			out[i].Title += ", " + s.Title
-		default:
-			out = append(out, section{strings.ToUpper(s.Title[:1]) + s.Title[1:], s.Poll})
+func sections(st collector.TargetState) []pollView {
+	var out []pollView
+	for i, r := range []*collector.PollRecord{st.Latest, st.Failing, st.HoldOff} {
+		title := [...]string{"latest poll", "first failing poll", "the poll that started the hold-off"}[i]
+		if j := slices.IndexFunc(out, func(v pollView) bool { return r != nil && v.ID == r.ID }); j >= 0 {
+			out[j].Title += ", " + title
+		} else if r != nil {
+			out = append(out, pollView{r, "polls/", strings.ToUpper(title[:1]) + title[1:]})
 		}
 	}
 	return out
@@ -156,6 +147,6 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.render(w, "pollpage", map[string]any{
-		"Poll": rec, "Demo": p.demo != "" && rec.Target == p.singleTarget,
+		"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget,
 	})
 }

@@ -81,7 +81,15 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 // ServeHTTP implements http.Handler.
 func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	target, err := parseTarget(q.Get("target"))
+	target, err := client.ParseTarget(q.Get("target")) // its errors never repeat the target
+	switch {
+	case q.Get("target") == "":
+		err = errors.New("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
+	case errors.Is(err, client.ErrURLCredentials):
+		err = fmt.Errorf("target: %w: the key comes from the module's authorization", err)
+	case err != nil:
+		err = fmt.Errorf("target: %w", err)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -131,21 +139,6 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s Targ
 	for _, mf := range mfs {
 		_, _ = expfmt.MetricFamilyToText(w, mf)
 	}
-}
-
-// parseTarget returns a /probe target in the one spelling its poller is known by; its errors never repeat it.
-func parseTarget(raw string) (*url.URL, error) {
-	if raw == "" {
-		return nil, errors.New("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
-	}
-	u, err := client.ParseTarget(raw)
-	if errors.Is(err, client.ErrURLCredentials) {
-		return nil, fmt.Errorf("target: %w: the key comes from the module's authorization", err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("target: %w", err)
-	}
-	return u, nil
 }
 
 // pair returns the pair of target and module, or a refusal, under h.mu so that no Prune comes between.
