@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ func withSecurityHeaders(h http.Handler) http.Handler {
 var pageFuncs = template.FuncMap{
 	"breakable": breakableURL,
 	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"page":      func(r *collector.PollRecord) string { return "target?" + collector.TargetQuery(r.Target, r.Module) },
+	"page":      func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
 	"ago":       ago,
 	"heldOff":   heldOffText,
 	"sections":  sections,

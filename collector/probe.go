@@ -124,13 +124,7 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s Targ
 			rec.HoldOffPollID = met.ID
 		}
 	}
-	_ = rec.WriteText(w)
-	if len(rec.Requests) == 0 && !rec.HeldOff {
-		fmt.Fprintln(w, "(answered from the last poll, inside the module's min_interval: its requests are on its page among the recent polls)")
-	}
-	if met != nil {
-		_ = textView.ExecuteTemplate(w, "met", met)
-	}
+	_ = textView.ExecuteTemplate(w, "probe", map[string]any{"Poll": rec, "Met": met})
 	fmt.Fprint(w, "\nMetrics this probe would have returned:\n\n")
 	mfs, err := g.Gather()
 	if err != nil {

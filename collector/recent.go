@@ -104,11 +104,9 @@ func (rec *PollRecord) sum(s *Snapshot) {
 			slow = append(slow, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
 		}
 	}
-	switch {
-	case slow == nil:
-	case rec.State == PollOK:
+	if slow != nil && rec.State == PollOK {
 		rec.State, rec.Summary = PollSlow, "slow: "+strings.Join(slow, ", ")
-	default:
+	} else if slow != nil {
 		rec.Summary += "; slow: " + strings.Join(slow, ", ")
 	}
 }
@@ -166,9 +164,8 @@ func detailFailures(s *Snapshot) []failure {
 		}
 	}
 	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.ok() && len(out) == 0 {
-		f := failureOf(st.Err, st.Status)
-		f.n = len(checked)
-		out = append(out, f)
+		out = append(out, failureOf(st.Err, st.Status))
+		out[0].n = len(checked)
 	}
 	return out
 }
@@ -431,23 +428,18 @@ func (l *PollLog) Recent() []*PollRecord {
 	return out
 }
 
-// TargetPage is a target's page under the external URL, "" without one.
+// TargetPage is a target's page under external, "" without one; /metrics has no module.
 func TargetPage(external *url.URL, target, module string) string {
 	if external == nil {
 		return ""
 	}
-	u := external.JoinPath("target")
-	u.RawQuery = TargetQuery(target, module)
-	return u.String()
-}
-
-// TargetQuery is the query of a target's page, without module for /metrics.
-func TargetQuery(target, module string) string {
 	q := url.Values{"target": {target}}
 	if module != "" {
 		q.Set("module", module)
 	}
-	return q.Encode()
+	u := external.JoinPath("target")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // failureLog logs a failure at warn when it starts or changes kind, at debug while it lasts and at info when it ends.
