@@ -62,7 +62,7 @@ type probeEntry struct {
 	module   *probeModule
 	poller   *Poller
 	requests *RequestMetrics
-	info     prometheus.Collector
+	reg      *prometheus.Registry // requests and target_info
 	lastUsed time.Time
 	stale    bool
 }
@@ -102,9 +102,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := scrapeContext(r, e.poller.opts.Timeout)
 	defer cancel()
 	snap := e.poller.Poll(ctx)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(e.requests, e.info)
-	g := prometheus.Gatherers{e.module.metrics.gatherer(snap), reg}
+	g := prometheus.Gatherers{e.module.metrics.gatherer(snap), e.reg}
 	if q.Get("debug") == "true" {
 		h.writeDebug(w, e.poller.opts, m.Settings, snap, g)
 		return
@@ -188,7 +186,8 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 		h.modules[module] = shared
 	}
 	e := &probeEntry{module: shared, requests: newRequestMetrics(), lastUsed: time.Now()}
-	e.info = NewTargetInfo(name, TargetPage(h.ExternalURL, name, module))
+	e.reg = prometheus.NewRegistry()
+	e.reg.MustRegister(e.requests, NewTargetInfo(name, TargetPage(h.ExternalURL, name, module)))
 	s := m.Settings
 	s.Client.Transport, s.Client.Observer, s.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
 	var err error

@@ -396,10 +396,8 @@ func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 func (l *PollLog) Target(target, module string) (TargetState, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st, ok := l.targets[targetKey{target, module}]; ok {
-		return l.viewState(st), true
-	}
-	return TargetState{}, false
+	st, ok := l.targets[targetKey{target, module}]
+	return l.viewState(st), ok
 }
 
 // Targets returns every target polled lately: the one behind /metrics first, then the others by URL and module.
@@ -525,9 +523,8 @@ func (f *failureLog) step(logger *slog.Logger, what string, start time.Time, ep 
 		f.failing[ep] = &failingRun{kind: kind, since: start.UTC().Format(time.RFC3339), polls: 1}
 		logger.Warn(what+" failed", attrs...)
 	case run.kind != kind:
-		previously := run.kind
+		logger.Warn(what+" failed", append(attrs, "previously", run.kind, "failing_since", run.since)...)
 		run.kind, run.polls = kind, run.polls+1
-		logger.Warn(what+" failed", append(attrs, "previously", previously, "failing_since", run.since)...)
 	default:
 		run.polls++
 		logger.Debug(what+" still failing", append(attrs, "failing_since", run.since, "failed_polls", run.polls)...)
