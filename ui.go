@@ -34,15 +34,6 @@ func withSecurityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-var pageFuncs = template.FuncMap{
-	"breakable": breakableURL,
-	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"page":      func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
-	"ago":       ago,
-	"heldOff":   heldOffText,
-	"sections":  sections,
-}
-
 // pollView is a poll as a page shows it: Polls is the way from that page to the poll pages, Title what it is to a target.
 type pollView struct {
 	*collector.PollRecord
@@ -52,7 +43,14 @@ type pollView struct {
 //go:embed pages.html
 var pagesHTML string
 
-var pageTemplates = template.Must(template.New("").Funcs(collector.PollFuncs).Funcs(pageFuncs).Parse(pagesHTML))
+var pageTemplates = template.Must(template.New("").Funcs(collector.PollFuncs).Funcs(template.FuncMap{
+	"breakable": breakableURL,
+	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"page":      func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
+	"ago":       ago,
+	"heldOff":   heldOffText,
+	"sections":  sections,
+}).Parse(pagesHTML))
 
 // urlBreaks lets an escaped URL break only after "/", "?" and "&" and before "#", never inside a host or a word;
 // the quotes' escapes come first so that their "#" stays whole. breakableURL shows invalid bytes as U+FFFD.
