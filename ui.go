@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,17 +17,15 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
-// securityHeaders go with every answer of the exporter's own: its pages run no script and show in no frame.
-var securityHeaders = [...][2]string{
-	{"Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"},
-	{"X-Content-Type-Options", "nosniff"},
-	{"X-Frame-Options", "DENY"},
-}
-
-// withSecurityHeaders sends securityHeaders with h's answers, but those --web.config.file has set.
+// withSecurityHeaders sends, with h's answers, the headers that keep the exporter's pages from running scripts
+// and showing in frames, but those --web.config.file has set.
 func withSecurityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, kv := range securityHeaders {
+		for _, kv := range [...][2]string{
+			{"Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"},
+			{"X-Content-Type-Options", "nosniff"},
+			{"X-Frame-Options", "DENY"},
+		} {
 			if w.Header().Get(kv[0]) == "" {
 				w.Header().Set(kv[0], kv[1])
 			}
@@ -35,42 +34,23 @@ func withSecurityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-var pageFuncs = template.FuncMap{
-	"duration":   func(d time.Duration) string { return d.Round(time.Microsecond).String() },
-	"breakable":  breakableURL,
-	"phases":     collector.PhasesText,
-	"utc":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"page":       func(r *collector.PollRecord) string { return "target?" + collector.TargetQuery(r.Target, r.Module) },
-	"moduleName": collector.ModuleName,
-	"status":     collector.StatusText,
-	"notSent":    collector.NotSent,
-	"slow":       collector.Slow,
-	"view":       func(polls string, r *collector.PollRecord) pollView { return pollView{r, polls} },
-	"ago":        ago,
-	"heldOff":    heldOffText,
-	"sections":   sections,
-	"state": func(r *collector.PollRecord) string {
-		return map[collector.PollState]string{collector.PollOK: "up", collector.PollSlow: "up, " + r.Summary,
-			collector.PollPartial: "up, some details failing", collector.PollFailed: "down"}[r.State]
-	},
-	"count": func(c collector.Count) string {
-		if !c.Known {
-			return "—"
-		}
-		return strconv.FormatInt(c.Value, 10)
-	},
-}
-
-// pollView is a poll as a page shows it; Polls is the way from that page to the poll pages.
+// pollView is a poll as a page shows it: Polls is the way from that page to the poll pages, Title what it is to a target.
 type pollView struct {
 	*collector.PollRecord
-	Polls string
+	Polls, Title string
 }
 
 //go:embed pages.html
 var pagesHTML string
 
-var pageTemplates = template.Must(template.New("").Funcs(pageFuncs).Parse(pagesHTML))
+var pageTemplates = template.Must(template.New("").Funcs(collector.PollFuncs).Funcs(template.FuncMap{
+	"breakable": breakableURL,
+	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"page":      func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
+	"ago":       ago,
+	"heldOff":   heldOffText,
+	"sections":  sections,
+}).Parse(pagesHTML))
 
 // urlBreaks lets an escaped URL break only after "/", "?" and "&" and before "#", never inside a host or a word;
 // the quotes' escapes come first so that their "#" stays whole. breakableURL shows invalid bytes as U+FFFD.
@@ -104,23 +84,15 @@ func heldOffText(now time.Time, r *collector.PollRecord) string {
 	return ""
 }
 
-// section is a poll on a target's page, with what it is to the target.
-type section struct {
-	Title string
-	Poll  *collector.PollRecord
-}
-
 // sections lists the polls a target's page shows, each once.
-func sections(st collector.TargetState) []section {
-	var out []section
-	all := []section{{"Latest poll", st.Latest}, {"first failing poll", st.Failing}, {"the poll that started the hold-off", st.HoldOff}}
-	for _, s := range all {
-		switch i := slices.IndexFunc(out, func(o section) bool { return s.Poll != nil && o.Poll.ID == s.Poll.ID }); {
-		case s.Poll == nil:
-		case i >= 0:
-			out[i].Title += ", " + s.Title
-		default:
-			out = append(out, section{strings.ToUpper(s.Title[:1]) + s.Title[1:], s.Poll})
+func sections(st collector.TargetState) []pollView {
+	var out []pollView
+	for i, r := range []*collector.PollRecord{st.Latest, st.Failing, st.HoldOff} {
+		title := [...]string{"latest poll", "first failing poll", "the poll that started the hold-off"}[i]
+		if j := slices.IndexFunc(out, func(v pollView) bool { return r != nil && v.ID == r.ID }); j >= 0 {
+			out[j].Title += ", " + title
+		} else if r != nil {
+			out = append(out, pollView{r, "polls/", strings.ToUpper(title[:1]) + title[1:]})
 		}
 	}
 	return out
@@ -174,6 +146,6 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.render(w, "pollpage", map[string]any{
-		"Poll": rec, "Demo": p.demo != "" && rec.Target == p.singleTarget,
+		"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget,
 	})
 }

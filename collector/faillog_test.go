@@ -2,7 +2,6 @@ package collector
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/prometheus/common/promslog"
 
+	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
@@ -207,20 +207,26 @@ func countOf(lines []string, s string) int {
 // TestFailingIDsNamesAFew: a log line names the first few failing
 // locations and how many more fail.
 func TestFailingIDsNamesAFew(t *testing.T) {
-	fail := errors.New("x")
-	var checked []locationState
-	for id := int64(1); id <= 9; id++ {
-		ls := locationState{ID: id}
-		if id != 4 {
-			ls.Err = fail
+	for _, tc := range []struct {
+		failing []int64
+		want    string
+	}{
+		{[]int64{1, 2, 3, 5, 6, 7, 8, 9}, "1,2,3,5,6 and 3 more"},
+		{[]int64{2, 9}, "2,9"},
+	} {
+		var details []locationState
+		for id := int64(1); id <= 9; id++ {
+			details = append(details, detail(id, 200, nil))
+			if slices.Contains(tc.failing, id) {
+				details[id-1] = detail(id, 500, failed(client.ReasonHTTPStatus, 500))
+			}
 		}
-		checked = append(checked, ls)
-	}
-	if got, want := failingIDs(checked), "1,2,3,5,6 and 3 more"; got != want {
-		t.Errorf("failingIDs %q, want %q", got, want)
-	}
-	if got := failingIDs(checked[3:4]); got != "" {
-		t.Errorf("failingIDs of a healthy location %q", got)
+		var buf bytes.Buffer
+		var f failureLog
+		f.log(promslog.New(&promslog.Config{Writer: &buf}), snapshotOf(nil, nil, nil, details...))
+		if got := logLines(buf.String(), 0, "location_ids"); !slices.Contains(got, "WARN Location details failed location_ids="+tc.want) {
+			t.Errorf("log lines %q, want location_ids=%s", got, tc.want)
+		}
 	}
 }
 

@@ -62,7 +62,7 @@ type probeEntry struct {
 	module   *probeModule
 	poller   *Poller
 	requests *RequestMetrics
-	info     prometheus.Collector
+	reg      *prometheus.Registry // requests and target_info
 	lastUsed time.Time
 	stale    bool
 }
@@ -81,7 +81,15 @@ func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) 
 // ServeHTTP implements http.Handler.
 func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	target, err := parseTarget(q.Get("target"))
+	target, err := client.ParseTarget(q.Get("target")) // its errors never repeat the target
+	switch {
+	case q.Get("target") == "":
+		err = errors.New("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
+	case errors.Is(err, client.ErrURLCredentials):
+		err = fmt.Errorf("target: %w: the key comes from the module's authorization", err)
+	case err != nil:
+		err = fmt.Errorf("target: %w", err)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -94,9 +102,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := scrapeContext(r, e.poller.opts.Timeout)
 	defer cancel()
 	snap := e.poller.Poll(ctx)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(e.requests, e.info)
-	g := prometheus.Gatherers{e.module.metrics.gatherer(snap), reg}
+	g := prometheus.Gatherers{e.module.metrics.gatherer(snap), e.reg}
 	if q.Get("debug") == "true" {
 		h.writeDebug(w, e.poller.opts, m.Settings, snap, g)
 		return
@@ -112,18 +118,11 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s Targ
 	rec := newPollRecord(o.Name, o.Module, sn)
 	var met *PollRecord
 	if h.recent != nil {
-		met = h.recent.holdOffPoll(rec)
+		if met = h.recent.holdOffPoll(rec); met != nil {
+			rec.HoldOffPollID = met.ID
+		}
 	}
-	if met != nil {
-		rec.HoldOffPollID = met.ID
-	}
-	_ = rec.WriteText(w)
-	if len(rec.Requests) == 0 && !rec.HeldOff {
-		fmt.Fprintln(w, "(answered from the last poll, inside the module's min_interval: its requests are on its page among the recent polls)")
-	}
-	if met != nil {
-		_ = textView.ExecuteTemplate(w, "met", met)
-	}
+	_ = textView.ExecuteTemplate(w, "probe", map[string]any{"Poll": rec, "Met": met})
 	fmt.Fprint(w, "\nMetrics this probe would have returned:\n\n")
 	mfs, err := g.Gather()
 	if err != nil {
@@ -132,21 +131,6 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s Targ
 	for _, mf := range mfs {
 		_, _ = expfmt.MetricFamilyToText(w, mf)
 	}
-}
-
-// parseTarget returns a /probe target in the one spelling its poller is known by; its errors never repeat it.
-func parseTarget(raw string) (*url.URL, error) {
-	if raw == "" {
-		return nil, errors.New("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
-	}
-	u, err := client.ParseTarget(raw)
-	if errors.Is(err, client.ErrURLCredentials) {
-		return nil, fmt.Errorf("target: %w: the key comes from the module's authorization", err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("target: %w", err)
-	}
-	return u, nil
 }
 
 // pair returns the pair of target and module, or a refusal, under h.mu so that no Prune comes between.
@@ -202,7 +186,8 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 		h.modules[module] = shared
 	}
 	e := &probeEntry{module: shared, requests: newRequestMetrics(), lastUsed: time.Now()}
-	e.info = NewTargetInfo(name, TargetPage(h.ExternalURL, name, module))
+	e.reg = prometheus.NewRegistry()
+	e.reg.MustRegister(e.requests, NewTargetInfo(name, TargetPage(h.ExternalURL, name, module)))
 	s := m.Settings
 	s.Client.Transport, s.Client.Observer, s.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
 	var err error

@@ -157,7 +157,7 @@ func TestProbeCountsTimeouts(t *testing.T) {
 	s := keySettings("k-probe")
 	s.Timeout = 200 * time.Millisecond
 	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": s}), nil, nil)
-	target, err := parseTarget(srv.URL)
+	target, err := client.ParseTarget(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func defaultEntry(t *testing.T, h *ProbeHandler, target *url.URL) *probeEntry {
 
 func mustTarget(t *testing.T, raw string) *url.URL {
 	t.Helper()
-	u, err := parseTarget(raw)
+	u, err := client.ParseTarget(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,22 +61,11 @@ func (s PollState) String() string {
 	return [...]string{"ok", "slow", "partial", "failed"}[s]
 }
 
-// Slow tells whether r's first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
-func Slow(r client.TraceRequest) bool { return r.Phases.FirstByte > 2*time.Second }
+// isSlow tells whether r's first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
+func isSlow(r client.TraceRequest) bool { return r.Phases.FirstByte > 2*time.Second }
 
-// NotSent tells whether r was never sent: the client gives a reason for every failed sent one.
-func NotSent(r client.TraceRequest) bool { return r.Note == "" && r.Reason == "" && r.Error != "" }
-
-// StatusText renders r's status: "not sent", "no response" or the code.
-func StatusText(r client.TraceRequest) string {
-	switch {
-	case NotSent(r):
-		return "not sent"
-	case r.Status == 0:
-		return "no response"
-	}
-	return strconv.Itoa(r.Status)
-}
+// notSent tells whether r was never sent: the client gives a reason for every failed sent one.
+func notSent(r client.TraceRequest) bool { return r.Note == "" && r.Reason == "" && r.Error != "" }
 
 // newPollRecord sums up a snapshot.
 func newPollRecord(target, module string, s *Snapshot) *PollRecord {
@@ -103,34 +92,28 @@ func (rec *PollRecord) sum(s *Snapshot) {
 	}
 	rec.HeldOffUntil = maxTime(holdOffEnd(rec.Requests), s.HoldOffUntil)
 	rec.State, rec.Summary = summarize(s)
-	switch slow := slowText(rec.Requests); {
-	case slow == "":
-	case rec.State == PollOK:
-		rec.State, rec.Summary = PollSlow, "slow: "+slow
-	default:
-		rec.Summary += "; slow: " + slow
+	var slow []string
+	for _, ep := range client.Endpoints {
+		var worst time.Duration
+		for _, r := range rec.Requests {
+			if r.Endpoint == ep && isSlow(r) {
+				worst = max(worst, r.Phases.FirstByte)
+			}
+		}
+		if worst > 0 {
+			slow = append(slow, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
+		}
+	}
+	if slow != nil && rec.State == PollOK {
+		rec.State, rec.Summary = PollSlow, "slow: "+strings.Join(slow, ", ")
+	} else if slow != nil {
+		rec.Summary += "; slow: " + strings.Join(slow, ", ")
 	}
 }
 
 func detailID(u string) int64 {
 	id, _ := strconv.ParseInt(path.Base(u), 10, 64)
 	return id
-}
-
-func slowText(reqs []client.TraceRequest) string {
-	var parts []string
-	for _, ep := range client.Endpoints {
-		var worst time.Duration
-		for _, r := range reqs {
-			if r.Endpoint == ep && Slow(r) {
-				worst = max(worst, r.Phases.FirstByte)
-			}
-		}
-		if worst > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 func holdOffEnd(reqs []client.TraceRequest) time.Time {
@@ -181,9 +164,8 @@ func detailFailures(s *Snapshot) []failure {
 		}
 	}
 	if st, ok := s.Endpoints[client.EndpointLocationDetail]; ok && !st.ok() && len(out) == 0 {
-		f := failureOf(st.Err, st.Status)
-		f.n = len(checked)
-		out = append(out, f)
+		out = append(out, failureOf(st.Err, st.Status))
+		out[0].n = len(checked)
 	}
 	return out
 }
@@ -229,46 +211,41 @@ func summarize(s *Snapshot) (PollState, string) {
 // ModuleName names a poll's module on the pages: "(flags)" for /metrics.
 func ModuleName(module string) string { return cmp.Or(module, "(flags)") }
 
-// SentNothing tells whether a hold-off kept the poll from sending anything.
-func (rec *PollRecord) SentNothing() bool {
-	return rec.HeldOff && len(rec.Requests) == 0
-}
-
 // KeyRefused says plainly what a 401 in the poll means, "" without one.
 func (rec *PollRecord) KeyRefused() string {
-	if slices.ContainsFunc(rec.Requests, func(r client.TraceRequest) bool { return r.Status == 401 && !NotSent(r) }) {
+	if slices.ContainsFunc(rec.Requests, func(r client.TraceRequest) bool { return r.Status == 401 && !notSent(r) }) {
 		return "The service refused the exporter's key (401 Unauthorized): it is wrong, revoked, or sent with another scheme than the one WWW-Authenticate names."
 	}
 	return ""
 }
 
-// NotSentText says why r was not sent.
-func (rec *PollRecord) NotSentText(r client.TraceRequest) string {
+// HoldOffText says that the service had asked, with status, to hold off and until when.
+func (rec *PollRecord) HoldOffText(status int) string {
 	until := "an unknown time"
-	switch {
-	case r.Status == 0:
-		return r.Error
-	case !rec.HeldOffUntil.IsZero():
+	if !rec.HeldOffUntil.IsZero() {
 		until = rec.HeldOffUntil.UTC().Format("2006-01-02 15:04:05") + " UTC"
 	}
-	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", r.Status, until)
+	return fmt.Sprintf("the service had asked to hold off (status %d) until %s", status, until)
 }
 
 //go:embed poll.tmpl
 var textSource string
 
-var textView = template.Must(template.New("").Funcs(template.FuncMap{
+// PollFuncs are the functions of the templates that show a poll, as text or as HTML.
+var PollFuncs = map[string]any{
 	"rfc3339":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"duration":    func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
-	"moduleName":  ModuleName, "phases": PhasesText, "status": StatusText, "notSent": NotSent, "slow": Slow,
-}).Parse(textSource))
+	"moduleName":  ModuleName, "phases": phasesText, "notSent": notSent, "slow": isSlow,
+}
+
+var textView = template.Must(template.New("").Funcs(PollFuncs).Parse(textSource))
 
 // WriteText writes the debug view of rec as plain text.
 func (rec *PollRecord) WriteText(w io.Writer) error { return textView.ExecuteTemplate(w, "poll", rec) }
 
-// PhasesText renders when each phase of an exchange ended, from the request's start; "" when none was timed.
-func PhasesText(p client.Phases) string {
+// phasesText renders when each phase of an exchange ended, from the request's start; "" when none was timed.
+func phasesText(p client.Phases) string {
 	var parts []string
 	if p.Reused {
 		parts = append(parts, "connection reused")
@@ -294,7 +271,7 @@ const (
 type PollLog struct {
 	mu      sync.Mutex
 	seq     uint64
-	targets map[targetKey]*TargetState
+	targets map[targetKey]TargetState
 	bytes   int
 	recent  int
 }
@@ -309,7 +286,7 @@ type targetKey struct{ target, module string }
 
 // NewPollLog returns a log whose Recent lists as many as recent polls.
 func NewPollLog(recent int) *PollLog {
-	return &PollLog{targets: make(map[targetKey]*TargetState), recent: recent}
+	return &PollLog{targets: make(map[targetKey]TargetState), recent: recent}
 }
 
 // Add keeps rec, with the next id, as its target's latest poll; the targets polled longest ago go past the bounds.
@@ -321,10 +298,6 @@ func (l *PollLog) Add(rec *PollRecord) {
 	rec.ID = l.seq
 	key := targetKey{rec.Target, rec.Module}
 	st := l.targets[key]
-	if st == nil {
-		st = &TargetState{}
-		l.targets[key] = st
-	}
 	l.bytes -= st.bytes()
 	st.Latest = rec
 	if rec.State <= PollSlow {
@@ -338,6 +311,7 @@ func (l *PollLog) Add(rec *PollRecord) {
 	case st.HoldOff == nil:
 		st.HoldOff = l.heldOffBy(rec)
 	}
+	l.targets[key] = st
 	l.bytes += st.bytes()
 	for len(l.targets) > 1 && (len(l.targets) > maxTargets || l.bytes > maxKeptBytes) {
 		oldest := slices.MinFunc(slices.Collect(maps.Keys(l.targets)), func(a, b targetKey) int {
@@ -348,21 +322,13 @@ func (l *PollLog) Add(rec *PollRecord) {
 	}
 }
 
-// records lists st's polls, each once.
-func (st *TargetState) records() []*PollRecord {
-	var out []*PollRecord
+// bytes counts each of st's polls once.
+func (st TargetState) bytes() (n int) {
+	var seen []*PollRecord
 	for _, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
-		if r != nil && !slices.Contains(out, r) {
-			out = append(out, r)
+		if r != nil && !slices.Contains(seen, r) {
+			seen, n = append(seen, r), n+r.size
 		}
-	}
-	return out
-}
-
-func (st *TargetState) bytes() int {
-	n := 0
-	for _, r := range st.records() {
-		n += r.size
 	}
 	return n
 }
@@ -401,7 +367,7 @@ func (l *PollLog) view(rec *PollRecord) *PollRecord {
 	return &c
 }
 
-func (l *PollLog) viewState(st *TargetState) TargetState {
+func (l *PollLog) viewState(st TargetState) TargetState {
 	return TargetState{l.view(st.Latest), l.view(st.Failing), l.view(st.HoldOff)}
 }
 
@@ -417,8 +383,8 @@ func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, st := range l.targets {
-		for _, r := range st.records() {
-			if r.ID == id {
+		for _, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
+			if r != nil && r.ID == id {
 				return l.view(r), true
 			}
 		}
@@ -430,10 +396,8 @@ func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 func (l *PollLog) Target(target, module string) (TargetState, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st, ok := l.targets[targetKey{target, module}]; ok {
-		return l.viewState(st), true
-	}
-	return TargetState{}, false
+	st, ok := l.targets[targetKey{target, module}]
+	return l.viewState(st), ok
 }
 
 // Targets returns every target polled lately: the one behind /metrics first, then the others by URL and module.
@@ -462,23 +426,18 @@ func (l *PollLog) Recent() []*PollRecord {
 	return out
 }
 
-// TargetPage is a target's page under the external URL, "" without one.
+// TargetPage is a target's page under external, "" without one; /metrics has no module.
 func TargetPage(external *url.URL, target, module string) string {
 	if external == nil {
 		return ""
 	}
-	u := external.JoinPath("target")
-	u.RawQuery = TargetQuery(target, module)
-	return u.String()
-}
-
-// TargetQuery is the query of a target's page, without module for /metrics.
-func TargetQuery(target, module string) string {
 	q := url.Values{"target": {target}}
 	if module != "" {
 		q.Set("module", module)
 	}
-	return q.Encode()
+	u := external.JoinPath("target")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // failureLog logs a failure at warn when it starts or changes kind, at debug while it lasts and at info when it ends.
@@ -519,31 +478,37 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 // logDetails follows the detail views as one, with one line that sums them up.
 func (f *failureLog) logDetails(logger *slog.Logger, s *Snapshot) {
 	checked := s.checkedDetails()
+	var ids []string
 	for _, d := range checked {
 		if d.Err != nil {
 			logger.Debug("Location detail failed", "location_id", d.ID, "status", d.Status, "err", d.Err)
+			ids = append(ids, strconv.FormatInt(d.ID, 10))
 		}
 	}
 	st, ok := s.Endpoints[client.EndpointLocationDetail]
 	if !ok {
 		return // a run of failures stays open until a detail view is asked for
 	}
-	all := detailFailures(s)
-	kinds := slices.DeleteFunc(slices.Clone(all), func(k failure) bool { return k.what == "held off" })
-	if len(all) > 0 && len(kinds) == 0 {
+	kinds := detailFailures(s)
+	slices.SortFunc(kinds, func(a, b failure) int { return cmp.Or(cmp.Compare(b.status, a.status), cmp.Compare(a.what, b.what)) })
+	var names []string
+	failed := 0
+	for _, k := range kinds {
+		if k.what != "held off" {
+			names, failed = append(names, k.kind), failed+k.n
+		}
+	}
+	if len(kinds) > 0 && len(names) == 0 {
 		logger.Debug("Location details not polled: holding off", "status", st.Status)
 		return
 	}
-	slices.SortFunc(kinds, func(a, b failure) int { return cmp.Or(cmp.Compare(b.status, a.status), cmp.Compare(a.what, b.what)) })
-	names := make([]string, len(kinds))
-	failed := 0
-	for i, k := range kinds {
-		names[i] = k.kind
-		failed += k.n
+	idList := strings.Join(ids[:min(len(ids), 5)], ",")
+	if len(ids) > 5 {
+		idList += fmt.Sprintf(" and %d more", len(ids)-5)
 	}
 	kind := strings.Join(names, ", ")
 	f.step(logger, "Location details", s.Start, client.EndpointLocationDetail, kind,
-		"failed", failed, "total", len(checked), "location_ids", failingIDs(checked), "kinds", kind, "status", st.Status, "err", st.Err)
+		"failed", failed, "total", len(checked), "location_ids", idList, "kinds", kind, "status", st.Status, "err", st.Err)
 }
 
 // step moves ep's run of failures on by one poll, kind "" when it answered well, and logs it.
@@ -558,25 +523,10 @@ func (f *failureLog) step(logger *slog.Logger, what string, start time.Time, ep 
 		f.failing[ep] = &failingRun{kind: kind, since: start.UTC().Format(time.RFC3339), polls: 1}
 		logger.Warn(what+" failed", attrs...)
 	case run.kind != kind:
-		previously := run.kind
+		logger.Warn(what+" failed", append(attrs, "previously", run.kind, "failing_since", run.since)...)
 		run.kind, run.polls = kind, run.polls+1
-		logger.Warn(what+" failed", append(attrs, "previously", previously, "failing_since", run.since)...)
 	default:
 		run.polls++
 		logger.Debug(what+" still failing", append(attrs, "failing_since", run.since, "failed_polls", run.polls)...)
 	}
-}
-
-// failingIDs names the first five failing locations of checked, and how many more.
-func failingIDs(checked []locationState) string {
-	var ids []string
-	for _, d := range checked {
-		if d.Err != nil {
-			ids = append(ids, strconv.FormatInt(d.ID, 10))
-		}
-	}
-	if len(ids) > 5 {
-		return fmt.Sprintf("%s and %d more", strings.Join(ids[:5], ","), len(ids)-5)
-	}
-	return strings.Join(ids, ",")
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
@@ -30,7 +31,7 @@ func TestParseTargetSpellsOneTargetOneWay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, raw := range tt.spellings {
-			u, err := parseTarget(raw)
+			u, err := client.ParseTarget(raw)
 			if err != nil {
 				t.Errorf("%s: %v", raw, err)
 				continue

@@ -109,7 +109,7 @@ func TestHoldOffPollOfTheTarget(t *testing.T) {
 	l.Add(met("other", until.Add(time.Second))) // 2
 	l.Add(met("svc", until))                    // 3
 	l.Add(met("svc", until.Add(-time.Second)))  // 4
-	if r, ok := l.Get(1); !ok || r.HoldOffPollID != 3 || !r.SentNothing() {
+	if r, ok := l.Get(1); !ok || r.HoldOffPollID != 3 || !r.HeldOff || len(r.Requests) > 0 {
 		t.Errorf("held-off poll %+v links to poll %d, want 3", r, r.HoldOffPollID)
 	}
 	if kept, _ := l.Get(1); kept == nil || kept.HoldOffPollID != 3 {
