@@ -312,6 +312,14 @@ func TestRefusedRedirectNamesItsOrigin(t *testing.T) {
 	if n := foreign.requests.Load(); n != 0 {
 		t.Errorf("the foreign listener saw %d requests", n)
 	}
+	// A 300 is a status net/http never follows: no redirects were counted.
+	f.handle("/api/projects/locations/", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/api/elsewhere/", http.StatusMultipleChoices)
+	})
+	l := c.Locations(context.Background(), 0, nil)
+	if ReasonOf(l.Err) != ReasonHTTPStatus || strings.Contains(l.Err.Error(), "redirects") {
+		t.Errorf("err %v, want http_status with no count of redirects", l.Err)
+	}
 }
 
 // TestListsWithoutIDs counts Django REST framework's hyperlinked lists,

@@ -105,7 +105,11 @@ func (c *Client) refusedRedirect(resp *http.Response) string {
 		}
 		return "redirect to " + o.misdirected(c.origin) + " not followed: the key is never sent to another origin"
 	}
-	return fmt.Sprintf("redirect not followed after %d redirects", maxRedirects)
+	switch resp.StatusCode { // those net/http follows
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return fmt.Sprintf("redirect not followed after %d redirects", maxRedirects)
+	}
+	return ""
 }
 
 // loginPath and loginQuery mark a URL that is most likely a login page.
