@@ -213,16 +213,23 @@ func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	return shapeError("%s, got %s", what, kind)
 }
 
-// object reads an object, or fails with what, calling member to read each member's value.
-func (d *decoder) object(what string, member func(name []byte) error) error {
+// open reads the delimiter that starts a value of kind want, or fails with what.
+func (d *decoder) open(want jsontext.Kind, what string) error {
 	k, err := d.peek()
-	if err == nil && k != '{' {
+	if err == nil && k != want {
 		err = d.wrongKind(k, what)
 	}
 	if err == nil {
 		err = d.read()
 	}
+	return err
+}
+
+// object reads an object, or fails with what, calling member to read each member's value.
+func (d *decoder) object(what string, member func(name []byte) error) error {
+	err := d.open('{', what)
 	for err == nil {
+		var k jsontext.Kind
 		if k, err = d.peek(); err == nil && k == '}' {
 			return d.read()
 		}
@@ -294,14 +301,9 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 
 // entries reads the array of a list, or fails with what, keeping the ids of its first wantIDs entries.
 func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
-	k, err := d.peek()
-	if err == nil && k != '[' {
-		err = d.wrongKind(k, what)
-	}
-	if err == nil {
-		err = d.read()
-	}
+	err := d.open('[', what)
 	for err == nil {
+		var k jsontext.Kind
 		switch k, err = d.peek(); {
 		case err != nil:
 		case k == ']':

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -243,17 +242,7 @@ func TestSubsetFromTheListForgetsLeavers(t *testing.T) {
 func TestPollCounters(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, minInterval: time.Hour})
 	r.poller.opts.Polls = r.requests
-	counters := func(polls, failures int) string {
-		return fmt.Sprintf(`# HELP deployment_service_poll_failures_total Polls after which deployment_service_up was 0, held-off ones included.
-# TYPE deployment_service_poll_failures_total counter
-deployment_service_poll_failures_total %d
-# HELP deployment_service_polls_total Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.
-# TYPE deployment_service_polls_total counter
-deployment_service_polls_total %d
-`, failures, polls)
-	}
-	names := []string{"deployment_service_polls_total", "deployment_service_poll_failures_total"}
-	compare(t, r.longLive, counters(0, 0), names...)
+	compare(t, r.longLive, pollCounters(0, 0), pollCounterNames...)
 
 	g := r.hold(t, sampleservice.EndpointRoot)
 	done := make(chan struct{})
@@ -270,17 +259,17 @@ deployment_service_polls_total %d
 	for range 3 {
 		<-done
 	}
-	compare(t, r.longLive, counters(1, 0), names...)
+	compare(t, r.longLive, pollCounters(1, 0), pollCounterNames...)
 
 	r.poller.Poll(context.Background()) // inside the minimum interval
-	compare(t, r.longLive, counters(1, 0), names...)
+	compare(t, r.longLive, pollCounters(1, 0), pollCounterNames...)
 
 	r.poller.opts.MinInterval = 0
 	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "60"})
 	r.poller.Poll(context.Background()) // meets the 429
 	r.poller.Poll(context.Background()) // held off: sends nothing
-	compare(t, r.longLive, counters(3, 2), names...)
-	if problems, err := testutil.GatherAndLint(r.longLive, names...); err != nil || len(problems) > 0 {
+	compare(t, r.longLive, pollCounters(3, 2), pollCounterNames...)
+	if problems, err := testutil.GatherAndLint(r.longLive, pollCounterNames...); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
 	}
 }
