@@ -142,25 +142,10 @@ key=e2e-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '%s\n' "${key}" >"${work}/key"
 chmod 600 "${work}/key"
 
-# start_fakeapi NAME N: starts a sample service answering on N ports (N
-# services) and waits for its line in ${work}/NAME.json. It runs until this
-# script exits and closes its stdin (or stops it).
-declare -A fakeapi_pid
-fifo_fds=() # held open until the script exits
-start_fakeapi() {
-  local name=$1 n=$2 fd i
-  mkfifo "${work}/${name}.stdin"
-  "${work}/fakeapi" -key "${key}" -page-size 50 -latency 2ms -listeners "${n}" \
-    <"${work}/${name}.stdin" >"${work}/${name}.json" 2>"${work}/${name}.log" &
-  fakeapi_pid[${name}]=$!
-  pids+=($!)
-  exec {fd}>"${work}/${name}.stdin"
-  fifo_fds+=("${fd}")
-  for ((i = 0; i < 100; i++)); do
-    [[ -s "${work}/${name}.json" ]] && break
-    sleep 0.1
-  done
-  [[ $(jq '.urls | length' "${work}/${name}.json" 2>/dev/null) == "${n}" ]] || die "sample service ${name} did not start"
+# start_fakeapi_on NAME N: a sample service answering on N ports (N services).
+start_fakeapi_on() {
+  start_fakeapi "$1" -key "${key}" -page-size 50 -latency 2ms -listeners "$2"
+  [[ $(jq '.urls | length' "${work}/$1.json" 2>/dev/null) == "$2" ]] || die "sample service $1 did not start"
 }
 urls_of() { jq -r '.urls[]' "${work}/$1.json"; }
 roots_of() { curl -fsS "$(jq -r .control "${work}/$1.json")/stats" | jq -r .by_endpoint.root; }
@@ -288,7 +273,7 @@ fail() { log "FAIL: $*"; failed=1; }
 
 # --- Sharding ---------------------------------------------------------------
 
-start_fakeapi shard 12
+start_fakeapi_on shard 12
 mapfile -t services < <(urls_of shard)
 {
   echo modules:
@@ -382,8 +367,8 @@ stop "${prom_pid[shard0]}" "${prom_pid[shard1]}" "${exporter_pid}" "${fakeapi_pi
 
 # --- HA pair ----------------------------------------------------------------
 
-start_fakeapi ha 4
-start_fakeapi control 4
+start_fakeapi_on ha 4
+start_fakeapi_on control 4
 mapfile -t ha_urls < <(urls_of ha)
 mapfile -t control_urls < <(urls_of control)
 {

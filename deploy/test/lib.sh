@@ -123,6 +123,27 @@ victoriametrics_binary() {
   echo "${bin}"
 }
 
+# start_fakeapi NAME ARGS...: starts ${work}/fakeapi (bench/cmd/fakeapi) with
+# ARGS and waits for its line in ${work}/NAME.json. It runs until this script
+# exits and closes its stdin (fifo_fds), or is stopped (fakeapi_pid[NAME]).
+declare -A fakeapi_pid
+fifo_fds=()
+# shellcheck disable=SC2034 # fakeapi_pid is read by the scripts that stop one
+start_fakeapi() {
+  local name=$1 fd i
+  shift
+  mkfifo "${work}/${name}.stdin"
+  "${work}/fakeapi" "$@" <"${work}/${name}.stdin" >"${work}/${name}.json" 2>"${work}/${name}.log" &
+  fakeapi_pid[${name}]=$!
+  pids+=($!)
+  exec {fd}>"${work}/${name}.stdin"
+  fifo_fds+=("${fd}")
+  for ((i = 0; i < 100; i++)); do
+    [[ -s "${work}/${name}.json" ]] && break
+    sleep 0.1
+  done
+}
+
 # start_work: makes ${work}, a temporary directory, and ${pids}, the
 # processes a check starts there. On exit they are stopped, the last lines
 # of every log in ${work} are shown when the check failed, and ${work} is

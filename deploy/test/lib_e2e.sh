@@ -29,23 +29,13 @@ e2e_start() {
 
   # Three sample services for /probe. fakeapi runs until its stdin closes:
   # each reads a FIFO that this script holds open until it exits.
-  local key name fd i
+  local key name
   key=e2e-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
   printf '%s\n' "${key}" >"${work}/key"
   chmod 600 "${work}/key"
   declare -gA urls controls
-  fifo_fds=() # held open until the script exits, which ends the services
   for name in svc1 svc2 svc3; do
-    mkfifo "${work}/${name}.stdin"
-    "${work}/fakeapi" -key "${key}" -page-size 50 -latency 2ms -jitter 10ms \
-      <"${work}/${name}.stdin" >"${work}/${name}.json" 2>"${work}/${name}.log" &
-    pids+=($!)
-    exec {fd}>"${work}/${name}.stdin"
-    fifo_fds+=("${fd}")
-    for ((i = 0; i < 100; i++)); do
-      [[ -s "${work}/${name}.json" ]] && break
-      sleep 0.1
-    done
+    start_fakeapi "${name}" -key "${key}" -page-size 50 -latency 2ms -jitter 10ms
     urls[${name}]=$(jq -r .url "${work}/${name}.json")
     controls[${name}]=$(jq -r .control "${work}/${name}.json")
     [[ "${urls[${name}]}" == http://127.0.0.1:* ]] || die "sample service ${name} did not start"
