@@ -3,12 +3,15 @@ package client
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -102,6 +105,39 @@ func classify(ctx context.Context, err error) Reason {
 		return ReasonTimeout
 	}
 	return ReasonNetwork
+}
+
+// The causes of a network or timeout failure, as the pages and alerts name them.
+const (
+	CauseConnectionRefused = "connection_refused"
+	CauseNameNotFound      = "name_not_found"
+	CauseTLS               = "tls"
+	CauseConnectionReset   = "connection_reset"
+	CauseTimeout           = "timeout"
+	CauseOther             = "other"
+)
+
+// CauseOf names the cause of a network or timeout failure, "" for other failures.
+func CauseOf(err error) string {
+	var dnsErr *net.DNSError
+	var recordErr tls.RecordHeaderError
+	var certErr *tls.CertificateVerificationError
+	var alert tls.AlertError
+	switch r := ReasonOf(err); {
+	case r == ReasonTimeout:
+		return CauseTimeout
+	case r != ReasonNetwork:
+		return ""
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return CauseConnectionRefused
+	case errors.As(err, &dnsErr):
+		return CauseNameNotFound
+	case errors.As(err, &recordErr), errors.As(err, &certErr), errors.As(err, &alert), strings.Contains(err.Error(), "tls: "):
+		return CauseTLS
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return CauseConnectionReset
+	}
+	return CauseOther
 }
 
 const maxRetryAfter = 10 * time.Minute

@@ -47,9 +47,12 @@ type PollerOptions struct {
 	Recent      *PollLog
 	Name        string
 	Module      string
-	Polls       *RequestMetrics // counts polls, however many scrapes shared each
-	TimeoutName string          // such as "--api.timeout"
+	Polls       pollCounter // counts polls, however many scrapes shared each
+	TimeoutName string      // such as "--api.timeout"
 }
+
+// pollCounter counts polls; up is deployment_service_up after each.
+type pollCounter interface{ ObservePoll(up bool) }
 
 // Poller owns time for one target: it shares a poll in flight between scrapes,
 // reuses the last one inside the minimum interval, and honours hold-offs.
