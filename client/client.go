@@ -58,7 +58,7 @@ type Client struct {
 	origin  origin
 	http    *http.Client
 	closed  atomic.Bool
-	slots   *slots
+	creds   *credentials
 	limiter *rate.Limiter
 	redact  *secrets
 }
@@ -85,7 +85,7 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact, slots: &slots{free: cfg.Concurrency}}
+	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact, creds: newCredentials(&cfg)}
 	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: cfg.Transport}, CheckRedirect: c.checkRedirect}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly.
@@ -122,7 +122,7 @@ type DetailResult struct {
 // Root reads the API root and checks that it is a JSON object.
 func (c *Client) Root(ctx context.Context) Result {
 	start := time.Now()
-	status, _, err := c.get(ctx, EndpointRoot, c.endpointURL("api/"), 0, false, func(body io.Reader, _ *http.Response) error {
+	status, _, err := c.get(ctx, EndpointRoot, c.endpointURL("api/"), 0, func(body io.Reader, _ *http.Response) error {
 		_, err := decodeObject(body, nil, nil)
 		return err
 	})
@@ -135,7 +135,7 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	var res DetailResult
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
 	// The time from sending, not from waiting for a turn.
-	res.Status, res.Duration, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, false, func(body io.Reader, _ *http.Response) error {
+	res.Status, res.Duration, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, func(body io.Reader, _ *http.Response) error {
 		var err error
 		res.Fields, err = decodeObject(body, fields, c.redact)
 		return err
@@ -157,11 +157,11 @@ type exchange struct {
 }
 
 // get sends one GET request, hands its body to decode and reports it to the observer and the trace.
-// It returns the status, the time since sending and an *Error; holding tells that the caller holds a slot.
-func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, holding bool, decode decodeFunc) (int, time.Duration, error) {
+// It returns the status, the time since sending and an *Error.
+func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, decode decodeFunc) (int, time.Duration, error) {
 	x := &exchange{c: c, ctx: ctx, ep: ep}
 	x.rec = TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
-	status, err := x.send(u, holding, decode)
+	status, err := x.send(u, decode)
 	x.mu.Lock()
 	r := x.rec
 	x.mu.Unlock()
@@ -177,16 +177,14 @@ func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, hol
 	return status, time.Since(x.sent), err
 }
 
-func (x *exchange) send(u *url.URL, holding bool, decode decodeFunc) (int, error) {
+func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 	c, ep := x.c, x.ep
 	if status, err := c.heldOff(ep); err != nil {
 		return status, err
 	}
-	release, err := c.acquire(x.ctx, ep != EndpointLocationDetail, holding)
-	if err != nil {
+	if err := c.waitTurn(x.ctx); err != nil {
 		return 0, c.fail(ep, ReasonTimeout, 0, err)
 	}
-	defer release()
 	// A hold-off may have begun while this request waited.
 	if status, err := c.heldOff(ep); err != nil {
 		return status, err
@@ -312,7 +310,7 @@ func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error 
 	e := c.fail(x.ep, ReasonHTTPStatus, status, errors.New(msg))
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		if d := parseRetryAfter(h.Get("Retry-After"), time.Now()); d > 0 {
-			x.rec.HoldOffUntil = c.cfg.HoldOffs.extend(c.origin.String(), time.Now().Add(d), status)
+			x.rec.HoldOffUntil = c.cfg.HoldOffs.extend(c.holdOffKey(), time.Now().Add(d), status)
 		}
 	}
 	return e

@@ -603,42 +603,6 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
-// TestConcurrencyBound holds every request in the service until the test
-// lets one go, and lets one go only once two are held: a third request in
-// flight would be held too, and show in the service's count.
-func TestConcurrencyBound(t *testing.T) {
-	f := newFakeAPI(t, "")
-	var held atomic.Int64
-	release := make(chan struct{})
-	f.handle("/api/", func(w http.ResponseWriter, r *http.Request) {
-		held.Add(1)
-		defer held.Add(-1)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-			return
-		}
-		_, _ = w.Write([]byte(`{}`))
-	})
-	c := f.client(t, func(cfg *Config) { cfg.Concurrency = 2 })
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			if r := c.Root(context.Background()); r.Err != nil {
-				t.Error(r.Err)
-			}
-		})
-	}
-	for left := 8; left > 0; left-- {
-		waitUntil(t, func() bool { return held.Load() >= int64(min(2, left)) })
-		release <- struct{}{}
-	}
-	wg.Wait()
-	if m := f.maxIn.Load(); m != 2 {
-		t.Errorf("%d requests were in flight at once, want 2: the bound, reached", m)
-	}
-}
-
 // waitUntil polls cond until it holds. The minute only turns a hang into a
 // failure: what it waits for takes microseconds.
 func waitUntil(t *testing.T, cond func() bool) {

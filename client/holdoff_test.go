@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/common/config"
 )
 
 // TestHoldOffBelongsToTheOrigin: a Client built after the one that met a
@@ -39,6 +43,65 @@ func TestHoldOffBelongsToTheOrigin(t *testing.T) {
 	}
 	if until, _ := f.client(t, nil).HoldOff(); !until.IsZero() {
 		t.Error("a client with a store of its own is held off")
+	}
+}
+
+// TestHoldOffBelongsToTheCredentials: a 429 holds off only the clients that send
+// the origin the credentials that met it: not one without credentials, nor one
+// with another key. The store keeps no secret.
+func TestHoldOffBelongsToTheCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if auth := r.Header.Get("Authorization"); strings.HasPrefix(r.URL.Path, "/open/") && auth == "" || auth == "Token key-a" {
+			w.Header().Set("Retry-After", "3600")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	type who struct{ prefix, key string }
+	for _, tt := range []struct {
+		name       string
+		met        who
+		held, free []who
+	}{
+		{"a path without credentials", who{"/open", ""}, []who{{"", ""}}, []who{{"", "key-b"}, {"/open", "key-b"}}},
+		{"one key of several", who{"", "key-a"}, []who{{"/deploy", "key-a"}}, []who{{"", "key-b"}, {"", ""}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := NewHoldOffs()
+			newClient := func(w who) *Client {
+				u, _ := url.Parse(srv.URL + w.prefix)
+				cfg := Config{BaseURL: u, HoldOffs: store}
+				if w.key != "" {
+					cfg.HTTPClientConfig.Authorization = &config.Authorization{Type: "Token", Credentials: config.Secret(w.key)}
+				}
+				c, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Close)
+				return c
+			}
+			if r := newClient(tt.met).Root(context.Background()); r.Status != http.StatusTooManyRequests {
+				t.Fatalf("root answered %d, want 429", r.Status)
+			}
+			for _, w := range tt.held {
+				if r := newClient(w).Root(context.Background()); !errors.Is(r.Err, ErrHeldOff) {
+					t.Errorf("%+v, the same credentials: %v, want held off", w, r.Err)
+				}
+			}
+			for _, w := range tt.free {
+				if r := newClient(w).Root(context.Background()); r.Err != nil {
+					t.Errorf("%+v, other credentials: %v, want an answer", w, r.Err)
+				}
+			}
+			for k := range store.m {
+				if strings.Contains(k, "key-") {
+					t.Errorf("the store keeps a key in %q", k)
+				}
+			}
+		})
 	}
 }
 

@@ -40,14 +40,6 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 
-	// One slot for the whole walk, so detail views cannot slip in between pages.
-	if err := c.slots.acquire(ctx, true); err != nil {
-		res.Err = c.fail(ep, ReasonTimeout, 0, fmt.Errorf("waiting for a request slot: %w", err))
-		c.note(ctx, ep, 1, "walk not started: "+res.Err.Error(), true)
-		return res
-	}
-	defer c.slots.release()
-
 	u := c.endpointURL(rel)
 	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{}}
 	for u != nil {
@@ -75,7 +67,7 @@ func (w *pageWalk) read(u *url.URL) *url.URL {
 	var page listPage
 	var last *url.URL // u after redirects
 	var linkErr error
-	res.Status, _, res.Err = w.c.get(w.ctx, w.ep, u, res.Pages, true, func(body io.Reader, resp *http.Response) error {
+	res.Status, _, res.Err = w.c.get(w.ctx, w.ep, u, res.Pages, func(body io.Reader, resp *http.Response) error {
 		var err error
 		if page, err = decodeListPage(body, w.wantIDs-len(res.IDs)-res.MissingIDs); err != nil {
 			return fmt.Errorf("page %d: %w", res.Pages, err)
