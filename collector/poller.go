@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -54,21 +55,24 @@ type PollerOptions struct {
 // pollCounter counts polls; up is deployment_service_up after each.
 type pollCounter interface{ ObservePoll(up bool) }
 
-// Poller owns time for one target: it shares a poll in flight between scrapes,
-// reuses the last one inside the minimum interval, and honours hold-offs.
+// Poller owns time for one target: it shares the poll in flight between
+// scrapes as singleflight shares a call, reuses the last poll inside the
+// minimum interval, and honours hold-offs. Its one lock guards all but opts.
 type Poller struct {
 	target *Target
 	opts   PollerOptions
-	book   *locationBook
+	sem    chan struct{} // a slot for each call in flight
 
 	mu           sync.Mutex
-	inflight     *pollRun
+	call         *poll // in flight
 	last         *Snapshot
-	seq, lastSeq uint64    // polls numbered as they start
-	heldEnd      time.Time // until when last, a held-off poll, is shared
+	seq, lastSeq uint64                  // polls numbered as they start
+	checks       map[int64]locationState // each subset location's last check
+	usualDetail  time.Duration           // the longest detail view of the last poll that had one
+	heldEnd      time.Time               // until when last, a held-off poll, is shared
+	heldUntil    time.Time
 	stopped      bool
 	throttled    bool // in a run of hold-offs, logged once
-	heldUntil    time.Time
 	failures     failureLog
 }
 
@@ -80,7 +84,7 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	return &Poller{target: t, opts: opts, book: newLocationBook(t.InfoFields)}
+	return &Poller{target: t, opts: opts, sem: make(chan struct{}, max(t.Client.Concurrency(), 1)), checks: make(map[int64]locationState)}
 }
 
 // Poll returns a snapshot for one scrape by ctx's deadline. A joined poll runs
@@ -90,121 +94,114 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	own, _ := p.horizon(ctx, now.Add(p.opts.Timeout))
 	p.mu.Lock()
 	if p.stopped {
-		p.mu.Unlock()
-		return failedSnapshot(now, p.target, p.book, 0, errDropped)
+		defer p.mu.Unlock()
+		return p.failed(now, 0, errDropped)
 	}
 	inInterval := p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(own.Sub(now))
 	if inInterval || now.Before(p.heldEnd) {
-		last := p.last.at(now)
+		defer p.mu.Unlock()
+		return p.last.at(now)
+	}
+	if until, status := p.target.Client.HoldOff(); p.call == nil && now.Before(until) {
+		// A held-off poll sends nothing; shared for a second at least, hurried scrapes cannot count one each.
+		s := p.failed(now, status, client.ErrHeldOff)
+		s.HoldOffUntil, p.heldEnd = until, now.Add(min(max(own.Sub(now), fairBudget), until.Sub(now)))
+		p.seq++
+		p.last, p.lastSeq = s, p.seq
 		p.mu.Unlock()
-		return last
+		p.report(s, true)
+		return s
 	}
-	c := p.inflight
-	if c == nil {
-		if until, status := p.target.Client.HoldOff(); now.Before(until) {
-			s := p.holdOff(now, own, until, status)
-			p.mu.Unlock()
-			p.report(s, true)
-			return s
-		}
-		c = p.start(ctx, now, own)
+	if p.call == nil {
+		p.start(ctx, now)
 	}
+	c := p.call
 	c.waiters++
-	horizon, by := p.horizon(ctx, c.start.Add(p.opts.Timeout))
-	if horizon.After(c.horizon) {
-		c.horizon = horizon
-		c.setBudget(horizon.Sub(c.start))
+	deadline, by := p.horizon(ctx, c.start.Add(p.opts.Timeout))
+	if deadline.After(c.horizon) {
+		c.horizon = deadline
+		c.poke()
 	}
-	handoff := horizon.Add(-handoffMargin(horizon.Sub(c.start)))
 	p.mu.Unlock()
-	return p.wait(ctx, c, handoff, by)
+	return p.wait(ctx, c, deadline.Add(-handoffMargin(deadline.Sub(c.start))), by)
 }
 
-// wait waits for c until handoff; the last scrape to leave ends the poll.
-func (p *Poller) wait(ctx context.Context, c *pollRun, handoff time.Time, by string) *Snapshot {
+// wait waits for c until handoff; the last scrape to leave ends the poll and takes what it found.
+func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string) *Snapshot {
 	timer := time.NewTimer(time.Until(handoff))
 	defer timer.Stop()
+	var cause error = &deadlineError{limit: by}
 	select {
 	case <-c.done:
 		return c.snap
 	case <-timer.C:
-		if p.leave(c, &deadlineError{limit: by}) {
-			select {
-			case <-c.done:
-				return c.snap
-			case <-ctx.Done():
-			}
-		}
 	case <-ctx.Done():
-		cause := errAbandoned
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			cause = &deadlineError{limit: by}
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cause = errAbandoned
 		}
-		p.leave(c, cause)
 	}
-	return c.snapshot()
+	p.mu.Lock()
+	c.waiters--
+	last := c.waiters == 0
+	if last && c.snap == nil {
+		c.cancel(cause)
+		p.call = nil
+	}
+	p.mu.Unlock()
+	if last {
+		select {
+		case <-c.done:
+			return c.snap
+		case <-ctx.Done():
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snapshot(c, time.Now())
 }
 
-// start begins a poll, which its scrapes end when they leave; p.mu is held.
-func (p *Poller) start(ctx context.Context, now, horizon time.Time) *pollRun {
+// start begins a poll, on a context that outlives ctx's cancellation; p.mu is held.
+func (p *Poller) start(ctx context.Context, now time.Time) {
 	p.seq++
-	c := newPollRun(ctx, p.target, p.book, now, horizon.Sub(now))
-	c.seq, c.horizon, c.done = p.seq, horizon, make(chan struct{})
-	p.inflight = c
-	go func() { p.finish(c, c.run()) }()
-	return c
-}
-
-// holdOff makes a poll that sends nothing until the hold-off ends; p.mu is held.
-// It is shared for a second at least, so hurried scrapes cannot count one each.
-func (p *Poller) holdOff(now, horizon, until time.Time, status int) *Snapshot {
-	p.opts.Logger.Debug("Holding off the service", "until", until, "status", status)
-	s := failedSnapshot(now, p.target, p.book, status, client.ErrHeldOff)
-	s.HoldOffUntil = until
-	p.heldEnd = now.Add(min(max(horizon.Sub(now), fairBudget), until.Sub(now)))
-	p.seq++
-	p.last, p.lastSeq = s, p.seq
-	return s
+	c := &poll{
+		start: now, seq: p.seq, horizon: now, trace: &client.Trace{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0,
+	}
+	c.ctx, c.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), c.trace))
+	p.call = c
+	go p.run(c)
 }
 
 // finish keeps what c found, counts it unless its caller cut it short, and hands it over.
-func (p *Poller) finish(c *pollRun, snap *Snapshot) {
-	abandoned := c.abandoned()
-	if abandoned {
-		p.opts.Logger.Debug("Poll abandoned: every scrape waiting for it gave up")
-	} else {
-		p.failures.log(p.opts.Logger, snap)
-	}
+func (p *Poller) finish(c *poll) {
 	p.mu.Lock()
-	if p.inflight == c {
-		p.inflight = nil
+	snap := p.snapshot(c, time.Now())
+	abandoned := c.abandoned()
+	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) {
+		snap.budget = 0
+	}
+	if p.call == c {
+		p.call = nil
 	}
 	if !abandoned && c.seq > p.lastSeq {
 		kept := *snap
 		kept.trace = nil
 		p.last, p.lastSeq = &kept, c.seq
 	}
-	c.snap = snap
+	if c.longest > 0 {
+		p.usualDetail = c.longest
+	}
 	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
+	c.snap = snap
 	p.mu.Unlock()
+	if abandoned {
+		p.opts.Logger.Debug("Poll abandoned: every scrape waiting for it gave up")
+	} else {
+		p.failures.log(p.opts.Logger, snap)
+	}
 	p.logHoldOff()
 	p.report(snap, !cut || snap.up() || !snap.onlyOutOfTime())
 	close(c.done)
-}
-
-// leave drops one waiter from c; the last one ends the poll with cause and reports true.
-func (p *Poller) leave(c *pollRun, cause error) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c.waiters--
-	if c.waiters > 0 {
-		return false
-	}
-	c.end(cause)
-	if p.inflight == c {
-		p.inflight = nil
-	}
-	return true
 }
 
 // horizon is ctx's deadline bounded by limit, and what set it.
@@ -237,18 +234,20 @@ func (p *Poller) logHoldOff() {
 	}
 }
 
-// keptLocations is what a reload keeps of a replaced poller.
-func (p *Poller) keptLocations() *locationBook { return p.book }
-
-// takeLocations carries over a replaced poller's checks still in the subset.
-func (p *Poller) takeLocations(old *locationBook) {
-	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.infoFields) {
+// takeLocations carries over the checks of a poller that a reload replaced, for the locations still in the subset.
+func (p *Poller) takeLocations(old *Poller) {
+	old.mu.Lock()
+	checks := maps.Clone(old.checks)
+	old.mu.Unlock()
+	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.target.InfoFields) {
 		return
 	}
 	if ids := p.target.DetailIDs; len(ids) > 0 {
-		old.keepOnly(func(id int64) bool { return slices.Contains(ids, id) })
+		maps.DeleteFunc(checks, func(id int64, _ locationState) bool { return !slices.Contains(ids, id) })
 	}
-	p.book = old
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.checks = checks
 }
 
 // stop cancels the poll in flight for good, for a reload that drops the target.
@@ -256,10 +255,10 @@ func (p *Poller) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopped = true
-	if c := p.inflight; c != nil {
-		c.end(errDropped)
+	if p.call != nil {
+		p.call.cancel(errDropped)
 	}
-	p.inflight = nil
+	p.call = nil
 }
 
 // report counts a poll unless told not to, and records it.

@@ -162,7 +162,7 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 		return nil, m, http.StatusBadRequest, err
 	}
 	if ok {
-		e.poller.takeLocations(old.poller.keptLocations())
+		e.poller.takeLocations(old.poller)
 	} else if len(h.pollers) >= maxProbeTargets {
 		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b targetKey) int {
 			return h.pollers[a].lastUsed.Compare(h.pollers[b].lastUsed)

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,22 +120,6 @@ func (r *rig) hold(t *testing.T, endpoints ...string) *sampleservice.Gate {
 	g := r.svc.Hold(endpoints...)
 	t.Cleanup(g.Open)
 	return g
-}
-
-// expireNow ends the poll in flight as its last scrape's deadline would,
-// at the moment the test chooses rather than after a time a busy machine
-// could overrun.
-func (r *rig) expireNow(t *testing.T) {
-	t.Helper()
-	p := r.poller
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := p.inflight
-	if c == nil {
-		t.Fatal("no poll in flight to expire")
-	}
-	p.inflight = nil
-	c.end(&deadlineError{limit: "the test"})
 }
 
 // heldLog is a log handler that holds the first record match accepts
@@ -508,24 +491,9 @@ func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
 			answered <- rec
 		}()
 		await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
-		r.poller.mu.Lock()
-		c := r.poller.inflight
-		var horizon time.Time
-		if c != nil {
-			horizon = c.horizon
-		}
-		r.poller.mu.Unlock()
-		seen := time.Now()
 		rec := <-answered
-		if c == nil {
-			return false // the poll was over before the list reached the service
-		}
-
-		// The poll ran to the deadline the header gave, counted from when
-		// the scrape came (after begin, before the poll was seen), and the
-		// scrape answered without the list.
-		if came := horizon.Add(-budget); came.Before(begin) || came.After(seen) {
-			t.Errorf("the poll's deadline is %v after the scrape began, want %v (the budget of a %v scrape timeout)", horizon.Sub(begin), budget, timeout)
+		if took := time.Since(begin); took > timeout {
+			t.Errorf("the scrape answered after %v, past its %v timeout", took, timeout)
 		}
 		if n := g.Counts().Passed; n != 0 {
 			t.Errorf("%d list requests let through before the scrape answered", n)
@@ -550,29 +518,9 @@ func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
 			t.Error("a timed-out list reported a count")
 		}
 		// The list request, cut short by the deadline, counts as a timeout.
-		<-c.done
-		if n := r.requests.errorCount(client.EndpointLocations, client.ReasonTimeout); n != 1 {
-			t.Errorf("request_errors_total{endpoint=\"locations\",reason=\"timeout\"} = %v, want 1", n)
-		}
+		waitFor(t, func() bool { return r.requests.errorCount(client.EndpointLocations, client.ReasonTimeout) == 1 })
 		return true
 	})
-}
-
-func TestConcurrentScrapesShareOnePoll(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}})
-	// The gate keeps the first scrape's poll in flight until every scrape
-	// has joined it, however long they take to come.
-	g := r.hold(t)
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() { r.scrape(t, "") })
-	}
-	waitFor(t, func() bool { return r.poller.waitersNow() == 20 })
-	g.Open()
-	wg.Wait()
-	if n := r.svc.TotalRequests(); n != 3 {
-		t.Errorf("20 concurrent scrapes sent %d requests, want 3 (one poll)", n)
-	}
 }
 
 func TestMinIntervalAnswersFromTheLastPoll(t *testing.T) {
@@ -656,42 +604,6 @@ func TestConcurrencyIsBounded(t *testing.T) {
 	if m := r.svc.MaxInFlight(); m != 2 {
 		t.Errorf("%d requests in flight at most with --api.concurrency=2, want 2", m)
 	}
-}
-
-// TestDetailsDoNotStarveTheLists gives the detail subset far more requests
-// than the poll has time for: root and the lists must still go first. The
-// detail views wait at a gate, and the poll's deadline comes when the
-// first of them holds the only slot.
-func TestDetailsDoNotStarveTheLists(t *testing.T) {
-	r := newRig(t, rigOptions{
-		// Five pages without a count: every page competes with the details.
-		service:   sampleservice.Options{Locations: 50, PageSize: 10, OmitCount: true},
-		client:    func(c *client.Config) { c.Concurrency = 1 },
-		detailIDs: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20},
-	})
-	g := r.hold(t, sampleservice.EndpointLocationDetail)
-	polled := make(chan *Snapshot, 1)
-	go func() { polled <- r.poller.Poll(context.Background()) }()
-	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
-	// A detail view that took the slot between two list requests would
-	// hold it: the first one in comes after all seven list requests.
-	want := []string{"root", "projects", "locations", "locations", "locations", "locations", "locations", "location_detail"}
-	got := endpointsOf(r.svc.Log())
-	slices.Sort(got[:min(7, len(got))])
-	slices.Sort(want[:7])
-	if !slices.Equal(got, want) {
-		t.Errorf("requests in arrival order (lists sorted): %v, want %v", got, want)
-	}
-	r.expireNow(t)
-	body := r.registry(<-polled)
-	// The detail view the deadline cut short had less time than half the
-	// poll: not its location's failure (no series), and the only one
-	// started. Having checked none, the poll reports location_detail down.
-	compare(t, body, upHelp+"deployment_service_up 1\n"+endpointUpHelp+`deployment_service_endpoint_up{endpoint="location_detail"} 0
-deployment_service_endpoint_up{endpoint="locations"} 1
-deployment_service_endpoint_up{endpoint="projects"} 1
-deployment_service_endpoint_up{endpoint="root"} 1
-`, "deployment_service_up", "deployment_service_endpoint_up", "deployment_service_location_up")
 }
 
 // TestListsTakeTheFirstSlots runs with one slot and explicit ids: the

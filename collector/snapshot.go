@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -18,26 +19,17 @@ type Snapshot struct {
 	HoldOffUntil        time.Time       // the end of the hold-off in force; zero if none
 
 	trace  *client.Trace
-	budget time.Duration
+	budget time.Duration // of a poll that its deadline cut short; 0 for one that ended on its own
 }
 
-// reusableFor tells whether a scrape with budget may reuse this poll: not when
-// it ran out of time and the scrape has more time than it had.
+// reusableFor tells whether a scrape with budget may reuse this poll: not
+// when its deadline cut it short and the scrape has more time than it had.
 func (s *Snapshot) reusableFor(budget time.Duration) bool {
-	return !s.timedOut() || s.budget >= budget-budget/20
+	return s.budget == 0 || s.budget >= budget-budget/20
 }
 
 func late(err error) bool {
 	return errors.Is(err, errTooLate) || client.ReasonOf(err) == client.ReasonTimeout
-}
-
-func (s *Snapshot) timedOut() bool {
-	for _, st := range s.Endpoints {
-		if late(st.Err) {
-			return true
-		}
-	}
-	return slices.ContainsFunc(s.checkedDetails(), func(d locationState) bool { return late(d.Err) })
 }
 
 // onlyOutOfTime tells whether every list that failed, root included, ran out of time.
@@ -97,19 +89,18 @@ func (s *Snapshot) up() bool {
 	})
 }
 
-// failedSnapshot is a poll that sent nothing: the lists are down, the subset keeps its last checks.
-func failedSnapshot(start time.Time, t *Target, book *locationBook, status int, err error) *Snapshot {
+// failed is a poll that sent nothing: the lists are down, the subset keeps its last checks; p.mu is held.
+func (p *Poller) failed(start time.Time, status int, err error) *Snapshot {
 	s := &Snapshot{Start: start, Endpoints: make(map[client.Endpoint]endpointState, 4)}
 	for _, ep := range upEndpoints {
 		s.Endpoints[ep] = endpointState{Status: status, Err: err}
 	}
-	if t.wantsDetails() {
+	if p.target.wantsDetails() {
 		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: status, Err: err}
-		ids := t.DetailIDs
-		if len(ids) == 0 {
-			ids = book.ids()
+		s.Details = p.view(p.target.DetailIDs)
+		if len(p.target.DetailIDs) == 0 {
+			s.Details = p.view(slices.Collect(maps.Keys(p.checks)))
 		}
-		s.Details = book.view(ids)
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,6 +13,36 @@ import (
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
+
+// Target is one watched service and what to read from it.
+type Target struct {
+	Client      Service
+	DetailIDs   []int64 // the detail subset; without them, the list's first DetailLimit
+	DetailLimit int
+	InfoFields  []string // detail view fields exposed as info labels
+}
+
+// Service is what a poll reads: a *client.Client, or a fake in tests.
+type Service interface {
+	Root(ctx context.Context) client.Result
+	Projects(ctx context.Context) client.ListResult
+	Locations(ctx context.Context, wantIDs int, onIDs func([]int64)) client.ListResult
+	LocationDetail(ctx context.Context, id int64, fields []string) client.DetailResult
+	HoldOff() (until time.Time, status int)
+	Concurrency() int
+	RateLimited() bool
+	Close()
+}
+
+func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLimit > 0 }
+
+// idsFromList is how many ids of the location list make the detail subset.
+func (t *Target) idsFromList() int {
+	if len(t.DetailIDs) > 0 {
+		return 0
+	}
+	return t.DetailLimit
+}
 
 // TargetSettings is what a poll of one service needs besides its URL: the
 // command-line flags for /metrics, or a module of the configuration file for /probe.
