@@ -1,9 +1,11 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,6 +15,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
@@ -29,6 +33,7 @@ type fakeService struct {
 
 	mu        sync.Mutex
 	calls     []string // the views asked for, in order
+	starts    map[string]time.Time
 	ends      map[string]time.Time
 	inFlight  int
 	most      int // the most views in flight at once
@@ -36,7 +41,7 @@ type fakeService struct {
 }
 
 func newFake(locations int, delays ...any) *fakeService {
-	f := &fakeService{locations: locations, delay: map[string]time.Duration{}, status: map[string]int{}, concurrency: 4, ends: map[string]time.Time{}}
+	f := &fakeService{locations: locations, delay: map[string]time.Duration{}, status: map[string]int{}, concurrency: 4, starts: map[string]time.Time{}, ends: map[string]time.Time{}}
 	for i := 0; i+1 < len(delays); i += 2 {
 		f.delay[delays[i].(string)] = delays[i+1].(time.Duration)
 	}
@@ -54,6 +59,7 @@ func (f *fakeService) of(m map[string]int, view string, ep client.Endpoint) int 
 func (f *fakeService) view(ctx context.Context, ep client.Endpoint, view string) client.Result {
 	f.mu.Lock()
 	f.calls = append(f.calls, view)
+	f.starts[view] = time.Now()
 	f.inFlight++
 	f.most = max(f.most, f.inFlight)
 	d, ok := f.delay[view]
@@ -72,7 +78,7 @@ func (f *fakeService) view(ctx context.Context, ep client.Endpoint, view string)
 	if held {
 		return client.Result{Status: http.StatusTooManyRequests, Err: &client.Error{Endpoint: ep, Err: client.ErrHeldOff}}
 	}
-	timer := time.NewTimer(d)
+	timer := time.NewTimer(max(d, time.Microsecond)) // sent and answered, never in no time
 	defer timer.Stop()
 	select {
 	case <-timer.C:
@@ -84,10 +90,11 @@ func (f *fakeService) view(ctx context.Context, ep client.Endpoint, view string)
 		f.holdUntil = time.Now().Add(time.Hour)
 		f.mu.Unlock()
 	}
+	took := time.Since(start)
 	if status != 0 {
-		return client.Result{Status: status, Duration: time.Since(start), Err: &client.Error{Endpoint: ep, Reason: client.ReasonHTTPStatus, Status: status, Err: errors.New("refused")}}
+		return client.Result{Status: status, Duration: took, Err: &client.Error{Endpoint: ep, Reason: client.ReasonHTTPStatus, Status: status, Err: errors.New("refused")}}
 	}
-	return client.Result{Status: http.StatusOK, Duration: time.Since(start)}
+	return client.Result{Status: http.StatusOK, Duration: took}
 }
 
 func (f *fakeService) Root(ctx context.Context) client.Result {
@@ -229,7 +236,7 @@ func TestSharedPoll(t *testing.T) {
 					if got := len(s.checkedDetails()); got != tt.want[i] {
 						t.Errorf("scrape %d: %d detail views checked, want %d", i, got, tt.want[i])
 					}
-					if got := s.at.Sub(begin); got > tt.answers[i] {
+					if got := s.at.Sub(begin).Round(time.Millisecond); got > tt.answers[i] {
 						t.Errorf("scrape %d answered after %v, want by %v", i, got, tt.answers[i])
 					}
 				}
@@ -248,4 +255,403 @@ func ids(details []locationState) []int64 {
 		out[i] = d.ID
 	}
 	return out
+}
+
+func TestPollNeverOutlastsTheTimeout(t *testing.T) {
+	now := time.Now()
+	p := NewPoller(&Target{Client: newFake(0)}, PollerOptions{Timeout: time.Second, TimeoutName: "--api.timeout"})
+	limit := now.Add(time.Second)
+	for _, tt := range []struct {
+		name     string
+		deadline time.Duration
+		header   string
+		want     time.Time
+		by       string
+	}{
+		{"shorter", 300 * time.Millisecond, "", now.Add(300 * time.Millisecond), "the scrape's deadline"},
+		{"shorter, from the header", 300 * time.Millisecond, "0.35", now.Add(300 * time.Millisecond), "the scrape timeout of 0.35s (X-Prometheus-Scrape-Timeout-Seconds, less a margin to answer)"},
+		{"longer", time.Hour, "3600", limit, "--api.timeout=1s"},
+		{"none", 0, "", limit, "--api.timeout=1s"},
+	} {
+		ctx := context.Background()
+		if tt.header != "" {
+			ctx = WithScrapeTimeout(ctx, tt.header)
+		}
+		if tt.deadline > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, now.Add(tt.deadline))
+			defer cancel()
+		}
+		got, by := p.horizon(ctx, limit)
+		if !got.Equal(tt.want) {
+			t.Errorf("%s: horizon %v after the start, want %v", tt.name, got.Sub(now), tt.want.Sub(now))
+		}
+		if by != tt.by {
+			t.Errorf("%s: set by %q, want %q", tt.name, by, tt.by)
+		}
+	}
+}
+
+// TestPollEndsWhenEveryWaiterLeaves: once every scrape has hung up, the
+// poll's calls end and no other starts.
+func TestPollEndsWhenEveryWaiterLeaves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(10, "root", time.Hour, "projects", time.Hour, "locations", time.Hour, "location_detail", time.Hour)
+		p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2, 3, 4, 5}}, PollerOptions{Timeout: time.Minute})
+		var cancels []context.CancelFunc
+		var wg sync.WaitGroup
+		for range 2 {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancels = append(cancels, cancel)
+			wg.Go(func() { p.Poll(ctx) })
+		}
+		synctest.Wait()
+		for _, cancel := range cancels {
+			cancel()
+		}
+		wg.Wait()
+		synctest.Wait()
+		if lists, details := f.asked(); len(lists) != 3 || len(details) != 1 || f.inFlight != 0 {
+			t.Errorf("asked %v and details %v, %d still in flight: want the lists and the one view that had a slot, all ended", lists, details, f.inFlight)
+		}
+	})
+}
+
+// TestPollsKeptForTheInterval: inside the minimum interval a scrape is
+// answered from the last poll that its scrapes did not abandon.
+func TestPollsKeptForTheInterval(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		budget time.Duration // of the first scrape; 0 hangs up after 1 s
+		polls  int
+	}{
+		{"a poll that ended on its own", time.Minute, 1},
+		{"a poll its deadline cut", 3 * time.Second, 1},
+		{"a poll its scrape abandoned", 0, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(5, "location_detail/2", 10*time.Second)
+				p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2}}, PollerOptions{Timeout: time.Minute, MinInterval: time.Hour})
+				ctx, cancel := context.WithTimeout(context.Background(), tt.budget)
+				if tt.budget == 0 {
+					ctx, cancel = context.WithCancel(context.Background())
+					time.AfterFunc(time.Second, cancel)
+				}
+				p.Poll(ctx)
+				cancel()
+				synctest.Wait()
+				ctx, cancel = context.WithTimeout(context.Background(), cmp.Or(tt.budget, time.Minute))
+				defer cancel()
+				p.Poll(ctx)
+				if lists, _ := f.asked(); len(lists) != 3*tt.polls {
+					t.Errorf("asked %v, want %d polls", lists, tt.polls)
+				}
+			})
+		})
+	}
+}
+
+// TestLocationDetailStatus checks location_detail's status code: the
+// highest status among the failed detail views, 0 when none of them got a
+// response, 200 when none failed, whatever order the answers came in.
+func TestLocationDetailStatus(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		status map[int64]int
+		order  []int64 // the order the views answer in; an id left out never answers
+		up     bool
+		want   int
+	}{
+		{"all well", nil, []int64{1, 2, 3}, true, 200},
+		{"refused, then fine", map[int64]int{1: 403}, []int64{1, 2, 3}, false, 403},
+		{"not found last", map[int64]int{3: 404}, []int64{1, 2, 3}, false, 404},
+		{"the highest of the failed", map[int64]int{1: 500, 2: 404}, []int64{1, 3, 2}, false, 500},
+		{"a failure with a response beats one without", map[int64]int{1: 401}, []int64{1, 3}, false, 401},
+		{"no response among the failed", nil, []int64{2, 3}, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(10, "location_detail", time.Hour)
+				for i, id := range tt.order {
+					f.delay[fmt.Sprint("location_detail/", id)] = time.Duration(i+1) * time.Millisecond
+				}
+				for id, status := range tt.status {
+					f.status[fmt.Sprint("location_detail/", id)] = status
+				}
+				p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2, 3}}, PollerOptions{Timeout: 10 * time.Second})
+				st := p.Poll(context.Background()).Endpoints[client.EndpointLocationDetail]
+				if st.ok() != tt.up || st.Status != tt.want {
+					t.Errorf("location_detail up %v with %d, want %v with %d", st.ok(), st.Status, tt.up, tt.want)
+				}
+			})
+		})
+	}
+}
+
+// TestLocationDetailWhileViewsAreOut: a scrape that answers while a detail
+// view is still out reports no failure for it, and its location, never
+// checked, has no series; location_detail sums up the views that answered.
+func TestLocationDetailWhileViewsAreOut(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		status int
+		want   int
+	}{
+		{"the other answered well", 0, 200},
+		{"the other was refused", 403, 403},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(10, "location_detail/2", time.Hour)
+				f.status["location_detail/1"] = tt.status
+				p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2}}, PollerOptions{Timeout: time.Minute})
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(time.Second, cancel)
+				s := p.Poll(ctx)
+				st := s.Endpoints[client.EndpointLocationDetail]
+				if st.ok() != (tt.status == 0) || st.Status != tt.want {
+					t.Errorf("location_detail up %v with %d; want %v with %d", st.ok(), st.Status, tt.status == 0, tt.want)
+				}
+				if got := ids(s.Details); !slices.Equal(got, []int64{1}) {
+					t.Errorf("details of %v, want location 1 alone", got)
+				}
+			})
+		})
+	}
+}
+
+// TestDetailSubsetInTurns: a subset larger than a poll can check is checked
+// in turns, never-checked locations first, then those checked longest ago;
+// a location not reached keeps its last result, and none is down for want of time.
+func TestDetailSubsetInTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(10, "location_detail", time.Second)
+		f.concurrency = 1
+		p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2, 3, 4, 5, 6}}, PollerOptions{Timeout: time.Minute})
+		for i, want := range [][]int64{{1, 2}, {3, 4}, {5, 6}, {1, 2}, {3, 4}} {
+			_, before := f.asked()
+			s := (<-scrapeAt(p, 2500*time.Millisecond)).Snapshot
+			_, after := f.asked()
+			if got := after[len(before):]; !slices.Equal(got, want) {
+				t.Errorf("poll %d checked %v, want %v", i, got, want)
+			}
+			if got, want := ids(s.Details), []int64{1, 2, 3, 4, 5, 6}[:min(2*i+2, 6)]; !slices.Equal(got, want) {
+				t.Errorf("poll %d reports locations %v, want %v", i, got, want)
+			}
+			for _, d := range s.Details {
+				if d.Err != nil {
+					t.Errorf("poll %d: location %d down: %v", i, d.ID, d.Err)
+				}
+			}
+		}
+	})
+}
+
+// TestCutViews: a view that the poll's end cuts after the time views
+// usually take is slow on its own, a timeout; one cut sooner tells nothing
+// of its location. Views that usually take long are still tried.
+func TestCutViews(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		ids         []int64
+		usual       time.Duration // of every view in the first poll
+		firstBudget time.Duration
+		delay       map[string]time.Duration // of the views in the second
+		late        bool                     // a scrape with more time joins the second, then hangs up
+		down, fresh []int64                  // locations down and checked in the second poll's answer
+	}{
+		{"slow on its own", []int64{1, 2, 3}, time.Second, time.Minute,
+			map[string]time.Duration{"location_detail": time.Second, "location_detail/3": 10 * time.Second}, false, []int64{3}, []int64{1, 2, 3}},
+		{"cut sooner than usual", []int64{1, 2, 3, 4, 5, 6, 7, 8}, 2 * time.Second, time.Minute,
+			map[string]time.Duration{"location_detail": 2 * time.Second}, true, nil, []int64{1, 2, 3, 4}},
+		{"usually slower than half the poll", []int64{1, 2, 3}, time.Hour, 3 * time.Hour, nil, false, nil, []int64{1, 2, 3}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(10, "location_detail", tt.usual)
+				f.concurrency = 1
+				p := NewPoller(&Target{Client: f, DetailIDs: tt.ids}, PollerOptions{Timeout: 4 * time.Hour})
+				<-scrapeAt(p, tt.firstBudget)
+				f.mu.Lock()
+				f.delay = tt.delay
+				f.mu.Unlock()
+				answer := scrapeAt(p, 10*time.Second)
+				if tt.late {
+					time.Sleep(time.Second)
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					time.AfterFunc(4*time.Second, cancel)
+					go p.Poll(ctx)
+				}
+				s := (<-answer).Snapshot
+				var down, fresh []int64
+				for _, d := range s.Details {
+					if d.Err != nil {
+						down = append(down, d.ID)
+					}
+				}
+				for _, d := range s.checkedDetails() {
+					fresh = append(fresh, d.ID)
+				}
+				if !slices.Equal(down, tt.down) || !slices.Equal(fresh, tt.fresh) {
+					t.Errorf("locations down %v, checked %v; want %v and %v", down, fresh, tt.down, tt.fresh)
+				}
+			})
+		})
+	}
+}
+
+// TestCallOrder: root and the lists go first because they start first;
+// explicit ids are asked for at once alongside them, ids of the list as their
+// page arrives; no more calls are out than the concurrency, and under a rate
+// limit the lists have their turns first.
+func TestCallOrder(t *testing.T) {
+	lists := []string{"root", "projects", "locations?page=1", "locations?page=2"}
+	for _, tt := range []struct {
+		name        string
+		concurrency int
+		rateLimited bool
+		target      Target
+		starts      map[string]time.Duration // when calls start
+		most        int
+	}{
+		{"one slot", 1, false, Target{DetailIDs: []int64{1, 2, 3}}, map[string]time.Duration{"location_detail/1": 8 * time.Second}, 1},
+		{"explicit ids at once", 8, false, Target{DetailIDs: []int64{1, 2, 3}}, map[string]time.Duration{"location_detail/1": 0, "location_detail/3": 0}, 6},
+		{"ids as their page arrives", 4, false, Target{DetailLimit: 4}, map[string]time.Duration{"location_detail/1": time.Second, "location_detail/3": 2 * time.Second}, 4},
+		{"two slots", 2, false, Target{DetailIDs: []int64{1, 2, 3}}, map[string]time.Duration{"locations?page=1": 3 * time.Second}, 2},
+		{"a rate limit", 4, true, Target{DetailLimit: 4}, map[string]time.Duration{"location_detail/1": 3 * time.Second}, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(4, "root", 3*time.Second, "projects", 3*time.Second, "locations", time.Second, "location_detail", time.Second)
+				f.pageSize, f.concurrency, f.rateLimited = 2, tt.concurrency, tt.rateLimited
+				tt.target.Client = f
+				p := NewPoller(&tt.target, PollerOptions{Timeout: time.Minute})
+				begin := time.Now()
+				if s := p.Poll(context.Background()); !s.up() || len(s.checkedDetails()) != len(f.calls)-len(lists) {
+					t.Errorf("up %v, %d details checked of %v", s.up(), len(s.checkedDetails()), f.calls)
+				}
+				for call, want := range tt.starts {
+					if got := f.starts[call].Sub(begin).Round(time.Millisecond); got != want {
+						t.Errorf("%s started after %v, want %v", call, got, want)
+					}
+				}
+				if got := f.calls[:len(lists)]; tt.concurrency == 1 && !slices.Equal(got, lists) {
+					t.Errorf("first calls %v, want the lists %v", got, lists)
+				}
+				if f.most != tt.most {
+					t.Errorf("%d calls at most at once, want %d", f.most, tt.most)
+				}
+			})
+		})
+	}
+}
+
+// TestDetailSummary checks the folding of detail views, and of failures
+// that stand for detail views, into location_detail.
+func TestDetailSummary(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	fail := errors.New("x")
+	type view struct {
+		status int
+		err    error
+	}
+	tests := []struct {
+		name  string
+		views []view
+		fails []view
+		want  int
+		ok    bool
+	}{
+		{"all well", []view{{200, nil}, {204, nil}}, nil, 200, true},
+		{"one refused among good ones", []view{{403, fail}, {200, nil}}, nil, 403, false},
+		{"highest failed, not last", []view{{500, fail}, {404, fail}, {200, nil}}, nil, 500, false},
+		{"failed without a response", []view{{0, fail}, {200, nil}}, nil, 0, false},
+		{"a failure folded in, no view tried", nil, []view{{200, fail}}, 200, false},
+		{"a failure folded in next to good views", []view{{200, nil}}, []view{{0, fail}}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d detailSummary
+			for i, v := range tt.views {
+				start := t0.Add(time.Duration(i) * time.Second)
+				d.add(start, start.Add(time.Second), v.status, v.err)
+			}
+			for _, v := range tt.fails {
+				d.fail(v.status, v.err)
+			}
+			if got := d.status(); got != tt.want {
+				t.Errorf("status %d, want %d", got, tt.want)
+			}
+			if ok := d.err == nil; ok != tt.ok {
+				t.Errorf("up %v, want %v", ok, tt.ok)
+			}
+		})
+	}
+}
+
+// checked returns the ids p keeps a check of, and location id's last check time.
+func checked(p *Poller, id int64) ([]int64, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.checks)), p.checks[id].Checked
+}
+
+// TestSubsetFromTheList: the subset drawn from the list follows it once it
+// is read whole, forgetting the locations that left; while it cannot be read
+// whole, the last results stay, with those the list has given so far.
+func TestSubsetFromTheList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(10)
+		f.pageSize = 2
+		p := NewPoller(&Target{Client: f, DetailLimit: 4}, PollerOptions{Timeout: time.Minute})
+		for _, step := range []struct {
+			name string
+			set  func()
+			want []int64
+			kept []int64
+		}{
+			{"all well", func() {}, []int64{1, 2, 3, 4}, []int64{1, 2, 3, 4}},
+			{"the list down", func() { f.status["locations"] = 500 }, []int64{1, 2, 3, 4}, []int64{1, 2, 3, 4}},
+			{"its second page late", func() { f.status, f.locations, f.delay["locations?page=2"] = map[string]int{}, 6, time.Hour }, []int64{1, 2, 3, 4}, []int64{1, 2, 3, 4}},
+			{"locations 3 and 4 gone", func() { f.locations, f.delay = 2, map[string]time.Duration{} }, []int64{1, 2}, []int64{1, 2}},
+		} {
+			f.mu.Lock()
+			step.set()
+			f.mu.Unlock()
+			s := (<-scrapeAt(p, 10*time.Second)).Snapshot
+			kept, _ := checked(p, 0)
+			if got := ids(s.Details); !slices.Equal(got, step.want) || !slices.Equal(kept, step.kept) {
+				t.Errorf("%s: details %v, checks kept of %v; want %v and %v", step.name, got, kept, step.want, step.kept)
+			}
+		}
+	})
+}
+
+// TestPollCounters: one count per poll, however many scrapes share it;
+// none for a scrape answered inside the minimum interval; a failed poll
+// and a held-off scrape count as failures. Both start at 0.
+func TestPollCounters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newRequestMetrics()
+		f := newFake(5, "root", time.Second)
+		p := NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute, MinInterval: time.Hour, Polls: m})
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(m)
+		compare(t, reg, pollCounters(0, 0), pollCounterNames...)
+		for range 3 {
+			go p.Poll(context.Background())
+		}
+		synctest.Wait()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		compare(t, reg, pollCounters(1, 0), pollCounterNames...)
+		p.Poll(context.Background()) // inside the minimum interval
+		compare(t, reg, pollCounters(1, 0), pollCounterNames...)
+		p.opts.MinInterval = 0
+		f.status["projects"] = http.StatusTooManyRequests
+		p.Poll(context.Background()) // meets the 429
+		p.Poll(context.Background()) // held off: sends nothing
+		compare(t, reg, pollCounters(3, 2), pollCounterNames...)
+	})
 }
