@@ -2,11 +2,8 @@ package client
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -54,71 +51,6 @@ func (o origin) foreign() string {
 		o.host = o.host[:maxHostBytes] + "…"
 	}
 	return o.String()
-}
-
-// credentials identify what a client's requests carry (the authorization, secret headers,
-// client certificate and proxy credentials): a digest of the fixed ones, and the files re-read.
-type credentials struct {
-	fixed [sha256.Size]byte
-	files []*fileSecret
-}
-
-func newCredentials(cfg *Config) *credentials {
-	hc, cr, h := &cfg.HTTPClientConfig, &credentials{}, sha256.New()
-	add := func(vals ...string) {
-		for _, v := range vals {
-			h.Write([]byte(v))
-			h.Write([]byte{0})
-		}
-	}
-	if a := hc.Authorization; a != nil {
-		add("authorization", a.Type, string(a.Credentials))
-		cr.addFile(a.CredentialsFile)
-	}
-	if hc.HTTPHeaders != nil {
-		for _, name := range slices.Sorted(maps.Keys(hc.HTTPHeaders.Headers)) {
-			add("header", name)
-			for _, v := range hc.HTTPHeaders.Headers[name].Secrets {
-				add(string(v))
-			}
-			for _, f := range hc.HTTPHeaders.Headers[name].Files {
-				cr.addFile(f)
-			}
-		}
-	}
-	add("certificate", hc.TLSConfig.Cert, hc.TLSConfig.CertFile)
-	if proxy := hc.Proxy(); proxy != nil && cfg.BaseURL != nil {
-		if u, _ := proxy(&http.Request{URL: cfg.BaseURL}); u != nil {
-			add("proxy", u.User.String())
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(hc.ProxyConnectHeader)) {
-		add("proxy header", name)
-		for _, v := range hc.ProxyConnectHeader[name] {
-			add(string(v))
-		}
-	}
-	h.Sum(cr.fixed[:0])
-	return cr
-}
-
-func (cr *credentials) addFile(path string) {
-	if path != "" {
-		cr.files = append(cr.files, &fileSecret{path: path, max: maxKeyFileBytes})
-	}
-}
-
-// holdOffKey names the client's origin and credentials, by a digest that never holds a secret:
-// a hold-off holds off only the requests that carry the credentials that met it.
-func (c *Client) holdOffKey() string {
-	h := sha256.New()
-	h.Write(c.creds.fixed[:])
-	for _, f := range c.creds.files {
-		v, _ := f.read()
-		h.Write([]byte(v))
-		h.Write([]byte{0})
-	}
-	return c.origin.String() + " " + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // misdirected names another origin than the allowed one, with a guess at the cause.

@@ -547,49 +547,6 @@ func TestCallOrder(t *testing.T) {
 	}
 }
 
-// TestDetailSummary checks the folding of detail views, and of failures
-// that stand for detail views, into location_detail.
-func TestDetailSummary(t *testing.T) {
-	t0 := time.Unix(1700000000, 0)
-	fail := errors.New("x")
-	type view struct {
-		status int
-		err    error
-	}
-	tests := []struct {
-		name  string
-		views []view
-		fails []view
-		want  int
-		ok    bool
-	}{
-		{"all well", []view{{200, nil}, {204, nil}}, nil, 200, true},
-		{"one refused among good ones", []view{{403, fail}, {200, nil}}, nil, 403, false},
-		{"highest failed, not last", []view{{500, fail}, {404, fail}, {200, nil}}, nil, 500, false},
-		{"failed without a response", []view{{0, fail}, {200, nil}}, nil, 0, false},
-		{"a failure folded in, no view tried", nil, []view{{200, fail}}, 200, false},
-		{"a failure folded in next to good views", []view{{200, nil}}, []view{{0, fail}}, 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var d detailSummary
-			for i, v := range tt.views {
-				start := t0.Add(time.Duration(i) * time.Second)
-				d.add(start, start.Add(time.Second), v.status, v.err)
-			}
-			for _, v := range tt.fails {
-				d.fail(v.status, v.err)
-			}
-			if got := d.status(); got != tt.want {
-				t.Errorf("status %d, want %d", got, tt.want)
-			}
-			if ok := d.err == nil; ok != tt.ok {
-				t.Errorf("up %v, want %v", ok, tt.ok)
-			}
-		})
-	}
-}
-
 // checked returns the ids p keeps a check of, and location id's last check time.
 func checked(p *Poller, id int64) ([]int64, time.Time) {
 	p.mu.Lock()

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,15 +15,13 @@ import (
 )
 
 var (
-	// errTooLate stands for endpoints whose results came after the scrape had to answer.
 	errTooLate   = errors.New("poll did not finish before the scrape deadline")
 	errAbandoned = fmt.Errorf("every scrape waiting for the poll gave up: %w", context.Canceled)
 	errDropped   = fmt.Errorf("a reload dropped the target or changed its module: %w", context.Canceled)
 	errNoDetail  = errors.New("no detail view was checked in this poll")
 )
 
-// fairBudget is the least time a poll needs to say anything of the service;
-// a poll cut sooner by lack of time alone is not counted.
+// fairBudget is the least time a poll needs: one cut sooner by lack of time alone is not counted.
 const fairBudget = time.Second
 
 // deadlineError ends a poll at its deadline, naming the limit that set it.
@@ -39,8 +38,7 @@ func WithScrapeTimeout(ctx context.Context, header string) context.Context {
 	return context.WithValue(ctx, scrapeTimeoutKey{}, header)
 }
 
-// PollerOptions tunes a Poller. Recent, when set, records every poll under
-// Name (the redacted base URL) and Module.
+// PollerOptions tunes a Poller; Recent, when set, records every poll under Name (the redacted base URL) and Module.
 type PollerOptions struct {
 	Timeout     time.Duration // bounds a poll, which ends at the latest waiting scrape's deadline
 	MinInterval time.Duration // the least time between two polls' starts; 0 polls every scrape
@@ -55,40 +53,34 @@ type PollerOptions struct {
 // pollCounter counts polls; up is deployment_service_up after each.
 type pollCounter interface{ ObservePoll(up bool) }
 
-// Poller owns time for one target: it shares the poll in flight between
-// scrapes as singleflight shares a call, reuses the last poll inside the
-// minimum interval, and honours hold-offs. Its one lock guards all but opts.
+// Poller owns time for one target: it shares the poll in flight as singleflight shares a call,
+// reuses the last poll inside the minimum interval, and honours hold-offs.
 type Poller struct {
 	target *Target
 	opts   PollerOptions
 	sem    chan struct{} // a slot for each call in flight
 
-	mu           sync.Mutex
-	call         *poll // in flight
-	last         *Snapshot
-	seq, lastSeq uint64                  // polls numbered as they start
-	checks       map[int64]locationState // each subset location's last check
-	usualDetail  time.Duration           // the longest detail view of the last poll that had one
-	heldEnd      time.Time               // until when last, a held-off poll, is shared
-	heldUntil    time.Time
-	stopped      bool
-	throttled    bool // in a run of hold-offs, logged once
-	failures     failureLog
+	mu                 sync.Mutex
+	call               *poll // in flight
+	last               *Snapshot
+	seq, lastSeq       uint64                  // polls numbered as they start
+	checks             map[int64]locationState // each subset location's last check
+	usualDetail        time.Duration           // the longest detail view of the last poll that had one
+	heldEnd, heldUntil time.Time               // until when last, a held-off poll, is shared; the hold-off logged
+	stopped, throttled bool
+	failures           failureLog
 }
 
 // NewPoller returns a Poller for t.
 func NewPoller(t *Target, opts PollerOptions) *Poller {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
 	return &Poller{target: t, opts: opts, sem: make(chan struct{}, max(t.Client.Concurrency(), 1)), checks: make(map[int64]locationState)}
 }
 
-// Poll returns a snapshot for one scrape by ctx's deadline. A joined poll runs
-// on until this scrape's deadline too, so sharing never shortens a budget.
+// Poll returns a snapshot for one scrape by ctx's deadline; a joined poll runs on until it too.
 func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()
 	own, _ := p.horizon(ctx, now.Add(p.opts.Timeout))
@@ -103,7 +95,6 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		return p.last.at(now)
 	}
 	if until, status := p.target.Client.HoldOff(); p.call == nil && now.Before(until) {
-		// A held-off poll sends nothing; shared for a second at least, hurried scrapes cannot count one each.
 		s := p.failed(now, status, client.ErrHeldOff)
 		s.HoldOffUntil, p.heldEnd = until, now.Add(min(max(own.Sub(now), fairBudget), until.Sub(now)))
 		p.seq++
@@ -160,7 +151,6 @@ func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string
 	return p.snapshot(c, time.Now())
 }
 
-// start begins a poll, on a context that outlives ctx's cancellation; p.mu is held.
 func (p *Poller) start(ctx context.Context, now time.Time) {
 	p.seq++
 	c := &poll{
@@ -188,9 +178,7 @@ func (p *Poller) finish(c *poll) {
 		kept.trace = nil
 		p.last, p.lastSeq = &kept, c.seq
 	}
-	if c.longest > 0 {
-		p.usualDetail = c.longest
-	}
+	p.usualDetail = cmp.Or(c.longest, p.usualDetail)
 	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
 	c.snap = snap
 	p.mu.Unlock()
@@ -204,7 +192,6 @@ func (p *Poller) finish(c *poll) {
 	close(c.done)
 }
 
-// horizon is ctx's deadline bounded by limit, and what set it.
 func (p *Poller) horizon(ctx context.Context, limit time.Time) (time.Time, string) {
 	if deadline, ok := ctx.Deadline(); ok && deadline.Before(limit) {
 		if h, ok := ctx.Value(scrapeTimeoutKey{}).(string); ok {
@@ -234,7 +221,7 @@ func (p *Poller) logHoldOff() {
 	}
 }
 
-// takeLocations carries over the checks of a poller that a reload replaced, for the locations still in the subset.
+// takeLocations carries over the checks of a poller that a reload replaced.
 func (p *Poller) takeLocations(old *Poller) {
 	old.mu.Lock()
 	checks := maps.Clone(old.checks)
@@ -250,7 +237,6 @@ func (p *Poller) takeLocations(old *Poller) {
 	p.checks = checks
 }
 
-// stop cancels the poll in flight for good, for a reload that drops the target.
 func (p *Poller) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -261,7 +247,6 @@ func (p *Poller) stop() {
 	p.call = nil
 }
 
-// report counts a poll unless told not to, and records it.
 func (p *Poller) report(s *Snapshot, count bool) {
 	if count && p.opts.Polls != nil {
 		p.opts.Polls.ObservePoll(s.up())
@@ -271,7 +256,7 @@ func (p *Poller) report(s *Snapshot, count bool) {
 	}
 }
 
-// handoffMargin is how much before the scrape's deadline a poll hands over.
+// handoffMargin leaves the last scrape time to take what a poll it ends has found.
 func handoffMargin(budget time.Duration) time.Duration {
 	return min(max(budget/20, 5*time.Millisecond), 50*time.Millisecond)
 }

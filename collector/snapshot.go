@@ -22,8 +22,7 @@ type Snapshot struct {
 	budget time.Duration // of a poll that its deadline cut short; 0 for one that ended on its own
 }
 
-// reusableFor tells whether a scrape with budget may reuse this poll: not
-// when its deadline cut it short and the scrape has more time than it had.
+// reusableFor tells whether a scrape with budget may reuse this poll, which its deadline may have cut.
 func (s *Snapshot) reusableFor(budget time.Duration) bool {
 	return s.budget == 0 || s.budget >= budget-budget/20
 }
@@ -40,12 +39,10 @@ func (s *Snapshot) onlyOutOfTime() bool {
 	})
 }
 
-// checkedDetails returns the details that this poll checked.
 func (s *Snapshot) checkedDetails() []locationState {
 	return slices.DeleteFunc(slices.Clone(s.Details), func(d locationState) bool { return d.Checked.Before(s.Start) })
 }
 
-// at returns s as served at now, without a hold-off that has ended since; s is shared.
 func (s *Snapshot) at(now time.Time) *Snapshot {
 	if s.HoldOffUntil.IsZero() || now.Before(s.HoldOffUntil) {
 		return s
@@ -70,7 +67,6 @@ type Count struct {
 	Known bool
 }
 
-// locationState is the outcome of one location's detail view.
 type locationState struct {
 	ID       int64
 	Status   int
