@@ -13,8 +13,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// poll is one poll of the API, shared by the scrapes that wait for it; the
-// fields after done are guarded by the Poller's mu.
+// poll is one poll of the API, shared by its scrapes; the Poller's mu guards the fields after done.
 type poll struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -37,9 +36,8 @@ type poll struct {
 	snap                   *Snapshot
 }
 
-// run reads the API once: root and the lists start first, each in a slot of
-// the semaphore, then detail views as slots free up, while one can end before
-// the horizon. The poll ends once no call is out.
+// run starts root and the lists, each in a slot of the semaphore, then detail views as slots
+// free up while one can end before the horizon; the poll ends once no call is out.
 func (p *Poller) run(c *poll) {
 	defer c.cancel(nil)
 	api, t := p.target.Client, p.target
@@ -117,8 +115,7 @@ func (c *poll) poke() {
 	}
 }
 
-// usual is how long a detail view takes: the longest of this poll's, else of
-// the last poll's, at most half the budget so that slow views still show.
+// usual is the longest detail view of this poll, else of the last, at most half the budget.
 func (p *Poller) usual(c *poll) time.Duration {
 	half := c.horizon.Sub(c.start) / 2
 	return min(cmp.Or(c.longest, p.usualDetail, half), half)
@@ -187,7 +184,6 @@ func (c *poll) failDetail(status int, err error) {
 	c.detailStatus, c.detailErr = max(c.detailStatus, status), cmp.Or(c.detailErr, err)
 }
 
-// abandoned tells whether the poll was cancelled by its scrapes leaving or a reload, not by a deadline.
 func (c *poll) abandoned() bool {
 	cause := context.Cause(c.ctx)
 	return errors.Is(cause, errAbandoned) || errors.Is(cause, errDropped)

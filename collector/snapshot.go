@@ -27,15 +27,11 @@ func (s *Snapshot) reusableFor(budget time.Duration) bool {
 	return s.budget == 0 || s.budget >= budget-budget/20
 }
 
-func late(err error) bool {
-	return errors.Is(err, errTooLate) || client.ReasonOf(err) == client.ReasonTimeout
-}
-
 // onlyOutOfTime tells whether every list that failed, root included, ran out of time.
 func (s *Snapshot) onlyOutOfTime() bool {
 	return !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
 		st := s.Endpoints[ep]
-		return st.Err != nil && !late(st.Err)
+		return st.Err != nil && !errors.Is(st.Err, errTooLate) && client.ReasonOf(st.Err) != client.ReasonTimeout
 	})
 }
 
