@@ -204,6 +204,36 @@ func TestPollEndsWhenItsWorkEnds(t *testing.T) {
 	})
 }
 
+// TestScrapeAnswersWithinTheScrapeTimeout has the location list never
+// answer: the scrape answers by the deadline that the scrape timeout header
+// sets, the list down without a count and the rest up.
+func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(10, "locations", time.Hour)
+		h := NewHandler(NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute}), NewMetrics(nil), nil, time.Minute, nil)
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set(scrapeTimeoutHeader, "2")
+		begin := time.Now()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if took, budget := time.Since(begin), scrapeBudget(req, time.Minute); took > budget {
+			t.Errorf("the scrape answered after %v, past its budget of %v", took, budget)
+		}
+		body := rec.Body.String()
+		for _, want := range []string{
+			`deployment_service_endpoint_up{endpoint="root"} 1`, `deployment_service_endpoint_up{endpoint="projects"} 1`,
+			`deployment_service_endpoint_up{endpoint="locations"} 0`, `deployment_service_endpoint_status_code{endpoint="locations"} 0`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the answer lacks %s", want)
+			}
+		}
+		if strings.Contains(body, "deployment_service_locations ") {
+			t.Error("a timed-out list reported a count")
+		}
+	})
+}
+
 // TestSharedPoll: scrapes share the poll in flight; it runs to the latest
 // deadline among them, each answers by its own, and it ends when the last leaves.
 func TestSharedPoll(t *testing.T) {

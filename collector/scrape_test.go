@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -467,60 +466,6 @@ deployment_service_endpoint_status_code{endpoint="root"} 503
 	if n := r.svc.TotalRequests(); n != sent {
 		t.Errorf("%d requests sent during the hold-off", n-sent)
 	}
-}
-
-// TestScrapeAnswersWithinTheScrapeTimeout has the location list never
-// answer: the scrape must answer anyway, at the deadline that Prometheus'
-// scrape timeout header sets, with the list down and the rest up.
-func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
-	withMoreTime(t, func(timeout time.Duration) bool {
-		r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, timeout: time.Minute})
-		g := r.hold(t, sampleservice.EndpointLocations)
-		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-		req.Header.Set(scrapeTimeoutHeader, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
-		budget := scrapeBudget(req, time.Minute)
-		if budget <= 0 || budget >= timeout {
-			t.Fatalf("the budget of a %v scrape timeout is %v", timeout, budget)
-		}
-
-		answered := make(chan *httptest.ResponseRecorder, 1)
-		begin := time.Now()
-		go func() {
-			rec := httptest.NewRecorder()
-			r.handler.ServeHTTP(rec, req)
-			answered <- rec
-		}()
-		await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
-		rec := <-answered
-		if took := time.Since(begin); took > timeout {
-			t.Errorf("the scrape answered after %v, past its %v timeout", took, timeout)
-		}
-		if n := g.Counts().Passed; n != 0 {
-			t.Errorf("%d list requests let through before the scrape answered", n)
-		}
-		if rec.Code != http.StatusOK {
-			t.Fatalf("scrape answered %d", rec.Code)
-		}
-		body := rec.Body.String()
-		if !strings.Contains(body, `deployment_service_endpoint_up{endpoint="root"} 1`) ||
-			!strings.Contains(body, `deployment_service_endpoint_up{endpoint="projects"} 1`) {
-			return false // too busy to read even root and projects in time
-		}
-		for _, want := range []string{
-			`deployment_service_endpoint_up{endpoint="locations"} 0`,
-			`deployment_service_endpoint_status_code{endpoint="locations"} 0`,
-		} {
-			if !strings.Contains(body, want) {
-				t.Errorf("scrape lacks %s", want)
-			}
-		}
-		if strings.Contains(body, "deployment_service_locations ") {
-			t.Error("a timed-out list reported a count")
-		}
-		// The list request, cut short by the deadline, counts as a timeout.
-		waitFor(t, func() bool { return r.requests.errorCount(client.EndpointLocations, client.ReasonTimeout) == 1 })
-		return true
-	})
 }
 
 func TestMinIntervalAnswersFromTheLastPoll(t *testing.T) {
