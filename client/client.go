@@ -49,7 +49,7 @@ type Config struct {
 	RateLimit        float64    // requests per second, 0 for no limit
 	DisableGzip      bool       // stop asking for gzip; gzip answers are still read
 	Observer         Observer
-	HoldOffs         *HoldOffs // shared hold-offs by origin; nil for the Client's own
+	HoldOffs         *HoldOffs // shared hold-offs by origin and credentials; nil for the Client's own
 }
 
 // Client reads the API of one service. It is safe for concurrent use.
