@@ -229,6 +229,18 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	return s
 }
 
+// failed is a poll that sent nothing: the lists are down, the subset keeps its last checks.
+func (p *Poller) failed(now time.Time, status int, err error) *Snapshot {
+	c := &poll{start: now, horizon: now, lists: make(map[client.Endpoint]client.ListResult, 3)}
+	for _, ep := range upEndpoints {
+		c.lists[ep] = client.ListResult{Result: client.Result{Status: status, Err: err}}
+	}
+	if p.target.wantsDetails() {
+		c.failDetail(status, err)
+	}
+	return p.snapshot(c, now)
+}
+
 func (p *Poller) view(ids []int64) []locationState {
 	var out []locationState
 	for _, id := range slices.Sorted(slices.Values(ids)) {

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"errors"
-	"maps"
 	"slices"
 	"time"
 
@@ -79,20 +78,4 @@ func (s *Snapshot) up() bool {
 		st, ok := s.Endpoints[ep]
 		return !ok || !st.ok()
 	})
-}
-
-// failed is a poll that sent nothing: the lists are down, the subset keeps its last checks; p.mu is held.
-func (p *Poller) failed(start time.Time, status int, err error) *Snapshot {
-	s := &Snapshot{Start: start, Endpoints: make(map[client.Endpoint]endpointState, 4)}
-	for _, ep := range upEndpoints {
-		s.Endpoints[ep] = endpointState{Status: status, Err: err}
-	}
-	if p.target.wantsDetails() {
-		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: status, Err: err}
-		s.Details = p.view(p.target.DetailIDs)
-		if len(p.target.DetailIDs) == 0 {
-			s.Details = p.view(slices.Collect(maps.Keys(p.checks)))
-		}
-	}
-	return s
 }
