@@ -642,3 +642,27 @@ func TestPollCounters(t *testing.T) {
 		compare(t, reg, pollCounters(3, 2), pollCounterNames...)
 	})
 }
+
+// TestShortScrapesAddNoFailure: scrapes whose timeout header is below one
+// second, against a service that answers in 50 ms, add no poll failure.
+func TestShortScrapesAddNoFailure(t *testing.T) {
+	for _, header := range []string{"0.000001", "0.05", "0.1", "0.3", "0.9"} {
+		t.Run(header, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(10, "root", 50*time.Millisecond, "projects", 50*time.Millisecond, "locations", 50*time.Millisecond, "location_detail", 50*time.Millisecond)
+				m := newRequestMetrics()
+				p := NewPoller(&Target{Client: f, DetailLimit: 8}, PollerOptions{Timeout: 10 * time.Second, Polls: m})
+				h := NewHandler(p, NewMetrics(nil), nil, 10*time.Second, nil)
+				for range 5 {
+					req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+					req.Header.Set(scrapeTimeoutHeader, header)
+					h.ServeHTTP(httptest.NewRecorder(), req)
+					synctest.Wait()
+				}
+				if _, failures := pollCounts(m); failures != 0 {
+					t.Errorf("%d poll failures", failures)
+				}
+			})
+		})
+	}
+}
