@@ -22,9 +22,9 @@ const (
 	maxCAFileBytes  = 1 << 20
 )
 
-// readFile reads a regular file of at most max bytes, opening it without blocking so a FIFO
+// ReadRegularFile reads a regular file of at most max bytes, opening it without blocking so a FIFO
 // is refused, not waited on. Its errors do not name the file.
-func readFile(path string, max int64) ([]byte, error) {
+func ReadRegularFile(path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, pathless(err)
@@ -66,7 +66,7 @@ func CheckFiles(cfg *config.HTTPClientConfig) (err error) {
 		if path == "" || err != nil {
 			return
 		}
-		if _, e := readFile(path, max); e != nil {
+		if _, e := ReadRegularFile(path, max); e != nil {
 			err = fmt.Errorf("%s: cannot read %s: %w", key, path, e)
 		}
 	}
@@ -143,7 +143,7 @@ func (s *fileSecret) read() (string, error) {
 	if s.info != nil && os.SameFile(fi, s.info) && fi.Size() == s.info.Size() && fi.ModTime().Equal(s.info.ModTime()) {
 		return s.cached, nil
 	}
-	b, err := readFile(s.path, s.max)
+	b, err := ReadRegularFile(s.path, s.max)
 	if err != nil {
 		return "", err
 	}
