@@ -117,7 +117,7 @@ func TestShortSecretsHideAsWords(t *testing.T) {
 		"user:EUROPE@proxy":            "user:<secret>@proxy",
 		"pw=%65urope.":                 "pw=<secret>.",
 		`{"p": "\u0065urope"}`:         `{"p": "<secret>"}`,
-		"ｅｕｒｏｐｅ, in full width":         "<secret>, in full width",
+		"ｅｕｒｏｐｅ, in full width":        "<secret>, in full width",
 		"location Europe-West, europe": "location Europe-West, <secret>",
 	} {
 		if got := s.clean(in); got != want {

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
-		"path/filepath"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
