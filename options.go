@@ -129,6 +129,12 @@ func validateLimits(f flagValues) error {
 	if err := moduleconfig.ValidateInfoFields(loc.InfoFields); err != nil {
 		return fmt.Errorf("--locations.info-field %w", err)
 	}
+	if w := f.web; w != nil && *w.WebConfigFile != "" {
+		// exporter-toolkit reads it again on every request, where a FIFO would hang each one.
+		if _, err := client.ReadRegularFile(*w.WebConfigFile, moduleconfig.MaxFileBytes); err != nil {
+			return fmt.Errorf("--web.config.file %s: %w", *w.WebConfigFile, err)
+		}
+	}
 	return nil
 }
 
@@ -280,16 +286,28 @@ func probeLookup(store *moduleconfig.Store) collector.ModuleLookup {
 	}
 }
 
-// intFlag is a whole-number flag: kingpin's Int takes 2.5 too.
+// intFlag is a whole-number flag in decimal: kingpin's Int reads 010 as eight and takes 2.5.
 type intFlag int
 
 func (i *intFlag) Set(s string) error {
-	n, err := strconv.ParseInt(s, 0, strconv.IntSize)
+	n, err := strconv.Atoi(s)
 	*i = intFlag(n)
 	return err
 }
 
 func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
+
+// idsFlag is a repeatable flag of whole numbers in decimal.
+type idsFlag []int64
+
+func (l *idsFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	*l = append(*l, n)
+	return err
+}
+
+func (l *idsFlag) String() string   { return fmt.Sprint([]int64(*l)) }
+func (*idsFlag) IsCumulative() bool { return true }
 
 // byteSize is a flag of bytes, with or without a unit (64MiB, 10MB):
 // kingpin's Bytes takes no plain number, and reads MB as MiB.
