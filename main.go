@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,7 +96,7 @@ func run(args []string, hup <-chan os.Signal) int {
 			_ = reload()
 		}
 	}()
-	return serve(newServer(handler), f.web, logger)
+	return serve(newServer(handler, fileLimit()), f.web, logger)
 }
 
 // parseArgs parses the command line; --help and --version answer and exit.
@@ -185,9 +187,31 @@ func serve(srv *http.Server, toolkitFlags *web.FlagConfig, logger *slog.Logger) 
 	}
 }
 
-// newServer returns the HTTP server for h, with timeouts so clients cannot hold its fds.
-func newServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+// newServer returns the HTTP server for h, with timeouts and a bound on connections so that
+// clients cannot take the files that the process may open (0: no bound).
+func newServer(h http.Handler, files uint64) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	var open atomic.Int64
+	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		switch state {
+		case http.StateNew:
+			// Past a quarter, idle keep-alives lose their slots; past a half, accepting waits a second, then refuses.
+			if n := uint64(open.Add(1)); files > 0 && n > files/4 {
+				srv.SetKeepAlivesEnabled(false) // closes the idle connections
+				srv.SetKeepAlivesEnabled(true)
+				for i := 0; uint64(open.Load()) > files/2; i++ {
+					if i == 10 {
+						_ = c.Close()
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	return srv
 }
 
 // newRegistry returns the registry of the metrics kept across scrapes.
