@@ -6,6 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,4 +168,38 @@ func TestConnectionsStayBelowTheFileLimit(t *testing.T) {
 			t.Errorf("/metrics while a client holds the rest: %v", err)
 		}
 	})
+}
+
+// TestMetricsAnswerWhileAClientHoldsConnections runs the exporter with 64
+// open files and a client that holds 100 keep-alive connections: /metrics
+// still answers, and the demo's service is still polled.
+func TestMetricsAnswerWhileAClientHoldsConnections(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no file limit to lower")
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command("sh", "-c", `ulimit -n 64 && exec "$0" "$@"`, binary, "--demo", "--web.listen-address="+addr)
+	cmd.Env = cleanEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	e := &exporter{addr: addr}
+	eventually(t, "the exporter became ready", func() bool { code, _ := e.get(t, "/-/ready"); return code == http.StatusOK })
+	for range 100 {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			continue
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(time.Second)) // past the limit, no answer is the point
+		if _, err := io.WriteString(conn, "GET /-/healthy HTTP/1.1\r\nHost: exporter\r\n\r\n"); err == nil {
+			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+				_ = resp.Body.Close()
+			}
+		}
+	}
+	if code, body := e.get(t, "/metrics"); code != http.StatusOK || !strings.Contains(body, "deployment_service_up 1") {
+		t.Errorf("/metrics while a client holds connections: %d\n%.300s", code, body)
+	}
 }
