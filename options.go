@@ -193,22 +193,17 @@ func checkConfig(f flagValues) int {
 	return 0
 }
 
-// checkMetricsTarget checks the flags of the service behind /metrics and builds its HTTP client.
+// checkMetricsTarget checks the flags of the service behind /metrics and its HTTP client file, as a start would.
 func checkMetricsTarget(f flagValues) error {
-	var hc config.HTTPClientConfig
 	if f.apiURL != "" || f.demo {
-		s, err := validate(f)
-		if err != nil {
-			return err
-		}
-		hc = s.target.Client.HTTPClientConfig
-	} else if err := validateLimits(f); err != nil {
+		_, err := validate(f)
 		return err
-	} else if hc, err = moduleconfig.LoadHTTPClientConfig(f.httpConfigFile); err != nil {
-		return fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
-	if _, err := client.NewTransport(hc, ""); err != nil {
-		return fmt.Errorf("the HTTP client of the service behind /metrics cannot be built: %w", err)
+	if err := validateLimits(f); err != nil {
+		return err
+	}
+	if _, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile); err != nil {
+		return fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,15 +35,9 @@ func ReadRegularFile(path string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, pathless(err)
 	}
-	switch m := fi.Mode(); {
-	case m.IsDir():
-		return nil, errors.New("it is a directory, not a regular file")
-	case m&fs.ModeNamedPipe != 0:
-		return nil, errors.New("it is a FIFO, not a regular file")
-	case m&fs.ModeDevice != 0:
-		return nil, errors.New("it is a device, not a regular file")
-	case !m.IsRegular():
-		return nil, errors.New("it is not a regular file")
+	if m := fi.Mode(); !m.IsRegular() {
+		kind := map[fs.FileMode]string{fs.ModeDir: "a directory", fs.ModeNamedPipe: "a FIFO", fs.ModeDevice: "a device"}[m.Type()&^fs.ModeCharDevice]
+		return nil, fmt.Errorf("it is %s, not a regular file", cmp.Or(kind, "something else"))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err == nil && (fi.Size() > max || int64(len(b)) > max) {

@@ -209,15 +209,15 @@ func inWord(rs []rune, i int) bool {
 }
 
 // foldText returns text's characters as secrets are compared: escapes decoded, invisible
-// ones dropped, NFKC, one letter case; at[i] is where the i-th starts, at[len(rs)] = len(text).
+// ones dropped, NFKC (the Kelvin sign is K), upper case; at[i] is where the i-th starts, at[len(rs)] = len(text).
 func foldText(text string) (rs []rune, at []int) {
 	for i := 0; i < len(text); {
 		r, n := unescape(text[i:])
 		if r < utf8.RuneSelf {
-			rs, at = append(rs, fold(r)), append(at, i)
+			rs, at = append(rs, unicode.ToUpper(r)), append(at, i)
 		} else if !unicode.Is(unicode.Cf, r) { // zero-width spaces, soft hyphens
 			for _, c := range norm.NFKC.String(string(r)) {
-				rs, at = append(rs, fold(c)), append(at, i)
+				rs, at = append(rs, unicode.ToUpper(c)), append(at, i)
 			}
 		}
 		i += n
@@ -247,19 +247,4 @@ func unescape(s string) (rune, int) {
 		return rune(s[1]), 2
 	}
 	return utf8.DecodeRuneInString(s)
-}
-
-// fold maps the cases of a letter (k, K, the Kelvin sign) to one of them.
-func fold(r rune) rune {
-	if r < utf8.RuneSelf {
-		if 'a' <= r && r <= 'z' {
-			r -= 'a' - 'A'
-		}
-		return r
-	}
-	least := r
-	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-		least = min(least, f)
-	}
-	return least
 }

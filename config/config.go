@@ -93,22 +93,23 @@ func (t *yamlText) UnmarshalYAML(unmarshal func(any) error) error {
 
 // wholeNumbers reads the module's whole numbers again as written, in decimal: YAML 1.1 reads 010 as eight.
 func (m *Module) wholeNumbers(unmarshal func(any) error) error {
-	var flat map[string]yamlText
-	var nested map[string]map[string]yamlText
-	_, _ = unmarshal(&flat), unmarshal(&nested)
+	var top map[string]yamlText
+	var sub map[string]map[string]yamlText
+	_, _ = unmarshal(&top), unmarshal(&sub)
 	l := &m.Locations
-	for key, f := range map[string]struct {
-		text yamlText
-		set  func([]int64)
-	}{
-		"concurrency":            {flat["concurrency"], func(n []int64) { m.Concurrency = int(n[0]) }},
-		"max_pages":              {flat["max_pages"], func(n []int64) { m.MaxPages = int(n[0]) }},
-		"max_response_bytes":     {flat["max_response_bytes"], func(n []int64) { m.MaxResponseBytes = n[0] }},
-		"locations.detail_limit": {nested["locations"]["detail_limit"], func(n []int64) { l.DetailLimit = int(n[0]) }},
-		"locations.detail_ids":   {nested["locations"]["detail_ids"], func(n []int64) { l.DetailIDs = n }},
+	for key, set := range map[string]func([]int64){
+		"concurrency":            func(n []int64) { m.Concurrency = int(n[0]) },
+		"max_pages":              func(n []int64) { m.MaxPages = int(n[0]) },
+		"max_response_bytes":     func(n []int64) { m.MaxResponseBytes = n[0] },
+		"locations.detail_limit": func(n []int64) { l.DetailLimit = int(n[0]) },
+		"locations.detail_ids":   func(n []int64) { l.DetailIDs = n },
 	} {
+		text := top[key]
+		if parent, child, nested := strings.Cut(key, "."); nested {
+			text = sub[parent][child]
+		}
 		var ns []int64
-		for _, s := range f.text {
+		for _, s := range text {
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
 				return fmt.Errorf("%s takes whole numbers written in decimal, such as 10", key)
@@ -116,7 +117,7 @@ func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 			ns = append(ns, n)
 		}
 		if len(ns) > 0 {
-			f.set(ns)
+			set(ns)
 		}
 	}
 	return nil
