@@ -178,7 +178,7 @@ func explainYAML(err error) error {
 	switch {
 	case !errors.As(err, &te) && !strings.HasPrefix(msg, "yaml: "): // a setting's own parser, which may quote the value
 		msg, _, _ = strings.Cut(msg, ": ")
-		return fmt.Errorf("%s (a value is not one its key takes: check the README)", msg)
+		return fmt.Errorf("%s (see the README for what the setting takes)", msg)
 	case strings.Contains(msg, "not found"):
 		return fmt.Errorf("%s (unknown key: check its spelling and indentation against the README)", msg)
 	case strings.Contains(msg, "cannot unmarshal"):
