@@ -109,6 +109,7 @@ func validateLimits(f flagValues) error {
 		{loc.DetailLimit < 0, "--locations.detail-limit must be 0 (none) or more"},
 		{m.RateLimit < 0 || math.IsNaN(m.RateLimit) || math.IsInf(m.RateLimit, 0), "--api.rate-limit must be 0 (no limit) or more requests per second"},
 		{m.MinInterval < 0, "--api.min-interval must be 0 (poll on every scrape) or more"},
+		{slices.ContainsFunc(loc.DetailIDs, func(id int64) bool { return id < 0 }), "--locations.detail-id: ids are whole numbers from 0"},
 		{len(loc.DetailIDs) > 0 && loc.DetailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
 		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
 		{len(f.demoFaults.specs) > 0 && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
@@ -122,9 +123,6 @@ func validateLimits(f flagValues) error {
 		if c.bad {
 			return errors.New(c.msg)
 		}
-	}
-	if i := slices.IndexFunc(loc.DetailIDs, func(id int64) bool { return id < 0 }); i >= 0 {
-		return fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", loc.DetailIDs[i])
 	}
 	if err := moduleconfig.ValidateInfoFields(loc.InfoFields); err != nil {
 		return fmt.Errorf("--locations.info-field %w", err)
