@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
@@ -539,4 +541,37 @@ func mustURL(t *testing.T, raw string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestEveryFileMustBeRegular: --config.file, --api.http-config.file and
+// --web.config.file that are a FIFO, a device or a directory stop the
+// start and --config.check at once, with one line naming the file.
+func TestEveryFileMustBeRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := mkfifo(fifo); err != nil {
+		t.Skipf("no named pipes here: %v", err)
+	}
+	for _, path := range []string{fifo, "/dev/zero", dir} {
+		for _, flag := range []string{"--config.file", "--api.http-config.file", "--web.config.file"} {
+			args := []string{flag + "=" + path, "--api.url=http://127.0.0.1:1", "--web.listen-address=" + freeAddr(t)}
+			for _, check := range []bool{false, true} {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang, not a timing
+				cmd := exec.CommandContext(ctx, binary, args...)
+				if check {
+					cmd = exec.CommandContext(ctx, binary, append(args, "--config.check")...)
+				}
+				cmd.Env = append(cleanEnv(), "DEPLOYMENT_SERVICE_API_KEY=k")
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				err := cmd.Run()
+				hung := ctx.Err() != nil
+				cancel()
+				lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+				if err == nil || hung || len(lines) != 1 || !strings.Contains(lines[0], path+": it is") {
+					t.Errorf("%s=%s (check %v): %v, want one line naming the file:\n%s", flag, path, check, err, stderr.String())
+				}
+			}
+		}
+	}
 }

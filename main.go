@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,7 +96,7 @@ func run(args []string, hup <-chan os.Signal) int {
 			_ = reload()
 		}
 	}()
-	return serve(newServer(handler), f.web, logger)
+	return serve(newServer(handler, fileLimit()), f.web, logger)
 }
 
 // parseArgs parses the command line; --help and --version answer and exit.
@@ -111,7 +113,7 @@ func parseArgs(args []string) (*flagValues, error) {
 	app.Flag("api.rate-limit", "Most requests per second sent to the API (0 = no limit).").Default("0").Float64Var(&m.RateLimit)
 	app.Flag("api.gzip", "Ask the service for gzip-compressed answers (--no-api.gzip: do not); --api.max-response-bytes bounds the decompressed body.").Default("true").BoolVar(&m.Gzip)
 	app.Flag("api.min-interval", "Least time between the starts of two polls; scrapes inside it are answered from the last poll (0 = poll on every scrape).").Default("0s").DurationVar(&m.MinInterval)
-	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&f.locationsGiven).Int64ListVar(&loc.DetailIDs)
+	app.Flag("locations.detail-id", "Location id whose detail view is read on every scrape; repeatable. Each id adds per-location series.").IsSetByUser(&f.locationsGiven).SetValue((*idsFlag)(&loc.DetailIDs))
 	app.Flag("locations.detail-limit", "When no --locations.detail-id is given: read the detail views of the first N locations of the list (0 = none).").IsSetByUser(&f.locationsGiven).Default("0").SetValue((*intFlag)(&loc.DetailLimit))
 	app.Flag("locations.info-field", "Top-level scalar field of the detail view to expose as a label of deployment_service_location_info; repeatable.").IsSetByUser(&f.locationsGiven).StringsVar(&loc.InfoFields)
 	app.Flag("api.http-config.file", "YAML file of prometheus/common HTTP client settings (tls_config, proxy_url, http_headers, ...) for the service behind /metrics; an authorization of type Token in it replaces the key flags.").StringVar(&f.httpConfigFile)
@@ -185,9 +187,31 @@ func serve(srv *http.Server, toolkitFlags *web.FlagConfig, logger *slog.Logger) 
 	}
 }
 
-// newServer returns the HTTP server for h, with timeouts so clients cannot hold its fds.
-func newServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+// newServer returns the HTTP server for h, with timeouts and a bound on connections so that
+// clients cannot take the files that the process may open (0: no bound).
+func newServer(h http.Handler, files uint64) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	var open atomic.Int64
+	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		switch state {
+		case http.StateNew:
+			// Past a quarter, idle keep-alives lose their slots; past a half, accepting waits a second, then refuses.
+			if n := uint64(open.Add(1)); files > 0 && n > files/4 {
+				srv.SetKeepAlivesEnabled(false) // closes the idle connections
+				srv.SetKeepAlivesEnabled(true)
+				for i := 0; uint64(open.Load()) > files/2; i++ {
+					if i == 10 {
+						_ = c.Close()
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	return srv
 }
 
 // newRegistry returns the registry of the metrics kept across scrapes.

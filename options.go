@@ -109,6 +109,7 @@ func validateLimits(f flagValues) error {
 		{loc.DetailLimit < 0, "--locations.detail-limit must be 0 (none) or more"},
 		{m.RateLimit < 0 || math.IsNaN(m.RateLimit) || math.IsInf(m.RateLimit, 0), "--api.rate-limit must be 0 (no limit) or more requests per second"},
 		{m.MinInterval < 0, "--api.min-interval must be 0 (poll on every scrape) or more"},
+		{slices.ContainsFunc(loc.DetailIDs, func(id int64) bool { return id < 0 }), "--locations.detail-id: ids are whole numbers from 0"},
 		{len(loc.DetailIDs) > 0 && loc.DetailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
 		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
 		{len(f.demoFaults.specs) > 0 && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
@@ -123,11 +124,14 @@ func validateLimits(f flagValues) error {
 			return errors.New(c.msg)
 		}
 	}
-	if i := slices.IndexFunc(loc.DetailIDs, func(id int64) bool { return id < 0 }); i >= 0 {
-		return fmt.Errorf("--locations.detail-id %d: ids are non-negative integers", loc.DetailIDs[i])
-	}
 	if err := moduleconfig.ValidateInfoFields(loc.InfoFields); err != nil {
 		return fmt.Errorf("--locations.info-field %w", err)
+	}
+	if w := f.web; w != nil && *w.WebConfigFile != "" {
+		// exporter-toolkit reads it again on every request, where a FIFO would hang each one.
+		if _, err := client.ReadRegularFile(*w.WebConfigFile, moduleconfig.MaxFileBytes); err != nil {
+			return fmt.Errorf("--web.config.file %s: %w", *w.WebConfigFile, err)
+		}
 	}
 	return nil
 }
@@ -187,22 +191,17 @@ func checkConfig(f flagValues) int {
 	return 0
 }
 
-// checkMetricsTarget checks the flags of the service behind /metrics and builds its HTTP client.
+// checkMetricsTarget checks the flags of the service behind /metrics and its HTTP client file, as a start would.
 func checkMetricsTarget(f flagValues) error {
-	var hc config.HTTPClientConfig
 	if f.apiURL != "" || f.demo {
-		s, err := validate(f)
-		if err != nil {
-			return err
-		}
-		hc = s.target.Client.HTTPClientConfig
-	} else if err := validateLimits(f); err != nil {
+		_, err := validate(f)
 		return err
-	} else if hc, err = moduleconfig.LoadHTTPClientConfig(f.httpConfigFile); err != nil {
-		return fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
-	if _, err := client.NewTransport(hc, ""); err != nil {
-		return fmt.Errorf("the HTTP client of the service behind /metrics cannot be built: %w", err)
+	if err := validateLimits(f); err != nil {
+		return err
+	}
+	if _, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile); err != nil {
+		return fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
 	return nil
 }
@@ -280,16 +279,28 @@ func probeLookup(store *moduleconfig.Store) collector.ModuleLookup {
 	}
 }
 
-// intFlag is a whole-number flag: kingpin's Int takes 2.5 too.
+// intFlag is a whole-number flag in decimal: kingpin's Int reads 010 as eight and takes 2.5.
 type intFlag int
 
 func (i *intFlag) Set(s string) error {
-	n, err := strconv.ParseInt(s, 0, strconv.IntSize)
+	n, err := strconv.Atoi(s)
 	*i = intFlag(n)
 	return err
 }
 
 func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
+
+// idsFlag is a repeatable flag of whole numbers in decimal.
+type idsFlag []int64
+
+func (l *idsFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	*l = append(*l, n)
+	return err
+}
+
+func (l *idsFlag) String() string   { return fmt.Sprint([]int64(*l)) }
+func (*idsFlag) IsCumulative() bool { return true }
 
 // byteSize is a flag of bytes, with or without a unit (64MiB, 10MB):
 // kingpin's Bytes takes no plain number, and reads MB as MiB.

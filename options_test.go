@@ -498,3 +498,19 @@ func TestHTTP2FollowsPrometheusDefault(t *testing.T) {
 		t.Errorf("a module: enable_http2 %t, want %t", got, want)
 	}
 }
+
+// TestWholeNumberFlagsAreDecimal: 010 is ten, never eight, and 08 is eight.
+func TestWholeNumberFlagsAreDecimal(t *testing.T) {
+	f, err := parseArgs([]string{"--locations.detail-id=010", "--locations.detail-id=7", "--api.max-pages=08", "--api.concurrency=010", "--web.max-requests=010"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := f.module.Locations.DetailIDs; len(ids) != 2 || ids[0] != 10 || ids[1] != 7 || f.module.MaxPages != 8 || f.module.Concurrency != 10 || f.maxRequests != 10 {
+		t.Errorf("ids %v, pages %d, concurrency %d, requests %d; want [10 7], 8, 10, 10", ids, f.module.MaxPages, f.module.Concurrency, f.maxRequests)
+	}
+	for _, arg := range []string{"--locations.detail-id=0x10", "--api.max-pages=0b1", "--locations.detail-limit=1_0"} {
+		if _, err := parseArgs([]string{arg}); err == nil {
+			t.Errorf("%s accepted", arg)
+		}
+	}
+}

@@ -6,7 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,7 +72,7 @@ func TestServerDropsSlowAndIdleConnections(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 					_, _ = io.WriteString(w, "ok\n")
-				}))
+				}), 0)
 				limit := tc.within(srv)
 				if limit <= 0 {
 					t.Fatal("the server sets no bound for this")
@@ -103,5 +107,99 @@ func TestServerDropsSlowAndIdleConnections(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestConnectionsStayBelowTheFileLimit: with a file limit of 16, a client
+// that holds idle keep-alive connections loses them once more than 4 are
+// open, and connections past 8 are closed at once; /metrics still answers.
+func TestConnectionsStayBelowTheFileLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, "ok\n")
+		}), 16)
+		l := newPipeListener()
+		go func() { _ = srv.Serve(l) }()
+		defer srv.Close()
+		var closed atomic.Int64
+		hold := func(conn net.Conn, br *bufio.Reader) {
+			go func() { // the server closing it is an EOF here
+				if _, err := br.ReadByte(); err != nil {
+					closed.Add(1)
+				}
+				_ = conn.Close()
+			}()
+		}
+		get := func(path string) (net.Conn, *bufio.Reader, error) {
+			conn := l.dial()
+			br := bufio.NewReader(conn)
+			if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: exporter\r\n\r\n"); err != nil {
+				return conn, br, err
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+			return conn, br, err
+		}
+		for range 12 { // idle keep-alives
+			conn, br, err := get("/-/healthy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold(conn, br)
+			synctest.Wait()
+		}
+		if n := closed.Load(); n < 12-4 {
+			t.Errorf("%d of 12 idle connections closed, want at least 8", n)
+		}
+		closed.Store(0)
+		for range 12 { // connections that send nothing yet
+			conn := l.dial()
+			hold(conn, bufio.NewReader(conn))
+		}
+		synctest.Wait()
+		if n := closed.Load(); n < 4 {
+			t.Errorf("%d of 12 silent connections closed, want at least 4 (those past 8)", n)
+		}
+		time.Sleep(6 * time.Second) // silent for over 5 s: as good as idle
+		if _, _, err := get("/metrics"); err != nil {
+			t.Errorf("/metrics while a client holds the rest: %v", err)
+		}
+	})
+}
+
+// TestMetricsAnswerWhileAClientHoldsConnections runs the exporter with 64
+// open files and a client that holds 100 keep-alive connections: /metrics
+// still answers, and the demo's service is still polled.
+func TestMetricsAnswerWhileAClientHoldsConnections(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no file limit to lower")
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command("sh", "-c", `ulimit -n 64 && exec "$0" "$@"`, binary, "--demo", "--web.listen-address="+addr)
+	cmd.Env = cleanEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	e := &exporter{addr: addr}
+	eventually(t, "the exporter became ready", func() bool { code, _ := e.get(t, "/-/ready"); return code == http.StatusOK })
+	for range 100 {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			continue
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(time.Second)) // past the limit, no answer is the point
+		if _, err := io.WriteString(conn, "GET /-/healthy HTTP/1.1\r\nHost: exporter\r\n\r\n"); err == nil {
+			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+				_ = resp.Body.Close()
+			}
+		}
+	}
+	if code, body := e.get(t, "/metrics"); code != http.StatusOK || !strings.Contains(body, "deployment_service_up 1") {
+		t.Errorf("/metrics while a client holds connections: %d\n%.300s", code, body)
 	}
 }

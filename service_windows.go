@@ -42,3 +42,6 @@ func (s *service) Execute(_ []string, req <-chan svc.ChangeRequest, status chan<
 		}
 	}
 }
+
+// fileLimit is 0: Windows bounds handles per process far above what a listener reaches.
+func fileLimit() uint64 { return 0 }

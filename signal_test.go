@@ -6,9 +6,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,18 +15,16 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
-// TestSIGHUPWhileStarting sends SIGHUPs while the exporter is still
-// reading its configuration at start (a FIFO holds the read until the
-// test writes the file): they never end the process, and the reload they
-// asked for runs once the exporter serves.
+// TestSIGHUPWhileStarting sends SIGHUPs from the moment the exporter has
+// read its configuration until it serves (a FIFO, refused now, can no
+// longer hold the start): they never end the process, and a later one
+// reloads the file. Before Go's runtime has run the exporter's first
+// package, a SIGHUP ends any Go program.
 func TestSIGHUPWhileStarting(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "config.yml")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeTestFile(t, dir, "config.yml", "modules:\n  default: {}\n")
 	addr := freeAddr(t)
-	cmd := exec.Command(binary, "--web.listen-address="+addr, "--config.file="+fifo)
+	cmd := exec.Command(binary, "--web.listen-address="+addr, "--config.file="+cfg)
 	cmd.Env = cleanEnv()
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
@@ -53,23 +49,13 @@ func TestSIGHUPWhileStarting(t *testing.T) {
 		default:
 		}
 	}
-	// Opening the FIFO for writing returns once the exporter has opened
-	// it to read its configuration: it is loading, not serving.
-	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := w.WriteString("modules:\n  default: {}\n"); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	eventually(t, "the exporter read its configuration", func() bool {
+		alive("while starting")
+		return strings.Contains(stderr.String(), "Configuration loaded")
+	})
 	eventually(t, "the exporter became ready", func() bool {
 		alive("after SIGHUPs during its start")
+		_ = cmd.Process.Signal(syscall.SIGHUP)
 		resp, err := http.Get("http://" + addr + "/-/ready")
 		if err != nil {
 			return false
@@ -77,18 +63,13 @@ func TestSIGHUPWhileStarting(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	// The queued reload reads the file again: give it a second version.
-	w, err = os.OpenFile(fifo, os.O_WRONLY, 0)
-	if err != nil {
+	writeTestFile(t, dir, "config.yml", "modules:\n  default: {}\n  second: {}\n")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.WriteString("modules:\n  default: {}\n  second: {}\n"); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	eventually(t, "the queued SIGHUP reloaded the file", func() bool {
+	eventually(t, "a SIGHUP reloaded the file", func() bool {
 		alive("while reloading")
-		return strings.Contains(stderr.String(), `msg="Configuration loaded" file=`+fifo+` modules=2`)
+		return strings.Contains(stderr.String(), `msg="Configuration loaded" file=`+cfg+` modules=2`)
 	})
 }
 

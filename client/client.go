@@ -86,12 +86,25 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact, creds: newCredentials(&cfg)}
-	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: cfg.Transport}, CheckRedirect: c.checkRedirect}
+	c.http = &http.Client{Transport: keptRedirect{&originGuard{allowed: c.origin, t: cfg.Transport}}, CheckRedirect: c.checkRedirect}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly.
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
 	}
 	return c, nil
+}
+
+// keptRedirect blanks a redirect's Location that is no URL, so that net/http answers the 3xx, not an error.
+type keptRedirect struct{ http.RoundTripper }
+
+func (k keptRedirect) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := k.RoundTripper.RoundTrip(req)
+	if err == nil && resp.StatusCode/100 == 3 {
+		if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
+			resp.Header.Set("Location", "")
+		}
+	}
+	return resp, err
 }
 
 type nopObserver struct{}
@@ -297,14 +310,15 @@ func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error 
 	x.rec.BodyExcerpt = c.excerpt(c.readErrorBody(wire, h))
 	x.rec.RetryAfter = c.shown(h.Get("Retry-After"), maxHeaderShown)
 	x.rec.WWWAuthenticate = c.shown(strings.Join(h.Values("WWW-Authenticate"), ", "), maxHeaderShown)
-	if loc := h.Get("Location"); loc != "" && status/100 == 3 {
-		x.rec.Location = "(not a valid URL)"
-		if u, err := url.Parse(loc); err == nil {
-			x.rec.Location = c.shown(RedactURL(u), maxShown)
+	why := ""
+	if loc := h.Values("Location"); len(loc) > 0 && status/100 == 3 {
+		x.rec.Location, why = "(not a valid URL)", "redirect to a Location that is no URL not followed"
+		if u, err := url.Parse(loc[0]); err == nil && loc[0] != "" {
+			x.rec.Location, why = c.shown(RedactURL(u), maxShown), ""
 		}
 	}
 	msg := "unexpected status " + http.StatusText(status)
-	if why := c.refusedRedirect(resp); why != "" {
+	if why = cmp.Or(why, c.refusedRedirect(resp)); why != "" {
 		msg += ": " + why
 	}
 	e := c.fail(x.ep, ReasonHTTPStatus, status, errors.New(msg))

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,9 +23,9 @@ const (
 	maxCAFileBytes  = 1 << 20
 )
 
-// readFile reads a regular file of at most max bytes, opening it without blocking so a FIFO
+// ReadRegularFile reads a regular file of at most max bytes, opening it without blocking so a FIFO
 // is refused, not waited on. Its errors do not name the file.
-func readFile(path string, max int64) ([]byte, error) {
+func ReadRegularFile(path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, pathless(err)
@@ -34,15 +35,9 @@ func readFile(path string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, pathless(err)
 	}
-	switch m := fi.Mode(); {
-	case m.IsDir():
-		return nil, errors.New("it is a directory, not a regular file")
-	case m&fs.ModeNamedPipe != 0:
-		return nil, errors.New("it is a FIFO, not a regular file")
-	case m&fs.ModeDevice != 0:
-		return nil, errors.New("it is a device, not a regular file")
-	case !m.IsRegular():
-		return nil, errors.New("it is not a regular file")
+	if m := fi.Mode(); !m.IsRegular() {
+		kind := map[fs.FileMode]string{fs.ModeDir: "a directory", fs.ModeNamedPipe: "a FIFO", fs.ModeDevice: "a device"}[m.Type()&^fs.ModeCharDevice]
+		return nil, fmt.Errorf("it is %s, not a regular file", cmp.Or(kind, "something else"))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err == nil && (fi.Size() > max || int64(len(b)) > max) {
@@ -66,7 +61,7 @@ func CheckFiles(cfg *config.HTTPClientConfig) (err error) {
 		if path == "" || err != nil {
 			return
 		}
-		if _, e := readFile(path, max); e != nil {
+		if _, e := ReadRegularFile(path, max); e != nil {
 			err = fmt.Errorf("%s: cannot read %s: %w", key, path, e)
 		}
 	}
@@ -143,7 +138,7 @@ func (s *fileSecret) read() (string, error) {
 	if s.info != nil && os.SameFile(fi, s.info) && fi.Size() == s.info.Size() && fi.ModTime().Equal(s.info.ModTime()) {
 		return s.cached, nil
 	}
-	b, err := readFile(s.path, s.max)
+	b, err := ReadRegularFile(s.path, s.max)
 	if err != nil {
 		return "", err
 	}

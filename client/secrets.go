@@ -1,17 +1,20 @@
 package client
 
 import (
-	"cmp"
+	"encoding/base64"
+	"encoding/hex"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/prometheus/common/config"
+	"golang.org/x/text/unicode/norm"
 )
 
 // findSecrets keeps every secret of cfg for redaction, and the files the guard checks.
@@ -34,21 +37,12 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 		}
 	}
 	s.files = append(s.files, t.headerFiles...)
-	proxies := []*url.URL{cfg.ProxyURL.URL}
-	for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
-		if v := os.Getenv(name); cfg.ProxyFromEnvironment && v != "" {
-			if !strings.Contains(v, "://") {
-				v = "http://" + v
-			}
-			u, _ := url.Parse(v)
-			proxies = append(proxies, u)
-		}
+	if u := cfg.ProxyURL.URL; u != nil {
+		pw, _ := u.User.Password()
+		s.fixed = append(s.fixed, pw)
 	}
-	for _, u := range proxies {
-		if u != nil {
-			pw, _ := u.User.Password()
-			s.fixed = append(s.fixed, pw)
-		}
+	if cfg.ProxyFromEnvironment {
+		s.fixed = append(s.fixed, EnvProxyPasswords()...)
 	}
 	for _, vs := range cfg.ProxyConnectHeader {
 		for _, v := range vs {
@@ -56,6 +50,23 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 		}
 	}
 	t.redact = s
+}
+
+// EnvProxyPasswords returns the passwords of the proxies that HTTP_PROXY and HTTPS_PROXY name.
+func EnvProxyPasswords() []string {
+	var out []string
+	for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		v := os.Getenv(name)
+		if !strings.Contains(v, "://") {
+			v = "http://" + v
+		}
+		if u, err := url.Parse(v); err == nil {
+			if pw, ok := u.User.Password(); ok {
+				out = append(out, pw)
+			}
+		}
+	}
+	return out
 }
 
 // sensitiveParam matches query parameter names whose values are hidden.
@@ -79,16 +90,15 @@ func RedactURL(u *url.URL) string {
 	return c.String()
 }
 
-// Text never shows a run of secretRun characters of a secret; secrets
-// shorter than minSecret are not cut, as they would cut common words.
+// Text never shows a run of secretRun characters of a secret or of its hex
+// or base64 forms; a shorter one is hidden as a whole word, one under minSecret not at all.
 const (
 	secretRun    = 12
 	minSecret    = 4
 	secretMarker = "<secret>"
 )
 
-// secrets cuts every secret of a module, whole and every run of secretRun
-// of its characters in any letter case, out of text from outside.
+// secrets cuts every secret of a module out of text from outside, in whatever case or encoding.
 type secrets struct {
 	fixed []string      // given inline, "" for none
 	files []*fileSecret // re-read as they change
@@ -116,104 +126,125 @@ func (s *secrets) clean(text string) string {
 	return s.m.redact(text)
 }
 
-// secretMatcher finds secrets in text, comparing characters folded.
+// secretMatcher finds secrets in text folded by foldText.
 type secretMatcher struct {
-	may      [utf8.RuneSelf]bool      // ASCII bytes that occur in a secret, folded
-	shortest int                      // the fewest characters a match spans, 0 for no secret
-	runs     map[[secretRun]rune]bool // runs of the long secrets
-	short    [][]rune                 // the short secrets whole
+	runs  map[[secretRun]rune]bool // runs of the long secrets and their forms
+	words [][]rune                 // the short ones whole
 }
 
 func newSecretMatcher(vals []string) *secretMatcher {
 	m := &secretMatcher{runs: make(map[[secretRun]rune]bool)}
 	for _, v := range vals {
-		rs := []rune(v)
-		if len(rs) < minSecret {
+		if utf8.RuneCountInString(v) < minSecret {
 			continue
 		}
-		for i, r := range rs {
-			if rs[i] = fold(r); rs[i] < utf8.RuneSelf {
-				m.may[rs[i]] = true
+		for _, form := range encodings(v) {
+			rs, _ := foldText(form)
+			for i := 0; i+secretRun <= len(rs); i++ {
+				m.runs[[secretRun]rune(rs[i:])] = true
 			}
-		}
-		m.shortest = min(cmp.Or(m.shortest, secretRun), len(rs), secretRun)
-		if len(rs) < secretRun {
-			m.short = append(m.short, rs)
-			continue
-		}
-		for i := 0; i+secretRun <= len(rs); i++ {
-			m.runs[[secretRun]rune(rs[i:])] = true
+			if len(rs) >= minSecret && len(rs) < secretRun {
+				m.words = append(m.words, rs)
+			}
 		}
 	}
 	return m
 }
 
-// redact replaces each stretch of text made of secrets by secretMarker.
+// encodings returns v, its hex and its base64 in both alphabets at each of the three
+// alignments, without the characters that depend on the bytes around v.
+func encodings(v string) []string {
+	forms := []string{v, hex.EncodeToString([]byte(v))}
+	for a := range 3 {
+		b64 := base64.RawStdEncoding.EncodeToString(append(make([]byte, a), v...))
+		b64 = b64[(8*a+5)/6 : len(b64)-min((a+len(v))%3, 1)]
+		forms = append(forms, b64, strings.NewReplacer("+", "-", "/", "_").Replace(b64))
+	}
+	return forms
+}
+
+// redact replaces each stretch of text that folds to secrets by secretMarker.
 func (m *secretMatcher) redact(text string) string {
+	if len(m.runs) == 0 && len(m.words) == 0 {
+		return text
+	}
+	rs, at := foldText(text)
+	hidden := make([]bool, len(rs)+1) // the last stays false
+	hide := func(i, j int) {
+		for ; i < j; i++ {
+			hidden[i] = true
+		}
+	}
+	for i := range rs {
+		if i+secretRun <= len(rs) && m.runs[[secretRun]rune(rs[i:])] {
+			hide(i, i+secretRun)
+		}
+		for _, w := range m.words {
+			if j := i + len(w); j <= len(rs) && !inWord(rs, i-1) && !inWord(rs, j) && slices.Equal(rs[i:j], w) {
+				hide(i, j)
+			}
+		}
+	}
 	var b strings.Builder
 	done := 0
-	for start := 0; start < len(text); start++ {
-		end := start
-		for end < len(text) && (text[end] >= utf8.RuneSelf || m.may[fold(rune(text[end]))]) {
-			end++
+	for i := 0; i < len(rs); i++ {
+		if hidden[i] {
+			j := i
+			for hidden[j] {
+				j++
+			}
+			b.WriteString(text[done:at[i]] + secretMarker)
+			done, i = at[j], j
 		}
-		if m.shortest > 0 && end-start >= m.shortest {
-			done = m.redactStretch(&b, text, start, end, done)
-		}
-		start = end
 	}
 	if b.Len() == 0 {
 		return text
 	}
-	b.WriteString(text[done:])
-	return b.String()
+	return b.String() + text[done:]
 }
 
-// redactStretch writes text from done to the last secret in text[start:end], secrets replaced.
-func (m *secretMatcher) redactStretch(b *strings.Builder, text string, start, end, done int) int {
-	var rs []rune
-	var at []int
-	for i, r := range text[start:end] {
-		rs, at = append(rs, fold(r)), append(at, start+i)
-	}
-	at = append(at, end)
-	shown := slices.Repeat([]bool{true}, len(rs)+1) // cleared where a secret is; the last stays true
-	for i := range rs {
-		if i+secretRun <= len(rs) && m.runs[[secretRun]rune(rs[i:])] {
-			clear(shown[i : i+secretRun])
-		}
-		for _, s := range m.short {
-			if i+len(s) <= len(rs) && slices.Equal(rs[i:i+len(s)], s) {
-				clear(shown[i : i+len(s)])
+// inWord tells whether rs[i] joins the characters around it into one word, as in Europe-West.
+func inWord(rs []rune, i int) bool {
+	return i >= 0 && i < len(rs) && (unicode.IsLetter(rs[i]) || unicode.IsDigit(rs[i]) || rs[i] == '-' || rs[i] == '_')
+}
+
+// foldText returns text's characters as secrets are compared: escapes decoded, invisible
+// ones dropped, NFKC (the Kelvin sign is K), upper case; at[i] is where the i-th starts, at[len(rs)] = len(text).
+func foldText(text string) (rs []rune, at []int) {
+	for i := 0; i < len(text); {
+		r, n := unescape(text[i:])
+		if r < utf8.RuneSelf {
+			rs, at = append(rs, unicode.ToUpper(r)), append(at, i)
+		} else if !unicode.Is(unicode.Cf, r) { // zero-width spaces, soft hyphens
+			for _, c := range norm.NFKC.String(string(r)) {
+				rs, at = append(rs, unicode.ToUpper(c)), append(at, i)
 			}
 		}
+		i += n
 	}
-	for i := 0; i < len(rs); i++ {
-		if shown[i] {
-			continue
-		}
-		j := i
-		for !shown[j] {
-			j++
-		}
-		b.WriteString(text[done:at[i]])
-		b.WriteString(secretMarker)
-		done, i = at[j], j
-	}
-	return done
+	return rs, append(at, len(text))
 }
 
-// fold maps the cases of a letter (k, K, the Kelvin sign) to one of them.
-func fold(r rune) rune {
-	if r < utf8.RuneSelf {
-		if 'a' <= r && r <= 'z' {
-			r -= 'a' - 'A'
+// unescape decodes the character that s starts with: percent-encoded, JSON-escaped or plain.
+func unescape(s string) (rune, int) {
+	var b []byte
+	for n := 0; n+3 <= len(s) && s[n] == '%' && !utf8.FullRune(b); n += 3 {
+		c, err := strconv.ParseUint(s[n+1:n+3], 16, 8)
+		if err != nil {
+			break
 		}
-		return r
+		b = append(b, byte(c))
 	}
-	least := r
-	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-		least = min(least, f)
+	if r, size := utf8.DecodeRune(b); size > 1 || size == 1 && r != utf8.RuneError {
+		return r, 3 * size
 	}
-	return least
+	if len(s) >= 6 && s[:2] == `\u` {
+		if c, err := strconv.ParseUint(s[2:6], 16, 16); err == nil {
+			return rune(c), 6
+		}
+	}
+	if len(s) >= 2 && s[0] == '\\' && strings.IndexByte(`/\"`, s[1]) >= 0 {
+		return rune(s[1]), 2
+	}
+	return utf8.DecodeRuneInString(s)
 }

@@ -7,10 +7,10 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +26,8 @@ const (
 	moduleBlock   = "http_client_config"
 	// DefaultTimeout bounds one poll unless a module or --api.timeout says otherwise.
 	DefaultTimeout = 10 * time.Second
+	// MaxFileBytes bounds every configuration file the exporter reads.
+	MaxFileBytes = 1 << 20
 )
 
 // Config is the whole file.
@@ -48,6 +50,7 @@ type Module struct {
 	Locations        Locations                  `yaml:"locations"`
 
 	patterns []targetPattern
+	numbers  error // of wholeNumbers, reported with the module's name
 }
 
 // Locations chooses the detail subset of a module.
@@ -68,7 +71,56 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 		MaxResponseBytes: client.DefaultMaxResponseBytes,
 		Gzip:             true,
 	}
-	return unmarshal((*plain)(m))
+	if err := unmarshal((*plain)(m)); err != nil {
+		return err
+	}
+	m.numbers = m.wholeNumbers(unmarshal)
+	return nil
+}
+
+// yamlText is a YAML value as written: a scalar's text, or those of a sequence.
+type yamlText []string
+
+func (t *yamlText) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if unmarshal(&s) != nil {
+		_ = unmarshal((*[]string)(t)) // nothing for a mapping
+	} else if s != "" {
+		*t = yamlText{s}
+	}
+	return nil
+}
+
+// wholeNumbers reads the module's whole numbers again as written, in decimal: YAML 1.1 reads 010 as eight.
+func (m *Module) wholeNumbers(unmarshal func(any) error) error {
+	var top map[string]yamlText
+	var sub map[string]map[string]yamlText
+	_, _ = unmarshal(&top), unmarshal(&sub)
+	l := &m.Locations
+	for key, set := range map[string]func([]int64){
+		"concurrency":            func(n []int64) { m.Concurrency = int(n[0]) },
+		"max_pages":              func(n []int64) { m.MaxPages = int(n[0]) },
+		"max_response_bytes":     func(n []int64) { m.MaxResponseBytes = n[0] },
+		"locations.detail_limit": func(n []int64) { l.DetailLimit = int(n[0]) },
+		"locations.detail_ids":   func(n []int64) { l.DetailIDs = n },
+	} {
+		text := top[key]
+		if parent, child, nested := strings.Cut(key, "."); nested {
+			text = sub[parent][child]
+		}
+		var ns []int64
+		for _, s := range text {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%s takes whole numbers written in decimal, such as 10", key)
+			}
+			ns = append(ns, n)
+		}
+		if len(ns) > 0 {
+			set(ns)
+		}
+	}
+	return nil
 }
 
 // load reads and checks the file at path (none: no modules); its errors name the file.
@@ -76,11 +128,11 @@ func load(path string) (*Config, error) {
 	if path == "" {
 		return &Config{}, nil
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, errors.Unwrap(err))
+	b, err := client.ReadRegularFile(path, MaxFileBytes)
+	var cfg *Config
+	if err == nil {
+		cfg, err = parse(b, filepath.Dir(path))
 	}
-	cfg, err := parse(b, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
@@ -122,7 +174,11 @@ func explainYAML(err error) error {
 	msg = goTypeRE.ReplaceAllString(newlinesRE.ReplaceAllString(msg, "; "), "")
 	msg = quotedValueRE.ReplaceAllString(msg, "a value")
 	msg = urlParseRE.ReplaceAllString(msg, "a URL does not parse")
+	var te *yaml.TypeError
 	switch {
+	case !errors.As(err, &te) && !strings.HasPrefix(msg, "yaml: "): // a setting's own parser, which may quote the value
+		msg, _, _ = strings.Cut(msg, ": ")
+		return fmt.Errorf("%s (see the README for what the setting takes)", msg)
 	case strings.Contains(msg, "not found"):
 		return fmt.Errorf("%s (unknown key: check its spelling and indentation against the README)", msg)
 	case strings.Contains(msg, "cannot unmarshal"):
@@ -142,6 +198,8 @@ var (
 func (m *Module) check(dir string) error {
 	m.HTTPClientConfig.SetDirectory(dir)
 	switch {
+	case m.numbers != nil:
+		return m.numbers
 	case m.Timeout <= 0:
 		return errors.New("timeout must be positive, such as 10s")
 	case m.Concurrency < 1:
@@ -160,7 +218,7 @@ func (m *Module) check(dir string) error {
 		return errors.New("locations.detail_ids and locations.detail_limit conflict: give one")
 	}
 	if i := slices.IndexFunc(m.Locations.DetailIDs, func(id int64) bool { return id < 0 }); i >= 0 {
-		return fmt.Errorf("locations.detail_ids: %d is negative", m.Locations.DetailIDs[i])
+		return fmt.Errorf("locations.detail_ids entry %d is negative", i+1)
 	}
 	if err := ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
@@ -203,7 +261,7 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 	case a.Type == "Bearer":
 		return fmt.Errorf("%sauthorization.type must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", prefix)
 	case a.Type != "Token":
-		return fmt.Errorf("%sauthorization.type must be Token (spelled so), the service's scheme, not %s", prefix, a.Type)
+		return fmt.Errorf("%sauthorization.type must be Token (spelled so), the service's scheme", prefix)
 	case a.Credentials == "" && a.CredentialsFile == "":
 		return fmt.Errorf("%sauthorization has no key: add credentials_file (or credentials)", prefix)
 	case accept != nil:
@@ -225,9 +283,9 @@ func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
 	if path == "" {
 		return c, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := client.ReadRegularFile(path, MaxFileBytes)
 	if err != nil {
-		return c, errors.Unwrap(err) // the *PathError's, without the path
+		return c, err
 	}
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
 		return c, explainYAML(err)
@@ -256,13 +314,13 @@ func ValidateInfoFields(fields []string) error {
 	for i, f := range fields {
 		switch {
 		case !model.LegacyValidation.IsValidLabelName(f):
-			return fmt.Errorf("%q is not a valid label name (letters, digits and underscores, not starting with a digit)", f)
+			return fmt.Errorf("entry %d is not a valid label name (letters, digits and underscores, not starting with a digit)", i+1)
 		case strings.HasPrefix(f, "__"):
-			return fmt.Errorf("%q: names starting with __ are reserved by Prometheus", f)
+			return fmt.Errorf("entry %d: names starting with __ are reserved by Prometheus", i+1)
 		case f == "location_id" || f == "job" || f == "instance":
-			return fmt.Errorf("%q clashes with a label the exporter or Prometheus sets", f)
+			return fmt.Errorf("entry %d clashes with a label the exporter or Prometheus sets (location_id, job, instance)", i+1)
 		case slices.Contains(fields[:i], f):
-			return fmt.Errorf("%q is given twice", f)
+			return fmt.Errorf("entry %d is given twice", i+1)
 		}
 	}
 	return nil

@@ -3,6 +3,8 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +94,10 @@ func TestParseInvalid(t *testing.T) {
 		{"authorization without a key", "modules:\n  m:\n    http_client_config: {authorization: {type: Token}}\n", []string{"no key"}},
 		{"authorization type in lower case", "modules:\n  m:\n    http_client_config: {authorization: {type: token, credentials: abc}}\n", []string{"spelled so"}},
 		{"authorization without type", "modules:\n  m:\n    http_client_config: {authorization: {credentials: abc}}\n", []string{"type must be Token", "Bearer"}},
-		{"authorization of another type", "modules:\n  m:\n    http_client_config: {authorization: {type: Digest, credentials: abc}}\n", []string{"type must be Token", "Digest"}},
+		{"authorization of another type", "modules:\n  m:\n    http_client_config: {authorization: {type: Digest, credentials: abc}}\n", []string{"type must be Token"}},
+		{"a key pasted as the type", "modules:\n  m:\n    http_client_config: {authorization: {type: \"Token s3cr3t-pasted-key\"}}\n", []string{`module "m"`, "authorization.type"}},
+		{"a key pasted as a TLS version", "modules:\n  m:\n    http_client_config: {tls_config: {min_version: s3cr3t-pasted-key}}\n", []string{"TLS version"}},
+		{"octal-looking id", "modules:\n  m:\n    locations: {detail_ids: [0x10]}\n", []string{`module "m"`, "locations.detail_ids", "decimal"}},
 		{"basic auth", "modules:\n  m:\n    http_client_config: {basic_auth: {username: u, password: p}}\n", []string{"Token"}},
 		{"bearer token", "modules:\n  m:\n    http_client_config: {bearer_token: abc}\n", []string{"Token"}},
 		{"Accept header", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials: abc}, http_headers: {Accept: {values: [text/html]}}}\n", []string{"http_client_config.http_headers: Accept is set by the exporter"}},
@@ -105,7 +110,7 @@ func TestParseInvalid(t *testing.T) {
 		{"zero concurrency", "modules:\n  default:\n    concurrency: 0\n", []string{"concurrency"}},
 		{"ids and limit", "modules:\n  m:\n    locations: {detail_ids: [1], detail_limit: 2}\n", []string{`"m"`, "conflict"}},
 		{"negative id", "modules:\n  m:\n    locations: {detail_ids: [-1]}\n", []string{"negative"}},
-		{"bad info field", "modules:\n  m:\n    locations: {info_fields: [job]}\n", []string{"info_fields", "job"}},
+		{"bad info field", "modules:\n  m:\n    locations: {info_fields: [job]}\n", []string{"info_fields", "entry 1"}},
 		{"missing key file", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials_file: nope}}\n", []string{"credentials_file", "nope"}},
 		{"empty key file", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials_file: empty-key}}\n", []string{"empty"}},
 		{"key inline and in a file", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials: x, credentials_file: empty-key}}\n", []string{"credentials"}},
@@ -260,4 +265,82 @@ func TestModuleFilesMustBeRegular(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEnvProxyPasswordIsACredential: a module that takes its proxy from
+// the environment, where HTTP_PROXY or HTTPS_PROXY carries a password,
+// lends that password to whoever names a target: it must list targets.
+func TestEnvProxyPasswordIsACredential(t *testing.T) {
+	const module = "modules:\n  px: {http_client_config: {proxy_from_environment: true}}\n"
+	for _, tt := range []struct {
+		env, value string
+		refused    bool
+	}{
+		{"HTTPS_PROXY", "http://user:s3cr3t-proxy-pw@proxy.example.com:3128", true},
+		{"http_proxy", "user:s3cr3t-proxy-pw@proxy.example.com:3128", true},
+		{"HTTP_PROXY", "http://proxy.example.com:3128", false},
+	} {
+		t.Run(tt.env, func(t *testing.T) {
+			for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+				t.Setenv(name, "")
+			}
+			t.Setenv(tt.env, tt.value)
+			path := writeFile(t, t.TempDir(), "config.yml", module)
+			problems := Check(path)
+			if refused := len(problems) > 0; refused != tt.refused {
+				t.Fatalf("Check = %q, want refused %v", problems, tt.refused)
+			}
+			if tt.refused && (!strings.Contains(problems[0], `module "px"`) || !strings.Contains(problems[0], "proxy_from_environment") || strings.Contains(problems[0], "s3cr3t")) {
+				t.Errorf("Check = %q, want it to name the module and the setting, not the password", problems)
+			}
+			if err := NewStore(path, prometheus.NewRegistry(), promslog.NewNopLogger()).Reload(); (err != nil) != tt.refused {
+				t.Errorf("reload: %v", err)
+			}
+			listed := writeFile(t, t.TempDir(), "config.yml", "modules:\n  px: {targets: [https://deploy.example.com], http_client_config: {proxy_from_environment: true}}\n")
+			if got := Check(listed); len(got) > 0 {
+				t.Errorf("with targets: %q", got)
+			}
+		})
+	}
+}
+
+// TestWholeNumbersAreDecimal: 010 in the file is ten, never eight (YAML
+// 1.1's octal), and 08 is eight; other spellings of a number are refused.
+func TestWholeNumbersAreDecimal(t *testing.T) {
+	cfg, err := parse([]byte("modules:\n  m:\n    concurrency: 010\n    max_pages: 08\n    max_response_bytes: 0100\n    locations: {detail_ids: [010, 7, 0]}\n  n:\n    locations: {detail_limit: 011}\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, n := cfg.Modules["m"], cfg.Modules["n"]
+	if m.Concurrency != 10 || m.MaxPages != 8 || m.MaxResponseBytes != 100 || !slices.Equal(m.Locations.DetailIDs, []int64{10, 7, 0}) || n.Locations.DetailLimit != 11 {
+		t.Errorf("read %d, %d, %d, %v, %d; want 10, 8, 100, [10 7 0], 11", m.Concurrency, m.MaxPages, m.MaxResponseBytes, m.Locations.DetailIDs, n.Locations.DetailLimit)
+	}
+	for _, v := range []string{"0x10", "0o10", "1_000", "8.5", "1e3"} {
+		if _, err := parse([]byte("modules:\n  m: {max_pages: "+v+"}\n"), ""); err == nil || !strings.Contains(err.Error(), "max_pages") {
+			t.Errorf("max_pages: %s: %v, want it refused", v, err)
+		}
+	}
+}
+
+// FuzzWholeNumbers: whatever a number of the file says, it is read as the
+// decimal number it spells, or refused; never read in another base.
+func FuzzWholeNumbers(f *testing.F) {
+	for _, s := range []string{"010", "08", "0x1f", "-0", "+7", "1_0", "9223372036854775807", "0b1", "1e2", " 5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if s == "" || strings.ContainsAny(s, "#,{}[]:\n\r\"'&*!|>%@`?") || strings.TrimSpace(s) != s {
+			return // YAML syntax around the number, not the number
+		}
+		want, werr := strconv.ParseInt(s, 10, 64)
+		cfg, err := parse([]byte("modules:\n  m: {locations: {detail_ids: ["+s+"]}}\n"), "")
+		switch {
+		case err == nil && werr != nil:
+			t.Errorf("%q read as %v, but it is no decimal number", s, cfg.Modules["m"].Locations.DetailIDs)
+		case err == nil && (len(cfg.Modules["m"].Locations.DetailIDs) != 1 || cfg.Modules["m"].Locations.DetailIDs[0] != want):
+			t.Errorf("%q read as %v, want %d", s, cfg.Modules["m"].Locations.DetailIDs, want)
+		case err != nil && werr == nil && want >= 0:
+			t.Errorf("%q refused: %v", s, err)
+		}
+	})
 }

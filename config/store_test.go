@@ -6,134 +6,97 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/promslog"
 )
 
-// TestConcurrentReloads has a reload read the file, then the file change
-// and a second reload begin (SIGHUP and POST /-/reload together, say)
-// before the first one uses what it read. Once the second reload has
-// answered, the new file's modules must be in force and the gauge must
-// say success, whatever the first reload read. The file starts as a named
-// pipe, so that the first reload waits inside its read until the test writes.
+// TestConcurrentReloads: reloads (SIGHUP and POST /-/reload together, say)
+// run while the file keeps changing. Once a reload has answered, the
+// modules in force are those of a file as new as the one it was called
+// after, or newer: an older file read by a slower reload never wins.
 func TestConcurrentReloads(t *testing.T) {
-	tests := []struct {
-		name, first string
-	}{
-		{"an older good file", "modules:\n  one: " + withKey + "\n"},
-		{"an older bad file", "modules:\n  one: {timeout: -1s}\n"},
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yml")
+	s := NewStore(path, prometheus.NewRegistry(), promslog.NewNopLogger())
+	var mu sync.Mutex
+	version := 0
+	write := func() int { // a new version of the file, replaced as a whole
+		mu.Lock()
+		defer mu.Unlock()
+		version++
+		next := writeFile(t, dir, fmt.Sprintf("next%d.yml", version), fmt.Sprintf("modules:\n  m%d: %s\n", version, withKey))
+		if err := os.Rename(next, path); err != nil {
+			t.Error(err)
+		}
+		return version
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := writeFile(t, dir, "config.yml", "modules:\n  zero: "+withKey+"\n")
-			reg := prometheus.NewPedanticRegistry()
-			s := NewStore(path, reg, promslog.NewNopLogger())
-			if err := s.Reload(); err != nil {
-				t.Fatal(err)
-			}
-			first := namedPipe(t, path)
-			firstDone := make(chan error, 1)
-			go func() { firstDone <- s.Reload() }()
-			w := first.writer()
-
-			// The first reload is reading; the file changes and a second begins.
-			next := writeFile(t, dir, "next.yml", "modules:\n  two: "+withKey+"\n")
-			if err := os.Rename(next, path); err != nil {
-				t.Fatal(err)
-			}
-			secondDone := make(chan error, 1)
-			go func() { secondDone <- s.Reload() }()
-			select {
-			case err := <-secondDone:
-				t.Fatalf("the second reload answered (%v) while the first was still reading", err)
-			case <-time.After(100 * time.Millisecond): // only a missing lock ends sooner
-			}
-			first.finish(w, tt.first)
-			<-firstDone
-			if err := <-secondDone; err != nil {
-				t.Fatalf("second reload: %v", err)
-			}
-
-			if _, err := s.Lookup("two"); err != nil {
-				t.Errorf("after the second reload answered, its file's module is not in force: %v", err)
-			}
-			if _, err := s.Lookup("one"); err == nil {
-				t.Error("the first reload's older file is in force")
-			}
-			want := `# HELP deployment_service_exporter_config_last_reload_successful Whether the last load of the configuration file succeeded (1) or was refused (0).
-# TYPE deployment_service_exporter_config_last_reload_successful gauge
-deployment_service_exporter_config_last_reload_successful 1
-`
-			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "deployment_service_exporter_config_last_reload_successful"); err != nil {
-				t.Error(err)
+	inForce := func() int {
+		n, _ := strconv.Atoi(strings.TrimPrefix(s.Current().ModuleNames()[0], "m"))
+		return n
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				v := write()
+				if err := s.Reload(); err != nil {
+					t.Error(err)
+					return
+				}
+				if got := inForce(); got < v {
+					t.Errorf("after a reload of version %d, version %d is in force", v, got)
+				}
 			}
 		})
 	}
+	wg.Wait()
 }
 
-// TestReloadsRunOneAtATime starts many reloads of a named pipe that the
-// test fills once per reader: were two reading at once, one would read
-// another's file or none. Each reads a whole file, and the last is in force.
-func TestReloadsRunOneAtATime(t *testing.T) {
+// TestConfigFileMustBeRegular: a FIFO, a device, a directory or a file over
+// 1 MiB as --config.file or --api.http-config.file is refused at once, in
+// one line naming it; a refused reload leaves the gauge at 0 and the old
+// configuration in force.
+func TestConfigFileMustBeRegular(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "config.yml")
-	pipe := namedPipe(t, path)
-	s := NewStore(path, prometheus.NewRegistry(), promslog.NewNopLogger())
-	const reloads = 8
-	errs := make(chan error, reloads)
-	for range reloads {
-		go func() { errs <- s.Reload() }()
-	}
-	for j := range reloads {
-		// The writer waits for a reader; the next one may start once this reload has answered.
-		pipe.finish(pipe.writer(), fmt.Sprintf("modules:\n  m%d: %s\n", j, withKey))
-		if err := <-errs; err != nil {
-			t.Errorf("a reload read a partial file: %v", err)
-		}
-	}
-	if _, err := s.Lookup(fmt.Sprintf("m%d", reloads-1)); err != nil {
-		t.Errorf("the last file's module is not in force: %v", err)
-	}
-}
-
-// pipe is a configuration file that is a named pipe.
-type pipe struct {
-	t    *testing.T
-	path string
-}
-
-// namedPipe replaces the file at path with a named pipe.
-func namedPipe(t *testing.T, path string) pipe {
-	t.Helper()
-	_ = os.Remove(path)
-	if err := mkfifo(path); err != nil {
+	fifo := filepath.Join(dir, "fifo")
+	if err := mkfifo(fifo); err != nil {
 		t.Skipf("no named pipes here: %v", err)
 	}
-	return pipe{t, path}
-}
-
-// writer opens the pipe for writing, which returns once a reload has opened it.
-func (p pipe) writer() *os.File {
-	w, err := os.OpenFile(p.path, os.O_WRONLY, 0)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return w
-}
-
-// finish hands the reading reload its file.
-func (p pipe) finish(w *os.File, content string) {
-	if _, err := w.WriteString(content); err != nil {
-		p.t.Error(err)
-	}
-	if err := w.Close(); err != nil {
-		p.t.Error(err)
+	big := writeFile(t, dir, "big", "modules:\n  m: "+withKey+"\n#"+strings.Repeat("x", MaxFileBytes))
+	path := filepath.Join(dir, "config.yml")
+	reg := prometheus.NewRegistry()
+	s := NewStore(path, reg, promslog.NewNopLogger())
+	for _, bad := range []string{fifo, "/dev/zero", dir, big} {
+		writeFile(t, dir, "config.yml", "modules:\n  good: "+withKey+"\n")
+		if err := s.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(bad, path); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Reload()
+		if err == nil || !strings.Contains(err.Error(), path+": it is") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("reload of %s: %v, want one line naming the file", bad, err)
+		}
+		if _, err := s.Lookup("good"); err != nil || testutil.ToFloat64(s.lastSuccess) != 0 {
+			t.Errorf("after a refused reload of %s: %v, gauge %v", bad, err, testutil.ToFloat64(s.lastSuccess))
+		}
+		if got := Check(bad); len(got) != 1 || !strings.Contains(got[0], bad+": it is") {
+			t.Errorf("Check(%s) = %q", bad, got)
+		}
+		if _, err := LoadHTTPClientConfig(bad); err == nil || !strings.Contains(err.Error(), "it is") {
+			t.Errorf("LoadHTTPClientConfig(%s): %v", bad, err)
+		}
+		_ = os.Remove(path)
 	}
 }
 

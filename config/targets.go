@@ -140,11 +140,7 @@ func (m *Module) parseTargets() error {
 	for i, raw := range m.Targets {
 		p, err := parseTargetPattern(raw)
 		if err != nil {
-			// An entry with credentials or a query in it could hold a secret.
-			if strings.ContainsAny(raw, "@?") {
-				return fmt.Errorf("targets[%d]: %w", i, err)
-			}
-			return fmt.Errorf("targets[%d] %q: %w", i, raw, err)
+			return fmt.Errorf("targets[%d]: %w", i, err)
 		}
 		m.patterns = append(m.patterns, p)
 	}
@@ -175,6 +171,9 @@ func (m *Module) credentials() string {
 		if _, ok := u.User.Password(); ok {
 			what = append(what, moduleBlock+".proxy_url (a password)")
 		}
+	}
+	if c.ProxyFromEnvironment && len(client.EnvProxyPasswords()) > 0 {
+		what = append(what, moduleBlock+".proxy_from_environment (a password in HTTP_PROXY or HTTPS_PROXY)")
 	}
 	if len(c.ProxyConnectHeader) > 0 {
 		what = append(what, moduleBlock+".proxy_connect_header")

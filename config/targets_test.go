@@ -206,7 +206,7 @@ func TestTargetsBindCredentials(t *testing.T) {
 		{"no credentials", "{timeout: 5s}", "", []string{listed, other}, nil},
 		{"plain header", "{http_client_config: {http_headers: {X-Team: {values: [a]}}}}", "", []string{listed, other}, nil},
 		{"no credentials but targets", "{targets: [" + listed + "]}", "", []string{listed}, []string{other}},
-		{"a bad pattern", "{targets: [\"https://de*.example.com\"], http_client_config: {authorization: {type: Token, credentials: k}}}", `module "m": targets[0] "https://de*.example.com": "*" must stand for one whole host label`, nil, nil},
+		{"a bad pattern", "{targets: [\"https://de*.example.com\"], http_client_config: {authorization: {type: Token, credentials: k}}}", `module "m": targets[0]: "*" must stand for one whole host label`, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
