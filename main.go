@@ -279,17 +279,16 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 		return collector.NewGathererHandler(reg, logger), "", nil
 	}
 	single := client.RedactURL(s.base)
-	requests := collector.NewRequestMetrics(reg)
-	s.target.Client.Observer = requests
+	s.target.Client.Observer = collector.NewRequestMetrics(reg)
+	stats := collector.NewTargetStats(single, collector.TargetPage(s.external, single, ""))
 	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
 		Logger: logger.With("target", single, "module", collector.ModuleName("")), Recent: recent, Name: single,
-		Polls: requests, TimeoutName: "--api.timeout",
+		Polls: stats, TimeoutName: "--api.timeout",
 	})
 	if err != nil {
 		return nil, "", err
 	}
-	reg.MustRegister(collector.NewTargetInfo(single, collector.TargetPage(s.external, single, "")))
-	return collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger), single, nil
+	return collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), stats, reg, s.target.Timeout, logger), single, nil
 }
 
 // sdGroup is one target group of Prometheus' HTTP service discovery.

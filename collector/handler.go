@@ -18,13 +18,13 @@ import (
 
 const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 
-// NewHandler serves /metrics: a poll of p within the scrape's budget, beside
-// the long-lived gatherer; timeout is --api.timeout.
-func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) http.Handler {
+// NewHandler serves /metrics: a poll of p within the scrape's budget, with t's
+// name and counts, beside the long-lived gatherer; timeout is --api.timeout.
+func NewHandler(p *Poller, m *Metrics, t *TargetStats, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := scrapeContext(r, timeout)
 		defer cancel()
-		g := prometheus.Gatherers{m.gatherer(p.Poll(ctx))}
+		g := prometheus.Gatherers{m.gatherer(p.Poll(ctx), t)}
 		if longLived != nil {
 			g = append(g, longLived)
 		}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/config"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -77,7 +76,7 @@ func TestHoldOffOutlivesEviction(t *testing.T) {
 func TestCallerCutPollsAreNoFailures(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, detailIDs: []int64{1}})
 	recent := NewPollLog(100)
-	r.poller.opts.Polls, r.poller.opts.Recent = r.requests, recent
+	r.poller.opts.Polls, r.poller.opts.Recent = r.stats, recent
 	for range 10 {
 		r.scrape(t, "0.000001")
 	}
@@ -86,13 +85,13 @@ func TestCallerCutPollsAreNoFailures(t *testing.T) {
 	r.poller.Poll(ctx)
 	// Every poll is recorded once it has been counted, or not.
 	waitFor(t, func() bool { r := recent.Recent(); return len(r) == 1 && r[0].ID == 11 })
-	if _, n := pollTotals(r.requests.pollCounts); n != 0 {
+	if _, n := pollTotals(r.stats); n != 0 {
 		t.Errorf("%v poll failures from scrapes that left no time to poll", n)
 	}
 
-	polls, _ := pollTotals(r.requests.pollCounts)
+	polls, _ := pollTotals(r.stats)
 	r.scrape(t, "")
-	if n, _ := pollTotals(r.requests.pollCounts); n != polls+1 {
+	if n, _ := pollTotals(r.stats); n != polls+1 {
 		t.Errorf("a scrape with time added %v polls, want 1", n-polls)
 	}
 }
@@ -111,7 +110,7 @@ func TestHeldOffScrapesSharePolls(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, minInterval: tt.minInterval})
-			r.poller.opts.Polls = r.requests
+			r.poller.opts.Polls = r.stats
 			r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "3600"})
 			r.gather(t) // meets the 429
 			sent := r.svc.TotalRequests()
@@ -124,7 +123,7 @@ func TestHeldOffScrapesSharePolls(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			compare(t, r.longLive, pollCounters(tt.polls, tt.polls), pollCounterNames...)
+			compare(t, r.counted(), pollCounters(tt.polls, tt.polls), pollCounterNames...)
 			if n := r.svc.TotalRequests(); n != sent {
 				t.Errorf("%d requests sent during the hold-off", n-sent)
 			}
@@ -174,7 +173,7 @@ func TestReloadCancelsADroppedPairsPoll(t *testing.T) {
 			if n := svc.TotalRequests(); n != 1 || s.up() {
 				t.Errorf("the dropped pair polled again: %d requests, up %v", n-1, s.up())
 			}
-			if polls, _ := pollTotals(e.polls); polls != 0 {
+			if polls, _ := pollTotals(e.stats); polls != 0 {
 				t.Errorf("the cancelled poll was counted: %v polls", polls)
 			}
 		})
@@ -232,7 +231,7 @@ func TestHeldOffPollLastsASecond(t *testing.T) {
 	// bubble's clock, which starts in 2000.
 	r.gather(t)
 	synctest.Test(t, func(t *testing.T) {
-		m := newPollCounts(prometheus.NewRegistry())
+		m := NewTargetStats("", "")
 		p := NewPoller(r.target, PollerOptions{Timeout: time.Minute, Polls: m})
 		tiny := func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
@@ -287,7 +286,12 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	}
 }
 
-// pollTotals reads c's poll counters.
-func pollTotals(c pollCounts) (polls, failures float64) {
-	return testutil.ToFloat64(c.polls), testutil.ToFloat64(c.failures)
+// pollTotals reads t's poll counters.
+func pollTotals(t *TargetStats) (polls, failures uint64) {
+	return t.polls.Load(), t.failures.Load()
+}
+
+// counted gathers what the rig's answers say of its target's polls.
+func (r *rig) counted() prometheus.Gatherer {
+	return prometheus.Gatherers{r.metrics.gatherer(&Snapshot{}, r.stats)}
 }

@@ -64,8 +64,7 @@ type probeEntry struct {
 	target   *url.URL
 	module   *probeModule
 	poller   *Poller
-	polls    pollCounts
-	reg      *prometheus.Registry // the poll counters and target_info
+	stats    *TargetStats
 	lastUsed time.Time
 	stale    bool // replaced at its next use: a reload changed its module
 }
@@ -105,7 +104,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := scrapeContext(r, e.poller.opts.Timeout)
 	defer cancel()
 	snap := e.poller.Poll(ctx)
-	g := prometheus.Gatherers{e.module.metrics.gatherer(snap), e.reg}
+	g := prometheus.Gatherers{e.module.metrics.gatherer(snap, e.stats)}
 	if q.Get("debug") == "true" {
 		h.writeDebug(w, e.poller.opts, m.Settings, snap, g)
 		return
@@ -188,18 +187,16 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 	}
 	e := &probeEntry{target: target, module: shared, lastUsed: time.Now()}
 	if old != nil {
-		e.reg, e.polls = old.reg, old.polls
+		e.stats = old.stats
 	} else {
-		e.reg = prometheus.NewRegistry()
-		e.polls = newPollCounts(e.reg)
-		e.reg.MustRegister(NewTargetInfo(name, TargetPage(h.ExternalURL, name, module)))
+		e.stats = NewTargetStats(name, TargetPage(h.ExternalURL, name, module))
 	}
 	s := m.Settings
 	s.Client.Transport, s.Client.HoldOffs = shared.transport, h.HoldOffs
 	var err error
 	e.poller, err = NewTargetPoller(target, s, PollerOptions{
 		Logger: h.logger.With("target", name, "module", module), Recent: h.recent, Name: name, Module: module,
-		Polls: e.polls, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
+		Polls: e.stats, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
 	})
 	if err == nil && old != nil {
 		e.poller.takeLocations(old.poller.keptLocations())

@@ -180,17 +180,16 @@ func TestProbeAnswersEveryFamily(t *testing.T) {
 		t.Errorf("families %v,\nwant %v", names, want)
 	}
 	// The target as normalised (no trailing slash), redacted.
-	if err := testutil.GatherAndCompare(probeGatherer(t, h, "target="+url.QueryEscape(srv.URL+"/")), strings.NewReader(`# HELP deployment_service_target_info The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out); always 1.
+	if err := testutil.GatherAndCompare(probeGatherer(t, h, "target="+url.QueryEscape(srv.URL+"/")), strings.NewReader(`# HELP deployment_service_target_info The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out), with the exporter's page about it if known; always 1.
 # TYPE deployment_service_target_info gauge
 deployment_service_target_info{url="`+srv.URL+`"} 1
 `), "deployment_service_target_info"); err != nil {
 		t.Error(err)
 	}
 	// Lint the answer as Prometheus would read it.
-	e := defaultEntry(t, h, mustTarget(t, srv.URL))
-	problems, err := testutil.GatherAndLint(e.reg)
+	problems, err := testutil.GatherAndLint(probeGatherer(t, h, "target="+url.QueryEscape(srv.URL)))
 	if err != nil || len(problems) > 0 {
-		t.Errorf("lint of the poll counters: %v %v", err, problems)
+		t.Errorf("lint of the answer: %v %v", err, problems)
 	}
 }
 

@@ -20,11 +20,10 @@ var durationBuckets = []float64{
 	15, 30,
 }
 
-// RequestMetrics counts the requests to the service of --api.url, and its polls.
+// RequestMetrics counts the requests to the service of --api.url.
 type RequestMetrics struct {
 	requests, errors *prometheus.CounterVec
 	duration         *prometheus.HistogramVec
-	pollCounts
 }
 
 // NewRequestMetrics creates the request metrics and registers them on reg.
@@ -39,7 +38,6 @@ func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
 			Help: "Latency of each HTTP request to the deployment service API.", Buckets: durationBuckets,
 			NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 100, NativeHistogramMinResetDuration: time.Hour,
 		}, []string{"endpoint"}),
-		pollCounts: newPollCounts(reg),
 	}
 	for _, ep := range client.Endpoints {
 		for _, r := range client.Reasons {
@@ -63,42 +61,4 @@ func (m *RequestMetrics) ObserveRequest(ep client.Endpoint, status int, d time.D
 // ObserveError implements client.Observer.
 func (m *RequestMetrics) ObserveError(ep client.Endpoint, reason client.Reason) {
 	m.errors.WithLabelValues(string(ep), string(reason)).Inc()
-}
-
-// pollCounts counts one target's polls, however many scrapes shared each.
-type pollCounts struct{ polls, failures prometheus.Counter }
-
-func newPollCounts(reg prometheus.Registerer) pollCounts {
-	c := pollCounts{
-		polls: prometheus.NewCounter(prometheus.CounterOpts{Name: namespace + "_polls_total",
-			Help: "Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included."}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: namespace + "_poll_failures_total",
-			Help: "Polls after which deployment_service_up was 0, held-off ones included."}),
-	}
-	reg.MustRegister(c.polls, c.failures)
-	return c
-}
-
-// ObservePoll counts a poll; up is deployment_service_up after it.
-func (c pollCounts) ObservePoll(up bool) {
-	c.polls.Inc()
-	if !up {
-		c.failures.Inc()
-	}
-}
-
-// NewTargetInfo returns deployment_service_target_info, which names the service at
-// redactedURL (client.RedactURL) whatever the instance label holds; page is the
-// exporter's page about it, "" when unknown.
-func NewTargetInfo(redactedURL, page string) prometheus.Collector {
-	help := "The deployment service this answer is about, named by its base URL " +
-		"(redacted: no user info, credential-like query values cut out)"
-	labels := prometheus.Labels{"url": redactedURL}
-	if page != "" {
-		help += ", with the exporter's page about it"
-		labels["page"] = page
-	}
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: namespace + "_target_info", Help: help + "; always 1.", ConstLabels: labels})
-	g.Set(1)
-	return g
 }

@@ -241,8 +241,8 @@ func TestSubsetFromTheListForgetsLeavers(t *testing.T) {
 // and a held-off scrape count as failures. Both start at 0.
 func TestPollCounters(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, minInterval: time.Hour})
-	r.poller.opts.Polls = r.requests
-	compare(t, r.longLive, pollCounters(0, 0), pollCounterNames...)
+	r.poller.opts.Polls = r.stats
+	compare(t, r.counted(), pollCounters(0, 0), pollCounterNames...)
 
 	g := r.hold(t, sampleservice.EndpointRoot)
 	done := make(chan struct{})
@@ -259,17 +259,17 @@ func TestPollCounters(t *testing.T) {
 	for range 3 {
 		<-done
 	}
-	compare(t, r.longLive, pollCounters(1, 0), pollCounterNames...)
+	compare(t, r.counted(), pollCounters(1, 0), pollCounterNames...)
 
 	r.poller.Poll(context.Background()) // inside the minimum interval
-	compare(t, r.longLive, pollCounters(1, 0), pollCounterNames...)
+	compare(t, r.counted(), pollCounters(1, 0), pollCounterNames...)
 
 	r.poller.opts.MinInterval = 0
 	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Status: 429, RetryAfter: "60"})
 	r.poller.Poll(context.Background()) // meets the 429
 	r.poller.Poll(context.Background()) // held off: sends nothing
-	compare(t, r.longLive, pollCounters(3, 2), pollCounterNames...)
-	if problems, err := testutil.GatherAndLint(r.longLive, pollCounterNames...); err != nil || len(problems) > 0 {
+	compare(t, r.counted(), pollCounters(3, 2), pollCounterNames...)
+	if problems, err := testutil.GatherAndLint(r.counted(), pollCounterNames...); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
 	}
 }

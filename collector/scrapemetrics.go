@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -13,17 +14,38 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// Metrics describes the per-scrape gauges, the info labels chosen at start included.
+// Metrics describes the families of an answer, the info labels chosen at start included.
 type Metrics struct {
 	up, endpointUp, endpointDuration, endpointStatus, projects, locations *family
 	locationUp, locationDuration, locationInfo, locationChecked           *family
 	scrapeDuration, pollTimestamp, holdOffUntil, failureInfo              *family
+	targetInfo, polls, pollFailures                                       *family
 }
 
-// family is the name, help and label names of one gauge family.
+// family is the name, help, type and label names of one family.
 type family struct {
 	name, help string
 	labels     []string
+	counter    bool
+}
+
+// TargetStats names a target in its answers and counts its polls, however many scrapes shared each.
+type TargetStats struct {
+	url, page       string
+	polls, failures atomic.Uint64
+}
+
+// NewTargetStats names the service at redactedURL (client.RedactURL); page is the exporter's page about it, "" when unknown.
+func NewTargetStats(redactedURL, page string) *TargetStats {
+	return &TargetStats{url: redactedURL, page: page}
+}
+
+// ObservePoll counts a poll; up is deployment_service_up after it.
+func (t *TargetStats) ObservePoll(up bool) {
+	t.polls.Add(1)
+	if !up {
+		t.failures.Add(1)
+	}
 }
 
 // NewMetrics describes the gauges; infoFields become labels of
@@ -47,11 +69,14 @@ func NewMetrics(infoFields []string) *Metrics {
 		pollTimestamp:    f("poll_timestamp_seconds", "Unix time at which the poll behind this answer started."),
 		holdOffUntil:     f("hold_off_until_timestamp_seconds", "Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force."),
 		failureInfo:      f("endpoint_failure_info", "Why the endpoint was down in this scrape: the failure reason (or held_off, not_checked) and, for network failures and timeouts, their cause; always 1.", "endpoint", "reason", "cause"),
+		targetInfo:       f("target_info", "The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out), with the exporter's page about it if known; always 1.", "url", "page"),
+		polls:            &family{name: namespace + "_polls_total", help: "Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.", counter: true},
+		pollFailures:     &family{name: namespace + "_poll_failures_total", help: "Polls after which deployment_service_up was 0, held-off ones included.", counter: true},
 	}
 }
 
-// each hands every sample of s to emit.
-func (m *Metrics) each(s *Snapshot, emit func(f *family, v float64, labels ...string)) {
+// each hands every sample of s, and of t unless nil, to emit.
+func (m *Metrics) each(s *Snapshot, t *TargetStats, emit func(f *family, v float64, labels ...string)) {
 	emit(m.up, boolValue(s.up()))
 	for _, ep := range client.Endpoints {
 		if st, ok := s.Endpoints[ep]; ok {
@@ -92,22 +117,33 @@ func (m *Metrics) each(s *Snapshot, emit func(f *family, v float64, labels ...st
 		holdOff = float64(s.HoldOffUntil.UnixMilli()) / 1e3
 	}
 	emit(m.holdOffUntil, holdOff)
+	if t != nil {
+		emit(m.targetInfo, 1, t.url, t.page)
+		emit(m.polls, float64(t.polls.Load()))
+		emit(m.pollFailures, float64(t.failures.Load()))
+	}
 }
 
-// gatherer returns the families of s, built without a registry, which would
+// gatherer returns the families of s and t, built without a registry, which would
 // cost most of an exposition's allocations. prometheus.Gatherers sorts them.
-func (m *Metrics) gatherer(s *Snapshot) prometheus.Gatherer {
+func (m *Metrics) gatherer(s *Snapshot, t *TargetStats) prometheus.Gatherer {
 	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		byFamily := make(map[*family]*dto.MetricFamily)
 		var out []*dto.MetricFamily
-		m.each(s, func(f *family, v float64, labels ...string) {
+		m.each(s, t, func(f *family, v float64, labels ...string) {
 			mf := byFamily[f]
 			if mf == nil {
 				mf = &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: dto.MetricType_GAUGE.Enum()}
+				if f.counter {
+					mf.Type = dto.MetricType_COUNTER.Enum()
+				}
 				byFamily[f] = mf
 				out = append(out, mf)
 			}
 			metric := &dto.Metric{Gauge: &dto.Gauge{Value: &v}}
+			if f.counter {
+				metric = &dto.Metric{Counter: &dto.Counter{Value: &v}}
+			}
 			for i, l := range labels {
 				if l != "" { // an empty label is no label
 					metric.Label = append(metric.Label, &dto.LabelPair{Name: &f.labels[i], Value: &l})

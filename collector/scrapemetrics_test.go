@@ -36,7 +36,10 @@ func TestSnapshotExposition(t *testing.T) {
 			{ID: 7, Status: 404, Duration: 300 * time.Millisecond, Err: fail, Checked: time.Unix(1699999970, 125_000_000)},
 		},
 	}
-	reg := prometheus.Gatherers{NewMetrics([]string{"name", "region", "tier"}).gatherer(s)}
+	stats := NewTargetStats("http://deploy.example", "")
+	stats.ObservePoll(true)
+	stats.ObservePoll(false)
+	reg := prometheus.Gatherers{NewMetrics([]string{"name", "region", "tier"}).gatherer(s, stats)}
 	want := `
 # HELP deployment_service_endpoint_duration_seconds Wall time spent on the endpoint in this scrape, all pages together.
 # TYPE deployment_service_endpoint_duration_seconds gauge
@@ -78,15 +81,24 @@ deployment_service_location_last_check_timestamp_seconds{location_id="7"} 1.6999
 # TYPE deployment_service_location_up gauge
 deployment_service_location_up{location_id="3"} 1
 deployment_service_location_up{location_id="7"} 0
+# HELP deployment_service_poll_failures_total Polls after which deployment_service_up was 0, held-off ones included.
+# TYPE deployment_service_poll_failures_total counter
+deployment_service_poll_failures_total 1
 # HELP deployment_service_poll_timestamp_seconds Unix time at which the poll behind this answer started.
 # TYPE deployment_service_poll_timestamp_seconds gauge
 deployment_service_poll_timestamp_seconds 1.7000000005e+09
+# HELP deployment_service_polls_total Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.
+# TYPE deployment_service_polls_total counter
+deployment_service_polls_total 2
 # HELP deployment_service_projects Projects the key can access; absent when the list could not be read.
 # TYPE deployment_service_projects gauge
 deployment_service_projects 0
 # HELP deployment_service_scrape_duration_seconds Wall time of the whole poll of the API.
 # TYPE deployment_service_scrape_duration_seconds gauge
 deployment_service_scrape_duration_seconds 1.5
+# HELP deployment_service_target_info The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out), with the exporter's page about it if known; always 1.
+# TYPE deployment_service_target_info gauge
+deployment_service_target_info{url="http://deploy.example"} 1
 # HELP deployment_service_up Whether the API root, project list and location list all answered well in this scrape (1) or not (0).
 # TYPE deployment_service_up gauge
 deployment_service_up 0
@@ -137,7 +149,7 @@ func TestHoldOffEndsInAReusedPoll(t *testing.T) {
 	if s.HoldOffUntil.IsZero() {
 		t.Error("the shared snapshot was changed")
 	}
-	reg := prometheus.Gatherers{NewMetrics(nil).gatherer(later)}
+	reg := prometheus.Gatherers{NewMetrics(nil).gatherer(later, nil)}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP deployment_service_hold_off_until_timestamp_seconds Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force.
 # TYPE deployment_service_hold_off_until_timestamp_seconds gauge
 deployment_service_hold_off_until_timestamp_seconds 0
