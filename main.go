@@ -276,7 +276,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 // metricsHandler returns the metrics path's handler and its service's name ("" without one).
 func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.PollLog, logger *slog.Logger) (http.Handler, string, error) {
 	if s.base == nil {
-		return collector.NewGathererHandler(reg, logger), "", nil
+		return collector.NewHandler(nil, nil, nil, reg, 0, logger), "", nil
 	}
 	single := client.RedactURL(s.base)
 	s.target.Client.Observer = collector.NewRequestMetrics(reg)

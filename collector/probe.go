@@ -156,7 +156,7 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 		old.lastUsed = time.Now()
 		return old, m, 0, nil
 	} else if ok {
-		old.retire(!sameCredentials(old.module.http, m.Settings.Client.HTTPClientConfig))
+		old.retire(!old.allowedBy(m))
 	}
 	e, err := h.newEntry(target, name, key.module, m, old)
 	if err != nil {
@@ -167,7 +167,7 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b targetKey) int {
 			return h.pollers[a].lastUsed.Compare(h.pollers[b].lastUsed)
 		})
-		h.pollers[oldest].poller.target.Client.Close()
+		h.pollers[oldest].retire(false)
 		delete(h.pollers, oldest)
 	}
 	h.pollers[key] = e
@@ -186,10 +186,8 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 		h.modules[module] = shared
 	}
 	e := &probeEntry{target: target, module: shared, lastUsed: time.Now()}
-	if old != nil {
-		e.stats = old.stats
-	} else {
-		e.stats = NewTargetStats(name, TargetPage(h.ExternalURL, name, module))
+	if e.stats = NewTargetStats(name, TargetPage(h.ExternalURL, name, module)); old != nil {
+		e.stats = old.stats // the counters live as long as the pair is cached
 	}
 	s := m.Settings
 	s.Client.Transport, s.Client.HoldOffs = shared.transport, h.HoldOffs
@@ -210,10 +208,7 @@ func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for key, e := range h.pollers {
-		m, err := h.lookup(key.module)
-		revoked := err != nil || m.CheckTarget != nil && m.CheckTarget(e.target) != nil ||
-			!sameCredentials(e.module.http, m.Settings.Client.HTTPClientConfig)
-		if revoked {
+		if m, err := h.lookup(key.module); err != nil || !e.allowedBy(m) {
 			e.retire(true)
 			delete(h.pollers, key)
 		} else if !reflect.DeepEqual(e.module.version, m.Version) {
@@ -236,12 +231,13 @@ func (e *probeEntry) retire(revoke bool) {
 	e.poller.target.Client.Close()
 }
 
-// sameCredentials tells whether a and b lend the same authority (CONTRACT.md, "Credentials").
-func sameCredentials(a, b config.HTTPClientConfig) bool {
+// allowedBy tells whether m still allows e: its target, with the same credentials (CONTRACT.md, "Credentials").
+func (e *probeEntry) allowedBy(m ProbeModule) bool {
 	creds := func(c config.HTTPClientConfig) []any {
 		t := c.TLSConfig
 		return []any{c.Authorization, c.BasicAuth, c.OAuth2, c.BearerToken, c.BearerTokenFile, c.HTTPHeaders,
 			t.Cert, t.CertFile, t.Key, t.KeyFile, c.ProxyURL, c.NoProxy, c.ProxyFromEnvironment, c.ProxyConnectHeader}
 	}
-	return reflect.DeepEqual(creds(a), creds(b))
+	return (m.CheckTarget == nil || m.CheckTarget(e.target) == nil) &&
+		reflect.DeepEqual(creds(e.module.http), creds(m.Settings.Client.HTTPClientConfig))
 }

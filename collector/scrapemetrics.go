@@ -26,7 +26,7 @@ type Metrics struct {
 type family struct {
 	name, help string
 	labels     []string
-	counter    bool
+	typ        dto.MetricType
 }
 
 // TargetStats names a target in its answers and counts its polls, however many scrapes shared each.
@@ -36,9 +36,7 @@ type TargetStats struct {
 }
 
 // NewTargetStats names the service at redactedURL (client.RedactURL); page is the exporter's page about it, "" when unknown.
-func NewTargetStats(redactedURL, page string) *TargetStats {
-	return &TargetStats{url: redactedURL, page: page}
-}
+func NewTargetStats(redactedURL, page string) *TargetStats { return &TargetStats{url: redactedURL, page: page} }
 
 // ObservePoll counts a poll; up is deployment_service_up after it.
 func (t *TargetStats) ObservePoll(up bool) {
@@ -52,7 +50,7 @@ func (t *TargetStats) ObservePoll(up bool) {
 // deployment_service_location_info after location_id.
 func NewMetrics(infoFields []string) *Metrics {
 	f := func(name, help string, labels ...string) *family {
-		return &family{name: namespace + "_" + name, help: help, labels: labels}
+		return &family{name: namespace + "_" + name, help: help, labels: labels, typ: dto.MetricType_GAUGE}
 	}
 	return &Metrics{
 		up:               f("up", "Whether the API root, project list and location list all answered well in this scrape (1) or not (0)."),
@@ -70,8 +68,8 @@ func NewMetrics(infoFields []string) *Metrics {
 		holdOffUntil:     f("hold_off_until_timestamp_seconds", "Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force."),
 		failureInfo:      f("endpoint_failure_info", "Why the endpoint was down in this scrape: the failure reason (or held_off, not_checked) and, for network failures and timeouts, their cause; always 1.", "endpoint", "reason", "cause"),
 		targetInfo:       f("target_info", "The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out), with the exporter's page about it if known; always 1.", "url", "page"),
-		polls:            &family{name: namespace + "_polls_total", help: "Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.", counter: true},
-		pollFailures:     &family{name: namespace + "_poll_failures_total", help: "Polls after which deployment_service_up was 0, held-off ones included.", counter: true},
+		polls:            &family{name: namespace + "_polls_total", help: "Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.", typ: dto.MetricType_COUNTER},
+		pollFailures:     &family{name: namespace + "_poll_failures_total", help: "Polls after which deployment_service_up was 0, held-off ones included.", typ: dto.MetricType_COUNTER},
 	}
 }
 
@@ -133,15 +131,12 @@ func (m *Metrics) gatherer(s *Snapshot, t *TargetStats) prometheus.Gatherer {
 		m.each(s, t, func(f *family, v float64, labels ...string) {
 			mf := byFamily[f]
 			if mf == nil {
-				mf = &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: dto.MetricType_GAUGE.Enum()}
-				if f.counter {
-					mf.Type = dto.MetricType_COUNTER.Enum()
-				}
+				mf = &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ.Enum()}
 				byFamily[f] = mf
 				out = append(out, mf)
 			}
 			metric := &dto.Metric{Gauge: &dto.Gauge{Value: &v}}
-			if f.counter {
+			if f.typ == dto.MetricType_COUNTER {
 				metric = &dto.Metric{Counter: &dto.Counter{Value: &v}}
 			}
 			for i, l := range labels {
