@@ -36,7 +36,9 @@ type TargetStats struct {
 }
 
 // NewTargetStats names the service at redactedURL (client.RedactURL); page is the exporter's page about it, "" when unknown.
-func NewTargetStats(redactedURL, page string) *TargetStats { return &TargetStats{url: redactedURL, page: page} }
+func NewTargetStats(redactedURL, page string) *TargetStats {
+	return &TargetStats{url: redactedURL, page: page}
+}
 
 // ObservePoll counts a poll; up is deployment_service_up after it.
 func (t *TargetStats) ObservePoll(up bool) {
