@@ -53,12 +53,10 @@ func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer
 	}).ServeHTTP(w, r)
 }
 
-// errorLog is promhttp's error logger as a function.
 type errorLog func(v ...any)
 
 func (f errorLog) Println(v ...any) { f(v...) }
 
-// scrapeContext is the context of a poll for r, with scrapeBudget's deadline.
 func scrapeContext(r *http.Request, limit time.Duration) (context.Context, context.CancelFunc) {
 	ctx := r.Context()
 	if v := r.Header.Get(scrapeTimeoutHeader); v != "" {
@@ -67,8 +65,7 @@ func scrapeContext(r *http.Request, limit time.Duration) (context.Context, conte
 	return context.WithTimeout(ctx, scrapeBudget(r, limit))
 }
 
-// scrapeBudget is the time a poll may take for r: the scrape timeout less a
-// margin to encode and send the answer, at most limit.
+// scrapeBudget is the scrape timeout of r less a margin to encode and send the answer, at most limit.
 func scrapeBudget(r *http.Request, limit time.Duration) time.Duration {
 	secs, err := strconv.ParseFloat(r.Header.Get(scrapeTimeoutHeader), 64)
 	if err != nil || math.IsNaN(secs) || secs <= 0 || secs > 1e6 {

@@ -27,24 +27,22 @@ const maxProbeTargets = 1000
 // ModuleLookup finds a module by name; its error is the 400's reason.
 type ModuleLookup func(name string) (ProbeModule, error)
 
-// ProbeModule is what /probe needs of a module.
+// ProbeModule is what /probe needs of a module: Version tells a changed module on reload,
+// and CheckTarget says why it may not be used with a target (nil allows any).
 type ProbeModule struct {
-	Settings TargetSettings
-	// Version is compared on reload: only pollers of changed modules are replaced.
-	Version any
-	// CheckTarget says why the module may not be used with a target; nil allows any.
+	Settings    TargetSettings
+	Version     any
 	CheckTarget func(target *url.URL) error
 }
 
 // ProbeHandler serves /probe?target=<base URL>&module=<name> from one poller per target and module.
+// Set before serving: ExternalURL, where target_info links point, and HoldOffs, which outlive the pairs.
 type ProbeHandler struct {
-	lookup ModuleLookup
-	recent *PollLog
-	logger *slog.Logger
-	// ExternalURL, when set, is where target_info links point; set it before serving.
+	lookup      ModuleLookup
+	recent      *PollLog
+	logger      *slog.Logger
 	ExternalURL *url.URL
-	// HoldOffs keeps every origin's hold-off, so a pair dropped from the cache forgets none.
-	HoldOffs *client.HoldOffs
+	HoldOffs    *client.HoldOffs
 
 	mu      sync.Mutex
 	pollers map[targetKey]*probeEntry
@@ -112,7 +110,6 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveGatherer(w, r, g, h.logger)
 }
 
-// writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.
 func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, sn *Snapshot, g prometheus.Gatherer) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_ = WriteSettingsText(w, o.Module, s)
@@ -202,8 +199,7 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 	return e, err
 }
 
-// Prune applies a reload: it cancels and drops the pairs the reload no longer allows,
-// and marks those whose module changed otherwise for replacement, leaving their polls in flight alone.
+// Prune drops the pairs a reload no longer allows, cancelling their polls, and marks the others of changed modules for replacement.
 func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()

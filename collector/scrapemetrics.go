@@ -22,7 +22,6 @@ type Metrics struct {
 	targetInfo, polls, pollFailures                                       *family
 }
 
-// family is the name, help, type and label names of one family.
 type family struct {
 	name, help string
 	labels     []string
@@ -48,8 +47,7 @@ func (t *TargetStats) ObservePoll(up bool) {
 	}
 }
 
-// NewMetrics describes the gauges; infoFields become labels of
-// deployment_service_location_info after location_id.
+// NewMetrics describes the families; infoFields become labels of location_info after location_id.
 func NewMetrics(infoFields []string) *Metrics {
 	f := func(name, help string, labels ...string) *family {
 		return &family{name: namespace + "_" + name, help: help, labels: labels, typ: dto.MetricType_GAUGE}
@@ -75,7 +73,6 @@ func NewMetrics(infoFields []string) *Metrics {
 	}
 }
 
-// each hands every sample of s, and of t unless nil, to emit.
 func (m *Metrics) each(s *Snapshot, t *TargetStats, emit func(f *family, v float64, labels ...string)) {
 	emit(m.up, boolValue(s.up()))
 	for _, ep := range client.Endpoints {
@@ -124,8 +121,7 @@ func (m *Metrics) each(s *Snapshot, t *TargetStats, emit func(f *family, v float
 	}
 }
 
-// gatherer returns the families of s and t, built without a registry, which would
-// cost most of an exposition's allocations. prometheus.Gatherers sorts them.
+// gatherer returns the families of s and t, built without a registry, which would cost most allocations.
 func (m *Metrics) gatherer(s *Snapshot, t *TargetStats) prometheus.Gatherer {
 	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		byFamily := make(map[*family]*dto.MetricFamily)
