@@ -300,20 +300,19 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 // metricsHandler returns the metrics path's handler and its service's name ("" without one).
 func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.PollLog, logger *slog.Logger) (http.Handler, string, error) {
 	if s.base == nil {
-		return collector.NewGathererHandler(reg, logger), "", nil
+		return collector.NewHandler(nil, nil, nil, reg, 0, logger), "", nil
 	}
 	single := client.RedactURL(s.base)
-	requests := collector.NewRequestMetrics(reg)
-	s.target.Client.Observer = requests
+	s.target.Client.Observer = collector.NewRequestMetrics(reg)
+	stats := collector.NewTargetStats(single, collector.TargetPage(s.external, single, ""))
 	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
 		Logger: logger.With("target", single, "module", collector.ModuleName("")), Recent: recent, Name: single,
-		Polls: requests, TimeoutName: "--api.timeout",
+		Polls: stats, TimeoutName: "--api.timeout",
 	})
 	if err != nil {
 		return nil, "", err
 	}
-	reg.MustRegister(collector.NewTargetInfo(single, collector.TargetPage(s.external, single, "")))
-	return collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), reg, s.target.Timeout, logger), single, nil
+	return collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), stats, reg, s.target.Timeout, logger), single, nil
 }
 
 // sdGroup is one target group of Prometheus' HTTP service discovery.

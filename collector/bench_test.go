@@ -67,7 +67,7 @@ func BenchmarkExposition(b *testing.B) {
 // serveSnapshot does what Handler.ServeHTTP does once the poll is done: the
 // snapshot's families, served through promhttp.
 func serveSnapshot(w http.ResponseWriter, r *http.Request, m *Metrics, s *Snapshot) {
-	g := prometheus.Gatherers{m.gatherer(s)}
+	g := prometheus.Gatherers{m.gatherer(s, nil)}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }
 
@@ -99,7 +99,7 @@ func benchSnapshot(n int) *Snapshot {
 // benchSeries counts the series a snapshot exposes.
 func benchSeries(b *testing.B, m *Metrics, s *Snapshot) int {
 	b.Helper()
-	mfs, err := prometheus.Gatherers{m.gatherer(s)}.Gather()
+	mfs, err := prometheus.Gatherers{m.gatherer(s, nil)}.Gather()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func newBenchPipeline(b *testing.B, o benchOptions) *benchPipeline {
 	b.Cleanup(c.Close)
 	t := &Target{Client: c, DetailIDs: o.detailIDs, DetailLimit: o.detailLimit}
 	p := NewPoller(t, PollerOptions{Timeout: 10 * time.Second})
-	return &benchPipeline{svc: svc, poller: p, handler: NewHandler(p, NewMetrics(nil), reg, 10*time.Second, slog.New(slog.DiscardHandler))}
+	return &benchPipeline{svc: svc, poller: p, handler: NewHandler(p, NewMetrics(nil), nil, reg, 10*time.Second, slog.New(slog.DiscardHandler))}
 }
 
 // scrape serves one /metrics request and fails the benchmark on an

@@ -18,59 +18,48 @@ import (
 
 const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 
-// NewHandler serves /metrics: a poll of p within the scrape's budget, beside
-// the long-lived gatherer; timeout is --api.timeout.
-func NewHandler(p *Poller, m *Metrics, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) http.Handler {
+// NewHandler serves /metrics: the long-lived gatherer and, unless p is nil, a poll of p within
+// the scrape's budget with t's name and counts; timeout is --api.timeout.
+func NewHandler(p *Poller, m *Metrics, t *TargetStats, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := scrapeContext(r, timeout)
-		defer cancel()
-		g := prometheus.Gatherers{m.gatherer(p.Poll(ctx))}
+		var g prometheus.Gatherers
 		if longLived != nil {
 			g = append(g, longLived)
+		}
+		if p != nil {
+			ctx, cancel := scrapeContext(r, timeout)
+			defer cancel()
+			g = append(g, m.gatherer(p.Poll(ctx), t))
 		}
 		serveGatherer(w, r, g, logger)
 	})
 }
 
-// NewGathererHandler serves g in the format and encoding the scraper asks for.
-func NewGathererHandler(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		serveGatherer(w, r, g, logger)
-	})
-}
-
-// serveGatherer writes g's metrics, unless Prometheus has already hung up.
+// serveGatherer writes g's metrics; a scrape that Prometheus has given up is logged at debug level only.
 func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer, logger *slog.Logger) {
 	if r.Context().Err() != nil {
 		logger.Debug("Scrape abandoned before the answer was ready")
 		return
 	}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:                            scrapeErrorLog{ctx: r.Context(), logger: logger},
-		ErrorHandling:                       promhttp.ContinueOnError,
-		EnableOpenMetrics:                   true,
-		EnableOpenMetricsTextCreatedSamples: true,
+		ErrorLog: errorLog(func(v ...any) {
+			level := slog.LevelError
+			if r.Context().Err() != nil {
+				level = slog.LevelDebug
+			}
+			logger.Log(context.Background(), level, "Cannot serve metrics", "err", strings.TrimSpace(fmt.Sprintln(v...)))
+		}),
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
 		// zstd first: promhttp breaks the tie in Prometheus's "zstd,gzip" by this order.
 		OfferedCompressions: []promhttp.Compression{promhttp.Zstd, promhttp.Gzip, promhttp.Identity},
 	}).ServeHTTP(w, r)
 }
 
-// scrapeErrorLog logs promhttp's errors, at debug level once Prometheus has hung up.
-type scrapeErrorLog struct {
-	ctx    context.Context
-	logger *slog.Logger
-}
+type errorLog func(v ...any)
 
-func (l scrapeErrorLog) Println(v ...any) {
-	msg := strings.TrimSpace(fmt.Sprintln(v...))
-	if l.ctx.Err() != nil {
-		l.logger.Debug("Scrape abandoned while the answer was written", "err", msg)
-		return
-	}
-	l.logger.Error("Cannot serve metrics", "err", msg)
-}
+func (f errorLog) Println(v ...any) { f(v...) }
 
-// scrapeContext is the context of a poll for r, with scrapeBudget's deadline.
 func scrapeContext(r *http.Request, limit time.Duration) (context.Context, context.CancelFunc) {
 	ctx := r.Context()
 	if v := r.Header.Get(scrapeTimeoutHeader); v != "" {
@@ -79,8 +68,7 @@ func scrapeContext(r *http.Request, limit time.Duration) (context.Context, conte
 	return context.WithTimeout(ctx, scrapeBudget(r, limit))
 }
 
-// scrapeBudget is the time a poll may take for r: the scrape timeout less a
-// margin to encode and send the answer, at most limit.
+// scrapeBudget is the scrape timeout of r less a margin to encode and send the answer, at most limit.
 func scrapeBudget(r *http.Request, limit time.Duration) time.Duration {
 	secs, err := strconv.ParseFloat(r.Header.Get(scrapeTimeoutHeader), 64)
 	if err != nil || math.IsNaN(secs) || secs <= 0 || secs > 1e6 {

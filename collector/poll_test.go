@@ -16,8 +16,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
@@ -185,7 +183,7 @@ func TestPollEndsWhenItsWorkEnds(t *testing.T) {
 		f.concurrency = 1
 		p := NewPoller(&Target{Client: f, DetailLimit: 20}, PollerOptions{Timeout: time.Minute})
 		m := NewMetrics(nil)
-		h := NewHandler(p, m, nil, time.Minute, nil)
+		h := NewHandler(p, m, nil, nil, time.Minute, nil)
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.Header.Set(scrapeTimeoutHeader, "3")
 		begin := time.Now()
@@ -210,7 +208,7 @@ func TestPollEndsWhenItsWorkEnds(t *testing.T) {
 func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake(10, "locations", time.Hour)
-		h := NewHandler(NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute}), NewMetrics(nil), nil, time.Minute, nil)
+		h := NewHandler(NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute}), NewMetrics(nil), nil, nil, time.Minute, nil)
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.Header.Set(scrapeTimeoutHeader, "2")
 		begin := time.Now()
@@ -620,26 +618,30 @@ func TestSubsetFromTheList(t *testing.T) {
 // and a held-off scrape count as failures. Both start at 0.
 func TestPollCounters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newRequestMetrics()
+		m := NewTargetStats("", "")
 		f := newFake(5, "root", time.Second)
 		p := NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute, MinInterval: time.Hour, Polls: m})
-		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(m)
-		compare(t, reg, pollCounters(0, 0), pollCounterNames...)
+		counts := func(polls, failures uint64) {
+			t.Helper()
+			if p, f := pollTotals(m); p != polls || f != failures {
+				t.Errorf("polls %d, failures %d; want %d and %d", p, f, polls, failures)
+			}
+		}
+		counts(0, 0)
 		for range 3 {
 			go p.Poll(context.Background())
 		}
 		synctest.Wait()
 		time.Sleep(time.Second)
 		synctest.Wait()
-		compare(t, reg, pollCounters(1, 0), pollCounterNames...)
+		counts(1, 0)
 		p.Poll(context.Background()) // inside the minimum interval
-		compare(t, reg, pollCounters(1, 0), pollCounterNames...)
+		counts(1, 0)
 		p.opts.MinInterval = 0
 		f.status["projects"] = http.StatusTooManyRequests
 		p.Poll(context.Background()) // meets the 429
 		p.Poll(context.Background()) // held off: sends nothing
-		compare(t, reg, pollCounters(3, 2), pollCounterNames...)
+		counts(3, 2)
 	})
 }
 
@@ -650,16 +652,16 @@ func TestShortScrapesAddNoFailure(t *testing.T) {
 		t.Run(header, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFake(10, "root", 50*time.Millisecond, "projects", 50*time.Millisecond, "locations", 50*time.Millisecond, "location_detail", 50*time.Millisecond)
-				m := newRequestMetrics()
+				m := NewTargetStats("", "")
 				p := NewPoller(&Target{Client: f, DetailLimit: 8}, PollerOptions{Timeout: 10 * time.Second, Polls: m})
-				h := NewHandler(p, NewMetrics(nil), nil, 10*time.Second, nil)
+				h := NewHandler(p, NewMetrics(nil), m, nil, 10*time.Second, nil)
 				for range 5 {
 					req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 					req.Header.Set(scrapeTimeoutHeader, header)
 					h.ServeHTTP(httptest.NewRecorder(), req)
 					synctest.Wait()
 				}
-				if _, failures := pollCounts(m); failures != 0 {
+				if _, failures := pollTotals(m); failures != 0 {
 					t.Errorf("%d poll failures", failures)
 				}
 			})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -26,24 +27,22 @@ const maxProbeTargets = 1000
 // ModuleLookup finds a module by name; its error is the 400's reason.
 type ModuleLookup func(name string) (ProbeModule, error)
 
-// ProbeModule is what /probe needs of a module.
+// ProbeModule is what /probe needs of a module: Version tells a changed module on reload,
+// and CheckTarget says why it may not be used with a target (nil allows any).
 type ProbeModule struct {
-	Settings TargetSettings
-	// Version is compared on reload: only pollers of changed modules are replaced.
-	Version any
-	// CheckTarget says why the module may not be used with a target; nil allows any.
+	Settings    TargetSettings
+	Version     any
 	CheckTarget func(target *url.URL) error
 }
 
 // ProbeHandler serves /probe?target=<base URL>&module=<name> from one poller per target and module.
+// Set before serving: ExternalURL, where target_info links point, and HoldOffs, which outlive the pairs.
 type ProbeHandler struct {
-	lookup ModuleLookup
-	recent *PollLog
-	logger *slog.Logger
-	// ExternalURL, when set, is where target_info links point; set it before serving.
+	lookup      ModuleLookup
+	recent      *PollLog
+	logger      *slog.Logger
 	ExternalURL *url.URL
-	// HoldOffs keeps every origin's hold-off, so a pair dropped from the cache forgets none.
-	HoldOffs *client.HoldOffs
+	HoldOffs    *client.HoldOffs
 
 	mu      sync.Mutex
 	pollers map[targetKey]*probeEntry
@@ -55,16 +54,17 @@ type probeModule struct {
 	version   any
 	transport *client.Transport
 	metrics   *Metrics
+	http      config.HTTPClientConfig
 }
 
-// probeEntry is one target and module pair; a stale one, stopped by a reload, keeps its location checks for its successor.
+// probeEntry is one target and module pair; its counters live while the cache keeps the pair.
 type probeEntry struct {
+	target   *url.URL
 	module   *probeModule
 	poller   *Poller
-	requests *RequestMetrics
-	reg      *prometheus.Registry // requests and target_info
+	stats    *TargetStats
 	lastUsed time.Time
-	stale    bool
+	stale    bool // replaced at its next use: a reload changed its module
 }
 
 // NewProbeHandler returns a /probe handler; recent may be nil.
@@ -102,7 +102,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := scrapeContext(r, e.poller.opts.Timeout)
 	defer cancel()
 	snap := e.poller.Poll(ctx)
-	g := prometheus.Gatherers{e.module.metrics.gatherer(snap), e.reg}
+	g := prometheus.Gatherers{e.module.metrics.gatherer(snap, e.stats)}
 	if q.Get("debug") == "true" {
 		h.writeDebug(w, e.poller.opts, m.Settings, snap, g)
 		return
@@ -110,7 +110,6 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveGatherer(w, r, g, h.logger)
 }
 
-// writeDebug answers /probe?debug=true, as blackbox_exporter's debug output does.
 func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, sn *Snapshot, g prometheus.Gatherer) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_ = WriteSettingsText(w, o.Module, s)
@@ -154,60 +153,62 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 		old.lastUsed = time.Now()
 		return old, m, 0, nil
 	} else if ok {
-		old.retire()
+		old.retire(!old.allowedBy(m))
 	}
-	e, err := h.newEntry(target, name, key.module, m)
+	e, err := h.newEntry(target, name, key.module, m, old)
 	if err != nil {
 		err = fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
 		return nil, m, http.StatusBadRequest, err
 	}
-	if ok {
-		e.poller.takeLocations(old.poller)
-	} else if len(h.pollers) >= maxProbeTargets {
+	if !ok && len(h.pollers) >= maxProbeTargets {
 		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b targetKey) int {
 			return h.pollers[a].lastUsed.Compare(h.pollers[b].lastUsed)
 		})
-		h.pollers[oldest].poller.target.Client.Close()
+		h.pollers[oldest].retire(false)
 		delete(h.pollers, oldest)
 	}
 	h.pollers[key] = e
 	return e, m, 0, nil
 }
 
-// newEntry builds the pair of target, named so once redacted, and module m.
-func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeModule) (*probeEntry, error) {
+// newEntry builds the pair of target, named so once redacted, and module m; it takes over old's counters and checks.
+func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeModule, old *probeEntry) (*probeEntry, error) {
 	shared, ok := h.modules[module]
 	if !ok || !reflect.DeepEqual(shared.version, m.Version) {
 		t, err := client.NewTransport(m.Settings.Client.HTTPClientConfig, m.Settings.Client.UserAgent)
 		if err != nil {
 			return nil, err
 		}
-		shared = &probeModule{version: m.Version, transport: t, metrics: NewMetrics(m.Settings.InfoFields)}
+		shared = &probeModule{version: m.Version, transport: t, metrics: NewMetrics(m.Settings.InfoFields), http: m.Settings.Client.HTTPClientConfig}
 		h.modules[module] = shared
 	}
-	e := &probeEntry{module: shared, requests: newRequestMetrics(), lastUsed: time.Now()}
-	e.reg = prometheus.NewRegistry()
-	e.reg.MustRegister(e.requests, NewTargetInfo(name, TargetPage(h.ExternalURL, name, module)))
+	e := &probeEntry{target: target, module: shared, lastUsed: time.Now()}
+	if e.stats = NewTargetStats(name, TargetPage(h.ExternalURL, name, module)); old != nil {
+		e.stats = old.stats // the counters live as long as the pair is cached
+	}
 	s := m.Settings
-	s.Client.Transport, s.Client.Observer, s.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
+	s.Client.Transport, s.Client.HoldOffs = shared.transport, h.HoldOffs
 	var err error
 	e.poller, err = NewTargetPoller(target, s, PollerOptions{
 		Logger: h.logger.With("target", name, "module", module), Recent: h.recent, Name: name, Module: module,
-		Polls: e.requests, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
+		Polls: e.stats, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
 	})
+	if err == nil && old != nil {
+		e.poller.takeLocations(old.poller)
+	}
 	return e, err
 }
 
-// Prune stops, after a reload, the pollers whose module changed and drops those whose module is gone.
+// Prune drops the pairs a reload no longer allows, cancelling their polls, and marks the others of changed modules for replacement.
 func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for key, e := range h.pollers {
-		if m, err := h.lookup(key.module); err != nil || !reflect.DeepEqual(e.module.version, m.Version) {
-			e.retire()
-			if err != nil {
-				delete(h.pollers, key)
-			}
+		if m, err := h.lookup(key.module); err != nil || !e.allowedBy(m) {
+			e.retire(true)
+			delete(h.pollers, key)
+		} else if !reflect.DeepEqual(e.module.version, m.Version) {
+			e.retire(false)
 		}
 	}
 	for name, m := range h.modules {
@@ -217,9 +218,22 @@ func (h *ProbeHandler) Prune() {
 	}
 }
 
-// retire stops e's poll and closes its connections once no request is in flight.
-func (e *probeEntry) retire() {
+// retire marks e for replacement and closes its idle connections; revoke cancels its poll in flight too.
+func (e *probeEntry) retire(revoke bool) {
 	e.stale = true
-	e.poller.stop()
+	if revoke {
+		e.poller.stop()
+	}
 	e.poller.target.Client.Close()
+}
+
+// allowedBy tells whether m still allows e: its target, with the same credentials (CONTRACT.md, "Credentials").
+func (e *probeEntry) allowedBy(m ProbeModule) bool {
+	creds := func(c config.HTTPClientConfig) []any {
+		t := c.TLSConfig
+		return []any{c.Authorization, c.BasicAuth, c.OAuth2, c.BearerToken, c.BearerTokenFile, c.HTTPHeaders,
+			t.Cert, t.CertFile, t.Key, t.KeyFile, c.ProxyURL, c.NoProxy, c.ProxyFromEnvironment, c.ProxyConnectHeader}
+	}
+	return (m.CheckTarget == nil || m.CheckTarget(e.target) == nil) &&
+		reflect.DeepEqual(creds(e.module.http), creds(m.Settings.Client.HTTPClientConfig))
 }

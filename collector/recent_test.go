@@ -234,7 +234,7 @@ func TestNoSecretInLogsPagesOrMetrics(t *testing.T) {
 	_ = level.Set("debug")
 	logger := promslog.New(&promslog.Config{Level: level, Writer: r.logs})
 	r.poller = NewPoller(r.target, PollerOptions{Timeout: 30 * time.Second, Recent: recent, Logger: logger})
-	r.handler = NewHandler(r.poller, r.metrics, r.longLive, 30*time.Second, logger)
+	r.handler = NewHandler(r.poller, r.metrics, r.stats, r.longLive, 30*time.Second, logger)
 	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: http.StatusUnauthorized, Body: `{"detail": "Token ` + strings.ToUpper(key) + ` refused"}`})
 	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{Body: strings.ToUpper(key[3:16]) + " is not JSON"})
 	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{RedirectTo: "http://" + strings.ToUpper(key) + ".example.com/"})

@@ -35,6 +35,7 @@ type rig struct {
 	handler  http.Handler
 	longLive *prometheus.Registry
 	requests *RequestMetrics
+	stats    *TargetStats // counts polls once a test sets it as the poller's
 	logs     *syncBuffer
 }
 
@@ -95,7 +96,8 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	r.target = &Target{Client: c, DetailIDs: o.detailIDs, DetailLimit: o.detailLimit, InfoFields: o.infoFields}
 	r.poller = NewPoller(r.target, PollerOptions{Timeout: o.timeout, MinInterval: o.minInterval, Logger: logger})
 	r.metrics = NewMetrics(o.infoFields)
-	r.handler = NewHandler(r.poller, r.metrics, r.longLive, o.timeout, logger)
+	r.stats = NewTargetStats(r.srv.URL, "")
+	r.handler = NewHandler(r.poller, r.metrics, r.stats, r.longLive, o.timeout, logger)
 	return r
 }
 
@@ -108,7 +110,7 @@ func (r *rig) gather(t *testing.T) prometheus.Gatherer {
 
 // registry returns the metrics of s as the handler serves them.
 func (r *rig) registry(s *Snapshot) prometheus.Gatherer {
-	return prometheus.Gatherers{r.metrics.gatherer(s)}
+	return prometheus.Gatherers{r.metrics.gatherer(s, nil)}
 }
 
 // hold puts a closed gate in front of the given endpoints of the sample

@@ -2,10 +2,11 @@
 package collector
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -13,24 +14,43 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// Metrics describes the per-scrape gauges, the info labels chosen at start included.
+// Metrics describes the families of an answer, the info labels chosen at start included.
 type Metrics struct {
 	up, endpointUp, endpointDuration, endpointStatus, projects, locations *family
 	locationUp, locationDuration, locationInfo, locationChecked           *family
-	scrapeDuration, pollTimestamp, holdOffUntil                           *family
+	scrapeDuration, pollTimestamp, holdOffUntil, failureInfo              *family
+	targetInfo, polls, pollFailures                                       *family
 }
 
-// family is the name, help and label names of one gauge family.
 type family struct {
 	name, help string
 	labels     []string
+	typ        dto.MetricType
 }
 
-// NewMetrics describes the gauges; infoFields become labels of
-// deployment_service_location_info after location_id.
+// TargetStats names a target in its answers and counts its polls, however many scrapes shared each.
+type TargetStats struct {
+	url, page       string
+	polls, failures atomic.Uint64
+}
+
+// NewTargetStats names the service at redactedURL (client.RedactURL); page is the exporter's page about it, "" when unknown.
+func NewTargetStats(redactedURL, page string) *TargetStats {
+	return &TargetStats{url: redactedURL, page: page}
+}
+
+// ObservePoll counts a poll; up is deployment_service_up after it.
+func (t *TargetStats) ObservePoll(up bool) {
+	t.polls.Add(1)
+	if !up {
+		t.failures.Add(1)
+	}
+}
+
+// NewMetrics describes the families; infoFields become labels of location_info after location_id.
 func NewMetrics(infoFields []string) *Metrics {
 	f := func(name, help string, labels ...string) *family {
-		return &family{name: namespace + "_" + name, help: help, labels: labels}
+		return &family{name: namespace + "_" + name, help: help, labels: labels, typ: dto.MetricType_GAUGE}
 	}
 	return &Metrics{
 		up:               f("up", "Whether the API root, project list and location list all answered well in this scrape (1) or not (0)."),
@@ -46,17 +66,24 @@ func NewMetrics(infoFields []string) *Metrics {
 		scrapeDuration:   f("scrape_duration_seconds", "Wall time of the whole poll of the API."),
 		pollTimestamp:    f("poll_timestamp_seconds", "Unix time at which the poll behind this answer started."),
 		holdOffUntil:     f("hold_off_until_timestamp_seconds", "Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force."),
+		failureInfo:      f("endpoint_failure_info", "Why the endpoint was down in this scrape: the failure reason (or held_off, not_checked) and, for network failures and timeouts, their cause; always 1.", "endpoint", "reason", "cause"),
+		targetInfo:       f("target_info", "The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out), with the exporter's page about it if known; always 1.", "url", "page"),
+		polls:            &family{name: namespace + "_polls_total", help: "Polls of the deployment service: one per poll, however many scrapes shared it, held-off ones included.", typ: dto.MetricType_COUNTER},
+		pollFailures:     &family{name: namespace + "_poll_failures_total", help: "Polls after which deployment_service_up was 0, held-off ones included.", typ: dto.MetricType_COUNTER},
 	}
 }
 
-// each hands every sample of s to emit.
-func (m *Metrics) each(s *Snapshot, emit func(f *family, v float64, labels ...string)) {
+func (m *Metrics) each(s *Snapshot, t *TargetStats, emit func(f *family, v float64, labels ...string)) {
 	emit(m.up, boolValue(s.up()))
 	for _, ep := range client.Endpoints {
 		if st, ok := s.Endpoints[ep]; ok {
 			emit(m.endpointUp, boolValue(st.ok()), string(ep))
 			emit(m.endpointDuration, st.Duration.Seconds(), string(ep))
 			emit(m.endpointStatus, float64(st.Status), string(ep))
+			if !st.ok() {
+				reason, cause := reasonAndCause(st.Err)
+				emit(m.failureInfo, 1, string(ep), reason, cause)
+			}
 		}
 	}
 	// A list that could not be read has no count: absent, never zero.
@@ -75,7 +102,7 @@ func (m *Metrics) each(s *Snapshot, emit func(f *family, v float64, labels ...st
 			fields := m.locationInfo.labels[1:] // the info fields, after location_id
 			labels := append(make([]string, 0, 1+len(fields)), id)
 			for _, f := range fields {
-				labels = append(labels, labelValue(d.Fields[f]))
+				labels = append(labels, d.Fields[f])
 			}
 			emit(m.locationInfo, 1, labels...)
 		}
@@ -87,24 +114,33 @@ func (m *Metrics) each(s *Snapshot, emit func(f *family, v float64, labels ...st
 		holdOff = float64(s.HoldOffUntil.UnixMilli()) / 1e3
 	}
 	emit(m.holdOffUntil, holdOff)
+	if t != nil {
+		emit(m.targetInfo, 1, t.url, t.page)
+		emit(m.polls, float64(t.polls.Load()))
+		emit(m.pollFailures, float64(t.failures.Load()))
+	}
 }
 
-// gatherer returns the families of s, built without a registry, which would
-// cost most of an exposition's allocations. prometheus.Gatherers sorts them.
-func (m *Metrics) gatherer(s *Snapshot) prometheus.Gatherer {
+// gatherer returns the families of s and t, built without a registry, which would cost most allocations.
+func (m *Metrics) gatherer(s *Snapshot, t *TargetStats) prometheus.Gatherer {
 	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		byFamily := make(map[*family]*dto.MetricFamily)
 		var out []*dto.MetricFamily
-		m.each(s, func(f *family, v float64, labels ...string) {
+		m.each(s, t, func(f *family, v float64, labels ...string) {
 			mf := byFamily[f]
 			if mf == nil {
-				mf = &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: dto.MetricType_GAUGE.Enum()}
+				mf = &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ.Enum()}
 				byFamily[f] = mf
 				out = append(out, mf)
 			}
-			metric := &dto.Metric{Gauge: &dto.Gauge{Value: &v}, Label: make([]*dto.LabelPair, len(labels))}
+			metric := &dto.Metric{Gauge: &dto.Gauge{Value: &v}}
+			if f.typ == dto.MetricType_COUNTER {
+				metric = &dto.Metric{Counter: &dto.Counter{Value: &v}}
+			}
 			for i, l := range labels {
-				metric.Label[i] = &dto.LabelPair{Name: &f.labels[i], Value: &l}
+				if l != "" { // an empty label is no label
+					metric.Label = append(metric.Label, &dto.LabelPair{Name: &f.labels[i], Value: &l})
+				}
 			}
 			slices.SortFunc(metric.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 			mf.Metric = append(mf.Metric, metric)
@@ -113,15 +149,17 @@ func (m *Metrics) gatherer(s *Snapshot) prometheus.Gatherer {
 	})
 }
 
-// labelValue makes text from the service a valid UTF-8 label value with
-// U+FFFD for each control character but the line feed, which the formats escape.
-func labelValue(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r != '\n' && (r < 0x20 || r >= 0x7f && r <= 0x9f) {
-			return utf8.RuneError
-		}
-		return r
-	}, s)
+// reasonAndCause are the labels of endpoint_failure_info for an endpoint's error.
+func reasonAndCause(err error) (reason, cause string) {
+	switch {
+	case errors.Is(err, client.ErrHeldOff):
+		return "held_off", ""
+	case errors.Is(err, errTooLate):
+		return string(client.ReasonTimeout), client.CauseTimeout
+	case client.ReasonOf(err) != "":
+		return string(client.ReasonOf(err)), client.CauseOf(err)
+	}
+	return "not_checked", "" // never sent: no detail view checked, no key, a dropped pair
 }
 
 func boolValue(b bool) float64 {
