@@ -179,7 +179,7 @@ func TestPollNeverOutlastsTheTimeout(t *testing.T) {
 // line of its failed detail view): the poll is complete and serves the
 // minimum interval.
 func TestCompletedPollIsKept(t *testing.T) {
-	held := newHeldLog(message("Location details failed"))
+	held := newHeldLog(message("Poll failed"))
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, detailIDs: []int64{1}, minInterval: time.Hour, logWrap: held.wrap})
 	r.svc.SetFault(sampleservice.EndpointLocationDetail, sampleservice.Fault{Status: http.StatusInternalServerError})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -279,7 +279,7 @@ func TestPollCounters(t *testing.T) {
 // keeps it; the next scrape inside the minimum interval is answered from
 // it.
 func TestFinishedPollKeptWhenItsScrapeLeaves(t *testing.T) {
-	held := newHeldLog(message("Location details failed"))
+	held := newHeldLog(message("Poll failed"))
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, detailIDs: []int64{1}, minInterval: time.Hour, logWrap: held.wrap})
 	r.svc.SetFault(sampleservice.EndpointLocationDetail, sampleservice.Fault{Status: http.StatusInternalServerError})
 	ctx, cancel := context.WithCancel(context.Background())

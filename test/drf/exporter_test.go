@@ -514,14 +514,14 @@ func TestRefusedKey(t *testing.T) {
 			warned, repeated := 0, 0
 			for line := range strings.SplitSeq(e.log(), "\n") {
 				switch {
-				case strings.Contains(line, "level=WARN") && strings.Contains(line, `msg="Endpoint failed"`):
+				case strings.Contains(line, "level=WARN") && strings.Contains(line, `msg="Poll failed"`):
 					warned++
-				case strings.Contains(line, "level=DEBUG") && strings.Contains(line, `msg="Endpoint still failing"`):
+				case strings.Contains(line, "level=DEBUG") && strings.Contains(line, `msg="Poll still failing"`):
 					repeated++
 				}
 			}
-			if warned != 3 || repeated != 6 {
-				t.Errorf("three scrapes logged %d failures at warn and %d at debug, want 3 (root and both lists, once each) and 6:\n%s", warned, repeated, e.log())
+			if warned != 1 || repeated != 2 {
+				t.Errorf("three scrapes logged %d failures at warn and %d at debug, want 1 (one line per poll) and 2:\n%s", warned, repeated, e.log())
 			}
 		})
 	}
