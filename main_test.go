@@ -612,7 +612,7 @@ func serveInProcess(t *testing.T, f flagValues) (*httptest.Server, *prometheus.R
 	if err := store.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	mux, _, err := routes(s, reg, store, collector.NewPollLog(10), logger)
+	mux, _, err := routes(s, reg, store, collector.NewPollLog(), logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -43,23 +44,14 @@ type pollView struct {
 //go:embed pages.html
 var pagesHTML string
 
-var pageTemplates = template.Must(template.New("").Funcs(collector.PollFuncs).Funcs(template.FuncMap{
-	"breakable": breakableURL,
-	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"page":      func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
-	"ago":       ago,
-	"heldOff":   heldOffText,
-	"sections":  sections,
+var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"duration": func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
+	"page":     func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
+	"ago":      ago,
+	"heldOff":  heldOffText,
+	"sections": sections,
 }).Parse(pagesHTML))
-
-// urlBreaks lets an escaped URL break only after "/", "?" and "&" and before "#", never inside a host or a word;
-// the quotes' escapes come first so that their "#" stays whole. breakableURL shows invalid bytes as U+FFFD.
-var urlBreaks = strings.NewReplacer("&#34;", "&#34;", "&#39;", "&#39;",
-	"&amp;", "&amp;<wbr/>", "/", "/<wbr/>", "?", "?<wbr/>", "#", "<wbr/>#")
-
-func breakableURL(u string) template.HTML {
-	return template.HTML(urlBreaks.Replace(template.HTMLEscapeString(string([]rune(u))))) //nolint:gosec // only <wbr/> added
-}
 
 // ago renders how long before a t was, to the second.
 func ago(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() }
@@ -78,7 +70,7 @@ func heldOffText(now time.Time, r *collector.PollRecord) string {
 	switch {
 	case r.HeldOffUntil.After(now):
 		return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
-	case r.HeldOff && r.HeldOffUntil.IsZero():
+	case r.HeldOffUntil.IsZero() && strings.HasPrefix(r.Summary, "sent nothing"):
 		return "held off (end not known)"
 	}
 	return ""
@@ -98,10 +90,17 @@ func sections(st collector.TargetState) []pollView {
 	return out
 }
 
+// render writes a page whole or not at all; a client that hangs up meanwhile is no error of ours.
 func (p *pages) render(w http.ResponseWriter, name string, data map[string]any) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := pageTemplates.ExecuteTemplate(w, name, data); err != nil {
+	var b bytes.Buffer
+	if err := pageTemplates.ExecuteTemplate(&b, name, data); err != nil {
 		p.logger.Error("Cannot render a page", "page", name, "err", err)
+		http.Error(w, "cannot render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if _, err := w.Write(b.Bytes()); err != nil {
+		p.logger.Debug("The client left before the page was sent", "page", name, "err", err)
 	}
 }
 
@@ -112,7 +111,7 @@ func (p *pages) landing(w http.ResponseWriter, _ *http.Request) {
 	}
 	p.render(w, "landing", map[string]any{
 		"Version": version.Version, "MetricsPath": p.metricsPath, "SingleTarget": p.singleTarget, "Demo": p.demo, "Now": time.Now(),
-		"Modules": modules, "DefaultModule": def, "Targets": p.recent.Targets(), "Polls": p.recent.Recent(),
+		"Modules": modules, "DefaultModule": def, "Targets": p.recent.Targets(),
 	})
 }
 
@@ -145,7 +144,5 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 		_ = rec.WriteText(w)
 		return
 	}
-	p.render(w, "pollpage", map[string]any{
-		"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget,
-	})
+	p.render(w, "pollpage", map[string]any{"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget})
 }

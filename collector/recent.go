@@ -257,19 +257,19 @@ func (rec *PollRecord) row(r client.TraceRequest) Row {
 	if r.Error != "" {
 		row.State, lines[0] = "failed", lines[0]+fmt.Sprintf(", %s: %s", r.Reason, r.Error)
 	}
-	p, body := r.Phases, ""
+	p, body, held := r.Phases, "", ""
 	if r.BodyExcerpt != "" {
 		body = strconv.Quote(r.BodyExcerpt)
 	}
+	if !r.HoldOffUntil.IsZero() {
+		held = r.HoldOffUntil.UTC().Format(timeFormat) + " UTC"
+	}
 	for _, h := range [][2]string{{"DNS", fmtDuration(p.DNS)}, {"Connect", fmtDuration(p.Connect)}, {"TLS", fmtDuration(p.TLS)},
 		{"First byte", fmtDuration(p.FirstByte)}, {"Content-Type", r.ContentType}, {"Location", r.Location},
-		{"WWW-Authenticate", r.WWWAuthenticate}, {"Retry-After", r.RetryAfter}, {"Body", body}} {
+		{"WWW-Authenticate", r.WWWAuthenticate}, {"Retry-After", r.RetryAfter}, {"Held off until", held}, {"Body", body}} {
 		if h[1] != "" {
 			lines = append(lines, "    "+h[0]+": "+h[1])
 		}
-	}
-	if !r.HoldOffUntil.IsZero() {
-		lines = append(lines, "    Held off until "+r.HoldOffUntil.UTC().Format(timeFormat)+" UTC")
 	}
 	row.Text = strings.Join(lines, "\n")
 	return row

@@ -181,7 +181,7 @@ func TestRowsSayWhatCameBack(t *testing.T) {
 	want := []string{
 		"failed: root GET svc/api/ -> status 401, 27 bytes, 0s, http_status: unexpected status Unauthorized\n    Content-Type: application/json\n    WWW-Authenticate: Token\n    Body: \"Invalid token.\"",
 		"failed: projects GET svc/api/projects/projects/ -> no response, 0 bytes, 0s, network: connection refused",
-		"failed: locations GET svc/api/projects/locations/ -> status 429, 0 bytes, 0s, http_status: unexpected status Too Many Requests\n    Retry-After: 14\n    Held off until 2026-11-22 07:00:14 UTC",
+		"failed: locations GET svc/api/projects/locations/ -> status 429, 0 bytes, 0s, http_status: unexpected status Too Many Requests\n    Retry-After: 14\n    Held off until: 2026-11-22 07:00:14 UTC",
 		"failed: locations page 2: FAILED, pagination: walk stopped: next link points to another origin",
 		"slow: locations GET svc/api/projects/locations/?page=2 -> status 200, 0 bytes, 2.6s, slow\n    First byte: 2.5s",
 		`notsent: location_detail GET svc/api/projects/locations/1/ -> not sent: held off until 2026-11-22 07:00:14 UTC after a 429 with Retry-After "14"`,
