@@ -65,15 +65,12 @@ type pages struct {
 	logger                    *slog.Logger
 }
 
-// heldOffText tells until when the service asked r's target to hold off, "" if it has not.
+// heldOffText tells until when the service asked r's target to hold off, "" if it no longer does.
 func heldOffText(now time.Time, r *collector.PollRecord) string {
-	switch {
-	case r.HeldOffUntil.After(now):
-		return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
-	case r.HeldOffUntil.IsZero() && strings.HasPrefix(r.Summary, "sent nothing"):
-		return "held off (end not known)"
+	if !r.HeldOffUntil.After(now) {
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
 }
 
 // sections lists the polls a target's page shows, each once.

@@ -101,12 +101,6 @@ func parseHTML(t *testing.T, page string) *node {
 	return root
 }
 
-// checkHTML parses page strictly and returns its text.
-func checkHTML(t *testing.T, page string) string {
-	t.Helper()
-	return parseHTML(t, page).Text()
-}
-
 func testPages(t *testing.T) (*pages, *collector.PollLog) {
 	t.Helper()
 	log := collector.NewPollLog()
@@ -178,7 +172,7 @@ func TestPagesShowThePoll(t *testing.T) {
 			t.Errorf("%s: rows %v, want the failing one first", tc.path, rows)
 		}
 	}
-	rec := httptest.NewRecorder()
+	var rec *httptest.ResponseRecorder
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /polls/{id}", p.poll)
 	mux.HandleFunc("GET /{$}", p.landing) // as routes serves it

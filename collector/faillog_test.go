@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,18 +58,6 @@ func logfmtFields(line string) map[string]string {
 		fields[key] = val
 	}
 	return fields
-}
-
-// without drops the lines whose message is one of msgs.
-func without(lines []string, msgs ...string) []string {
-	return slices.DeleteFunc(lines, func(l string) bool {
-		for _, m := range msgs {
-			if strings.Contains(l, " "+m) {
-				return true
-			}
-		}
-		return false
-	})
 }
 
 // TestFailureIsLoggedOnce scrapes a service through a revoked key, a

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -39,8 +38,8 @@ type PollRecord struct {
 // Row is one request of a poll, or one pagination step, as text; State is failed, slow, notsent or ok.
 type Row struct{ State, Text string }
 
-// States orders the states of polls and rows from worst to best.
-var States = []string{"failed", "partial", "slow", "notsent", "ok"}
+// states orders the states of polls and rows from worst to best.
+var states = []string{"failed", "partial", "slow", "notsent", "ok"}
 
 const timeFormat = "2006-01-02 15:04:05"
 
@@ -79,7 +78,7 @@ func makeRecord(target, module string, s *Snapshot, reqs []client.TraceRequest, 
 		rec.Rows = append(rec.Rows, rec.row(r))
 		rec.size += len(rec.Rows[len(rec.Rows)-1].Text) + 32
 	}
-	slices.SortStableFunc(rec.Rows, func(a, b Row) int { return cmp.Compare(slices.Index(States, a.State), slices.Index(States, b.State)) })
+	slices.SortStableFunc(rec.Rows, func(a, b Row) int { return cmp.Compare(slices.Index(states, a.State), slices.Index(states, b.State)) })
 	rec.size += len(target) + len(module) + len(rec.Summary) + 256
 	return rec
 }
@@ -87,151 +86,6 @@ func makeRecord(target, module string, s *Snapshot, reqs []client.TraceRequest, 
 func detailID(u string) int64 {
 	id, _ := strconv.ParseInt(path.Base(u), 10, 64)
 	return id
-}
-
-// heldWords says until when and why requests are held off, quoting the Retry-After obeyed.
-func heldWords(status int, until time.Time, retryAfter string) string {
-	s := "held off until an unknown time"
-	if !until.IsZero() {
-		s = "held off until " + until.UTC().Format(timeFormat) + " UTC"
-	}
-	if status != 0 {
-		s += fmt.Sprintf(" after a %d", status)
-	}
-	if retryAfter != "" {
-		s += fmt.Sprintf(" with Retry-After %q", retryAfter)
-	}
-	return s
-}
-
-// failureKind names how a request failed: its reason, status and the cause of a network failure.
-func failureKind(err error, status int) string {
-	kind := string(client.ReasonOf(err))
-	switch {
-	case errors.Is(err, errTooLate):
-		kind = "too late"
-	case errors.Is(err, client.ErrKeyUnavailable):
-		kind = "key unavailable"
-	}
-	if status != 0 {
-		kind += " " + strconv.Itoa(status)
-	}
-	if c, ok := map[string]string{client.CauseConnectionRefused: "connection refused", client.CauseNameNotFound: "name not found",
-		client.CauseTLS: "TLS", client.CauseConnectionReset: "connection reset"}[client.CauseOf(err)]; ok {
-		kind += " (" + c + ")"
-	}
-	return kind
-}
-
-// summarize tells how a poll went in one line: what failed and how, the highest status first, failing
-// detail views by location id, and what was not checked or not sent.
-func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (string, string) {
-	var kinds, notSent, notChecked []string
-	names, statuses := map[string][]string{}, map[string]int{}
-	add := func(name, kind string, status int) {
-		if names[kind] == nil {
-			kinds = append(kinds, kind)
-		}
-		names[kind], statuses[kind] = append(names[kind], name), status
-	}
-	detailIDs, checked := map[string][]int64{}, s.checkedDetails()
-	for _, d := range checked {
-		if d.Err != nil && !errors.Is(d.Err, client.ErrHeldOff) {
-			k := failureKind(d.Err, d.Status)
-			detailIDs[k], statuses[k] = append(detailIDs[k], d.ID), d.Status
-		}
-	}
-	for _, ep := range client.Endpoints {
-		st, ok := s.Endpoints[ep]
-		switch {
-		case !ok || st.Err == nil:
-		case errors.Is(st.Err, client.ErrHeldOff):
-			notSent, rec.heldStatus = append(notSent, string(ep)), cmp.Or(rec.heldStatus, st.Status)
-		case errors.Is(st.Err, errNoDetail):
-			notChecked = append(notChecked, string(ep))
-		case ep != client.EndpointLocationDetail || len(detailIDs) == 0:
-			add(string(ep), failureKind(st.Err, st.Status), st.Status)
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(detailIDs)) {
-		add(string(client.EndpointLocationDetail)+" "+idList(detailIDs[k], len(checked)), k, statuses[k])
-	}
-	for _, r := range reqs {
-		if r.Reason == "" && r.Error != "" && !slices.Contains(notSent, string(r.Endpoint)) {
-			notSent = append(notSent, string(r.Endpoint))
-		}
-	}
-	if len(notSent) == len(s.Endpoints) && len(reqs) == 0 {
-		return "failed", "sent nothing: " + heldWords(rec.heldStatus, rec.HeldOffUntil, "")
-	}
-	slices.SortStableFunc(kinds, func(a, b string) int { return cmp.Compare(statuses[b], statuses[a]) })
-	var words, failures []string
-	for _, k := range kinds {
-		failures = append(failures, strings.Join(names[k], ", ")+" "+k)
-	}
-	if failures != nil {
-		words = append(words, strings.Join(failures, ", "))
-	}
-	if notChecked != nil {
-		words = append(words, "not checked: "+strings.Join(notChecked, ", "))
-	}
-	if notSent != nil {
-		words = append(words, "not sent: "+strings.Join(notSent, ", "))
-	}
-	if notSent != nil || !rec.metUntil.IsZero() {
-		words = append(words, heldWords(rec.heldStatus, rec.HeldOffUntil, rec.retryAfter))
-	}
-	bad := len(words)
-	if slow := slowWords(reqs); slow != "" {
-		words = append(words, slow)
-	}
-	state := "failed"
-	switch {
-	case !s.up():
-	case bad > 0:
-		state = "partial"
-	case len(words) > 0:
-		return "slow", words[0]
-	default:
-		return "ok", "ok"
-	}
-	return state, state + ": " + strings.Join(words, "; ")
-}
-
-// idList names the first few ids, and how many of all they are.
-func idList(ids []int64, all int) string {
-	var names []string
-	for _, id := range ids[:min(len(ids), 5)] {
-		names = append(names, strconv.FormatInt(id, 10))
-	}
-	s := strings.Join(names, ", ")
-	if len(ids) > 5 {
-		s += fmt.Sprintf(" and %d more", len(ids)-5)
-	}
-	if len(ids) < all {
-		s += fmt.Sprintf(" (%d of %d)", len(ids), all)
-	}
-	return s
-}
-
-// slowWords names the endpoints whose first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
-func slowWords(reqs []client.TraceRequest) string {
-	var slow []string
-	for _, ep := range client.Endpoints {
-		var worst time.Duration
-		for _, r := range reqs {
-			if r.Endpoint == ep && r.Phases.FirstByte > 2*time.Second {
-				worst = max(worst, r.Phases.FirstByte)
-			}
-		}
-		if worst > 0 {
-			slow = append(slow, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
-		}
-	}
-	if slow == nil {
-		return ""
-	}
-	return "slow: " + strings.Join(slow, ", ")
 }
 
 // row renders one request: what was sent, what came back, and the parts of the answer that explain it.
@@ -264,22 +118,16 @@ func (rec *PollRecord) row(r client.TraceRequest) Row {
 	if !r.HoldOffUntil.IsZero() {
 		held = r.HoldOffUntil.UTC().Format(timeFormat) + " UTC"
 	}
-	for _, h := range [][2]string{{"DNS", fmtDuration(p.DNS)}, {"Connect", fmtDuration(p.Connect)}, {"TLS", fmtDuration(p.TLS)},
-		{"First byte", fmtDuration(p.FirstByte)}, {"Content-Type", r.ContentType}, {"Location", r.Location},
-		{"WWW-Authenticate", r.WWWAuthenticate}, {"Retry-After", r.RetryAfter}, {"Held off until", held}, {"Body", body}} {
+	d := func(d time.Duration) string { return strings.TrimPrefix(d.Round(time.Microsecond).String(), "0s") }
+	for _, h := range [][2]string{{"DNS", d(p.DNS)}, {"Connect", d(p.Connect)}, {"TLS", d(p.TLS)}, {"First byte", d(p.FirstByte)},
+		{"Content-Type", r.ContentType}, {"Location", r.Location}, {"WWW-Authenticate", r.WWWAuthenticate},
+		{"Retry-After", r.RetryAfter}, {"Held off until", held}, {"Body", body}} {
 		if h[1] != "" {
 			lines = append(lines, "    "+h[0]+": "+h[1])
 		}
 	}
 	row.Text = strings.Join(lines, "\n")
 	return row
-}
-
-func fmtDuration(d time.Duration) string {
-	if d <= 0 {
-		return ""
-	}
-	return d.Round(time.Microsecond).String()
 }
 
 // WriteText writes rec as plain text, for /polls/<id>?format=text and /probe?debug=true.
@@ -400,7 +248,7 @@ func (l *PollLog) Targets() []TargetState {
 	out := slices.Collect(maps.Values(l.targets))
 	l.mu.Unlock()
 	slices.SortFunc(out, func(a, b TargetState) int {
-		return cmp.Or(cmp.Compare(slices.Index(States, a.Latest.State), slices.Index(States, b.Latest.State)),
+		return cmp.Or(cmp.Compare(slices.Index(states, a.Latest.State), slices.Index(states, b.Latest.State)),
 			cmp.Compare(min(len(a.Latest.Module), 1), min(len(b.Latest.Module), 1)), cmp.Compare(a.Latest.Target, b.Latest.Target), cmp.Compare(a.Latest.Module, b.Latest.Module))
 	})
 	return out
