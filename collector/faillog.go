@@ -66,8 +66,8 @@ func shortErr(err error) string {
 	return bounded(text, 300)
 }
 
-// LogName bounds a target's name for the log: a long one keeps its start and a hash of the whole, to stay distinct.
-func LogName(s string) string { return bounded(s, 160) }
+// logName bounds a target's name for the log: a long one keeps its start and a hash of the whole, to stay distinct.
+func logName(s string) string { return bounded(s, 160) }
 
 func bounded(s string, n int) string {
 	if len(s) <= n {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/promslog"
 
@@ -244,5 +245,23 @@ func TestHoldOffLoggedOncePerRun(t *testing.T) {
 	want := []string{"WARN The service asked to hold off: no requests until then", "DEBUG The service asked again to hold off", "INFO The service no longer asks to hold off"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("hold-off lines:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLogNameIsBoundedAndDistinct: a long target keeps its start, stays
+// valid UTF-8 and differs from another of the same start.
+func TestLogNameIsBoundedAndDistinct(t *testing.T) {
+	long := "https://deploy.example.com/" + strings.Repeat("é", 1000)
+	for _, tc := range []struct{ a, b string }{
+		{long + "1", long + "2"},
+		{"https://a.example.com", "https://b.example.com"},
+	} {
+		a, b := logName(tc.a), logName(tc.b)
+		if a == b || len(a) > 160 || !utf8.ValidString(a) || !strings.HasPrefix(tc.a, strings.TrimRight(a[:20], "…")) {
+			t.Errorf("logName(%.40q…) = %q, logName(%.40q…) = %q", tc.a, a, tc.b, b)
+		}
+	}
+	if got := logName("https://a.example.com"); got != "https://a.example.com" {
+		t.Errorf("a short name became %q", got)
 	}
 }

@@ -185,7 +185,7 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 	s.Client.Transport, s.Client.Observer, s.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
 	var err error
 	e.poller, err = NewTargetPoller(target, s, PollerOptions{
-		Logger: h.logger.With("target", LogName(name), "module", module), Recent: h.recent, Name: name, Module: module,
+		Logger: h.logger.With("target", logName(name), "module", module), Recent: h.recent, Name: name, Module: module,
 		Polls: e.requests, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
 	})
 	return e, err
