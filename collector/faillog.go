@@ -34,7 +34,7 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 		}
 	}
 	kind := strings.Join(kinds, ", ")
-	_, summary := (&PollRecord{}).summarize(s, nil)
+	_, summary := (&PollRecord{HeldOffUntil: s.HoldOffUntil}).summarize(s, nil)
 	summary = bounded(summary, 400)
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -112,6 +112,9 @@ func TestHoldOffIsLoggedOnce(t *testing.T) {
 			loud = append(loud, l)
 		}
 	}
+	if strings.Contains(r.logs.String(), "unknown time") {
+		t.Errorf("a log line does not say until when it holds off:\n%s", r.logs.String())
+	}
 	want := []string{"WARN Poll failed", "WARN The service asked to hold off: no requests until then status=429"}
 	if strings.Join(loud, "\n") != strings.Join(want, "\n") {
 		t.Errorf("log lines above debug:\n%s\nwant\n%s", strings.Join(loud, "\n"), strings.Join(want, "\n"))
