@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/common/promslog"
 
+	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
@@ -97,11 +98,12 @@ func TestFailureIsLoggedOnce(t *testing.T) {
 	step("recovered", 2, "INFO Poll recovered failed_polls=5")
 }
 
-// TestHoldOffIsLoggedOnce: a 429 with Retry-After is one failure and one
-// hold-off line; the scrapes it holds off log nothing above debug.
+// TestHoldOffIsLoggedOnce: a 429 with Retry-After is one failure, which
+// says until when the requests it stopped wait, and one hold-off line; the
+// scrapes it holds off log nothing above debug.
 func TestHoldOffIsLoggedOnce(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}})
-	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Status: 429, RetryAfter: "120"})
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, detailIDs: []int64{1}, client: func(c *client.Config) { c.Concurrency = 1 }})
+	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "120"})
 	from := len(r.logs.String())
 	for range 4 {
 		r.scrape(t, "")
