@@ -18,8 +18,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
-// withSecurityHeaders sends, with h's answers, the headers that keep the exporter's pages from running scripts
-// and showing in frames, but those --web.config.file has set.
+// withSecurityHeaders adds the headers that keep pages from running scripts or showing in frames, unless --web.config.file set them.
 func withSecurityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, kv := range [...][2]string{
@@ -53,7 +52,6 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"sections": sections,
 }).Parse(pagesHTML))
 
-// ago renders how long before a t was, to the second.
 func ago(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() }
 
 // pages serves the landing page, a page per target and one per poll kept.

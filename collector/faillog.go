@@ -15,8 +15,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
-// failureLog logs a target's failure at warn when it starts or changes kind, at debug while it lasts and at info
-// when it ends: one short line per poll, however many endpoints and locations fail.
+// failureLog logs one short line per poll: warn when a failure starts or changes kind, debug while it lasts, info when it ends.
 type failureLog struct {
 	mu          sync.Mutex
 	kind, since string // how the run of failures goes, and when it began, in RFC 3339

@@ -38,8 +38,7 @@ type PollRecord struct {
 // Row is one request of a poll, or one pagination step, as text; State is failed, slow, notsent or ok.
 type Row struct{ State, Text string }
 
-// states orders the states of polls and rows from worst to best.
-var states = []string{"failed", "partial", "slow", "notsent", "ok"}
+var worstFirst = []string{"failed", "partial", "slow", "notsent", "ok"}
 
 const timeFormat = "2006-01-02 15:04:05"
 
@@ -78,7 +77,7 @@ func makeRecord(target, module string, s *Snapshot, reqs []client.TraceRequest, 
 		rec.Rows = append(rec.Rows, rec.row(r))
 		rec.size += len(rec.Rows[len(rec.Rows)-1].Text) + 32
 	}
-	slices.SortStableFunc(rec.Rows, func(a, b Row) int { return cmp.Compare(slices.Index(states, a.State), slices.Index(states, b.State)) })
+	slices.SortStableFunc(rec.Rows, func(a, b Row) int { return cmp.Compare(slices.Index(worstFirst, a.State), slices.Index(worstFirst, b.State)) })
 	rec.size += len(target) + len(module) + len(rec.Summary) + 256
 	return rec
 }
@@ -248,7 +247,7 @@ func (l *PollLog) Targets() []TargetState {
 	out := slices.Collect(maps.Values(l.targets))
 	l.mu.Unlock()
 	slices.SortFunc(out, func(a, b TargetState) int {
-		return cmp.Or(cmp.Compare(slices.Index(states, a.Latest.State), slices.Index(states, b.Latest.State)),
+		return cmp.Or(cmp.Compare(slices.Index(worstFirst, a.Latest.State), slices.Index(worstFirst, b.Latest.State)),
 			cmp.Compare(min(len(a.Latest.Module), 1), min(len(b.Latest.Module), 1)), cmp.Compare(a.Latest.Target, b.Latest.Target), cmp.Compare(a.Latest.Module, b.Latest.Module))
 	})
 	return out
