@@ -77,7 +77,9 @@ func makeRecord(target, module string, s *Snapshot, reqs []client.TraceRequest, 
 		rec.Rows = append(rec.Rows, rec.row(r))
 		rec.size += len(rec.Rows[len(rec.Rows)-1].Text) + 32
 	}
-	slices.SortStableFunc(rec.Rows, func(a, b Row) int { return cmp.Compare(slices.Index(worstFirst, a.State), slices.Index(worstFirst, b.State)) })
+	slices.SortStableFunc(rec.Rows, func(a, b Row) int {
+		return cmp.Compare(slices.Index(worstFirst, a.State), slices.Index(worstFirst, b.State))
+	})
 	rec.size += len(target) + len(module) + len(rec.Summary) + 256
 	return rec
 }
