@@ -8,8 +8,8 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
-// TestMetricsTargetLogLinesNameIt: the warn lines of the service behind
-// /metrics name its target and module, as /probe's do.
+// TestMetricsTargetLogLinesNameIt: the warn line of the service behind
+// /metrics names it by its URL, with what failed.
 func TestMetricsTargetLogLinesNameIt(t *testing.T) {
 	svc, err := sampleservice.Start(sampleservice.Options{Key: "key-logs-1", Locations: 3})
 	if err != nil {
@@ -23,14 +23,14 @@ func TestMetricsTargetLogLinesNameIt(t *testing.T) {
 	var warn string
 	eventually(t, "the failure was logged", func() bool {
 		for _, l := range strings.Split(e.stderr.String(), "\n") {
-			if strings.Contains(l, "level=WARN") && strings.Contains(l, `msg="Endpoint failed"`) {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, `msg="Poll failed"`) {
 				warn = l
 			}
 		}
 		return warn != ""
 	})
-	if !strings.Contains(warn, "target="+svc.URL()) || !strings.Contains(warn, "module=(flags)") {
-		t.Errorf("warn line %q does not name the target and module", warn)
+	if !strings.Contains(warn, "target="+svc.URL()+" ") || !strings.Contains(warn, `summary="failed: root http_status 500"`) || strings.Contains(warn, "flags") {
+		t.Errorf("warn line %q does not name the target by its URL and what failed", warn)
 	}
 }
 

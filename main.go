@@ -81,13 +81,13 @@ func run(args []string, hup <-chan os.Signal) int {
 	logger.Info("Starting "+exporterName, "version", version.Info())
 	logger.Info("Build context", "build_context", version.BuildContext())
 	if s.demo {
-		demo, err := startDemo(s, logger)
+		demo, err := startDemo(s, (*f.web.WebListenAddresses)[0], logger)
 		if err != nil {
 			return fail("Cannot start the sample service", err)
 		}
 		defer demo.Close()
 	}
-	handler, reload, err := routes(s, reg, store, collector.NewPollLog(collector.DefaultRecentPolls), logger)
+	handler, reload, err := routes(s, reg, store, collector.NewPollLog(), logger)
 	if err != nil {
 		return fail("Invalid configuration", err)
 	}
@@ -143,7 +143,7 @@ func parseArgs(args []string) (*flagValues, error) {
 }
 
 // startDemo starts the sample service of --demo, with its faults, and points s at it.
-func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) {
+func startDemo(s *settings, listen string, logger *slog.Logger) (*sampleservice.Server, error) {
 	demo, err := sampleservice.Start(sampleservice.DefaultOptions())
 	if err != nil {
 		return nil, err
@@ -153,7 +153,11 @@ func startDemo(s *settings, logger *slog.Logger) (*sampleservice.Server, error) 
 	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
 		Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
 	}
-	logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL())
+	host, port, _ := net.SplitHostPort(listen)
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL(), "open", "http://"+net.JoinHostPort(host, port)+"/")
 	for endpoint, fault := range s.demoFaults.faults {
 		if id, ok := strings.CutPrefix(endpoint, sampleservice.EndpointLocationDetail+"/"); ok {
 			n, _ := strconv.Atoi(id)
@@ -306,7 +310,7 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 	s.target.Client.Observer = collector.NewRequestMetrics(reg)
 	stats := collector.NewTargetStats(single, collector.TargetPage(s.external, single, ""))
 	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
-		Logger: logger.With("target", single, "module", collector.ModuleName("")), Recent: recent, Name: single,
+		Logger: logger.With("target", single), Recent: recent, Name: single,
 		Polls: stats, TimeoutName: "--api.timeout",
 	})
 	if err != nil {

@@ -198,12 +198,15 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Error("/metrics shows an Authorization value")
 	}
 	code, landing := e.get(t, "/")
-	if code != http.StatusOK || !strings.Contains(landing, "Recent polls") || !strings.Contains(landing, `href="polls/1"`) {
+	if code != http.StatusOK || !strings.Contains(landing, `id="targets"`) || !strings.Contains(landing, `href="polls/1"`) {
 		t.Errorf("landing page: %d\n%s", code, landing)
 	}
 	if code, page := e.get(t, "/polls/1"); code != http.StatusOK || !strings.Contains(strings.ReplaceAll(page, "<wbr/>", ""), "/api/projects/locations/") ||
 		!strings.Contains(page, `id="demo"`) {
 		t.Errorf("poll page: %d\n%s", code, page)
+	}
+	if want := "open=http://" + e.addr + "/"; !strings.Contains(e.stderr.String(), want) {
+		t.Errorf("the start log of --demo does not say where to look (%s)", want)
 	}
 	if !strings.Contains(landing, `id="demo"`) || !strings.Contains(landing, "embedded sample service") {
 		t.Errorf("the landing page of --demo does not say it shows the sample service:\n%s", landing)
@@ -612,7 +615,7 @@ func serveInProcess(t *testing.T, f flagValues) (*httptest.Server, *prometheus.R
 	if err := store.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	mux, _, err := routes(s, reg, store, collector.NewPollLog(10), logger)
+	mux, _, err := routes(s, reg, store, collector.NewPollLog(), logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -388,6 +388,10 @@ func (d *demoFaults) Set(s string) error {
 		f.Status, f.RetryAfter = status, arg
 	case !withArg && slices.Contains([]string{"401", "403", "404", "500", "502", "503"}, kind):
 		f.Status, f.RetryAfter = status, ""
+	case kind == "delay" && strings.Trim(arg, "0123456789.") == "" && arg != "":
+		return fmt.Errorf("%q: the delay has no unit: say delay/%ss or delay/%sms", s, arg, arg)
+	case kind == "429" && arg == "":
+		return fmt.Errorf("%q: the Retry-After seconds are missing: say %s/30 for 30 seconds", s, strings.TrimSuffix(s, "/"))
 	default:
 		return fmt.Errorf("%q: the fault is 401, 403, 404, 500, 502, 503, 429/<seconds>, 503/<seconds> or delay/<duration>, such as delay/2.5s", s)
 	}

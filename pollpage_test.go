@@ -50,7 +50,7 @@ func newPollRig(t *testing.T, opts sampleservice.Options, key string, detailIDs 
 		t.Fatal(err)
 	}
 	t.Cleanup(r.client.Close)
-	log := collector.NewPollLog(10)
+	log := collector.NewPollLog()
 	r.poller = collector.NewPoller(&collector.Target{Client: r.client, DetailIDs: detailIDs}, collector.PollerOptions{
 		Timeout: 5 * time.Second, Recent: log, Name: client.RedactURL(u),
 	})
@@ -79,22 +79,12 @@ func (r *pollRig) text(t *testing.T, id int) string {
 	return rec.Body.String()
 }
 
-// rows returns, per endpoint, the cells of the requests table of a poll
-// page, each as "label=text".
+// rows returns, per endpoint, the rows of requests of a poll page.
 func rows(doc *node) map[string][]string {
 	out := map[string][]string{}
-	for _, tr := range doc.all(func(n *node) bool { return n.name == "tr" }) {
-		var ep string
-		var cells []string
-		for _, td := range tr.all(func(n *node) bool { return n.name == "td" }) {
-			if td.attrs["data-label"] == "Endpoint" {
-				ep = td.Text()
-			}
-			cells = append(cells, td.attrs["data-label"]+"="+td.Text())
-		}
-		if ep != "" {
-			out[ep] = append(out[ep], strings.Join(cells, " | "))
-		}
+	for _, pre := range doc.all(func(n *node) bool { return n.name == "pre" }) {
+		ep, _, _ := strings.Cut(pre.Text(), " ")
+		out[ep] = append(out[ep], pre.attrs["class"]+": "+pre.Text())
 	}
 	return out
 }
@@ -110,8 +100,8 @@ func TestRefusedKeyShowsWhatCameBack(t *testing.T) {
 	for ep, cells := range rows(render(t, r.pages, "/polls/1")) {
 		row := strings.Join(cells, "\n")
 		for _, want := range []string{
-			"Status=401", fmt.Sprintf("Bytes=%d", len(body)),
-			"Answer=http_status: unexpected status UnauthorizedContent-Type: application/jsonWWW-Authenticate: TokenInvalid token.",
+			fmt.Sprintf("failed: %s GET %s", ep, r.name), fmt.Sprintf("-> status 401, %d bytes, ", len(body)),
+			"http_status: unexpected status Unauthorized\n", "    Content-Type: application/json\n    WWW-Authenticate: Token\n    Body: \"Invalid token.\"",
 		} {
 			if !strings.Contains(row, want) {
 				t.Errorf("%s: row lacks %q:\n%s", ep, want, row)
@@ -128,7 +118,7 @@ func TestRefusedKeyShowsWhatCameBack(t *testing.T) {
 			t.Errorf("text view lacks %s %q:\n%s", ep, want, text)
 		}
 	}
-	if n := strings.Count(text, "    Content-Type: application/json\n    WWW-Authenticate: Token\n    Body: \"Invalid token.\"\n"); n != 3 {
+	if n := strings.Count(text, "    Content-Type: application/json\n    WWW-Authenticate: Token\n    Body: \"Invalid token.\"\n"); n != 3 || !strings.Contains(text, "failed: root, projects, locations http_status 401\n") {
 		t.Errorf("text view shows the answer of %d requests, want 3:\n%s", n, text)
 	}
 }
@@ -185,31 +175,31 @@ func TestHeldOffPollLinksToThePollThatMetThe429(t *testing.T) {
 	if status != 429 || until.IsZero() {
 		t.Fatalf("no hold-off in force: %v %d", until, status)
 	}
-	end := until.UTC().Format("2006-01-02 15:04:05") + " UTC"
-
+	held := fmt.Sprintf(`held off until %s UTC after a 429 with Retry-After "120"`, until.UTC().Format("2006-01-02 15:04:05"))
 	first := render(t, r.pages, "/polls/1")
-	if row := strings.Join(rows(first)["locations"], "\n"); !strings.Contains(row, "Retry-After: 120; held off until "+end) ||
+	if row := strings.Join(rows(first)["locations"], "\n"); !strings.Contains(row, "Retry-After: 120\n    Held off until: ") ||
 		!strings.Contains(row, "Request was throttled. Expected available in 120 seconds.") {
 		t.Errorf("the poll that met the 429 does not show it:\n%s", row)
 	}
+	if result := first.all(func(n *node) bool { return n.hasClass("result") }); len(result) != 1 || !strings.HasSuffix(result[0].Text(), "; "+held) {
+		t.Errorf("the poll that met the 429 does not quote the Retry-After it obeys: %v", result)
+	}
 	second := render(t, r.pages, "/polls/2")
+	if result := second.all(func(n *node) bool { return n.hasClass("result") }); len(result) != 1 || result[0].Text() != "sent nothing: "+held {
+		t.Errorf("the held-off poll's result %v\nwant %q", result, "sent nothing: "+held)
+	}
 	notes := second.all(func(n *node) bool { return n.hasClass("holdoff") })
-	if len(notes) != 1 {
-		t.Fatalf("the held-off poll's page has %d hold-off notes, want 1:\n%s", len(notes), second.Text())
+	if len(notes) != 1 || notes[0].Text() != "Poll 1 met the answer that started the hold-off." {
+		t.Fatalf("the held-off poll's page has hold-off notes %v:\n%s", notes, second.Text())
 	}
-	if want := "This poll sent nothing: the service had asked to hold off (status 429) until " + end + ". Poll 1 met that answer."; notes[0].Text() != want {
-		t.Errorf("hold-off note %q\nwant %q", notes[0].Text(), want)
-	}
-	links := notes[0].all(func(n *node) bool { return n.name == "a" })
-	if len(links) != 1 || links[0].attrs["href"] != "1" {
+	if links := notes[0].all(func(n *node) bool { return n.name == "a" }); len(links) != 1 || links[0].attrs["href"] != "1" {
 		t.Errorf("hold-off note links %v, want one to poll 1 (href \"1\" from /polls/2)", links)
 	}
-	if tables := second.all(func(n *node) bool { return n.name == "table" }); len(tables) != 0 {
-		t.Error("the held-off poll's page shows an empty requests table")
+	if len(rows(second)) != 0 {
+		t.Error("the held-off poll's page shows requests")
 	}
-	text := r.text(t, 2)
-	if want := "Sent nothing: the service asked to hold off (status 429) until " + until.UTC().Format(time.RFC3339) + "; poll 1 met that answer.\n"; !strings.Contains(text, want) {
-		t.Errorf("text view lacks %q:\n%s", want, text)
+	if text := r.text(t, 2); !strings.Contains(text, ": sent nothing: "+held+"\nPoll 1 met the answer that started the hold-off: /polls/1\n") {
+		t.Errorf("text view:\n%s", text)
 	}
 }
 
@@ -226,7 +216,7 @@ func TestTargetPageKeepsTheEvidence(t *testing.T) {
 	r.poll(t) // 2: meets the 429
 	r.poll(t) // 3: sends nothing
 	for i := range 500 {
-		r.pages.recent.Add(&collector.PollRecord{Target: fmt.Sprintf("https://other%d.example.com", i%5), Module: "default", Summary: "ok"})
+		r.pages.recent.Add(&collector.PollRecord{Target: fmt.Sprintf("https://other%d.example.com", i%5), Module: "default", State: "ok", Summary: "ok"})
 	}
 	sent := r.svc.TotalRequests()
 	doc := render(t, r.pages, "/target?target="+url.QueryEscape(r.name))
@@ -241,7 +231,7 @@ func TestTargetPageKeepsTheEvidence(t *testing.T) {
 		t.Errorf("the target's page shows\n%s\nwant\n%s", strings.Join(titles, "|"), want)
 	}
 	got := rows(doc)
-	for ep, want := range map[string]string{"root": "Status=500", "locations": "Status=429"} {
+	for ep, want := range map[string]string{"root": "-> status 500", "locations": "-> status 429"} {
 		if row := strings.Join(got[ep], "\n"); !strings.Contains(row, want) {
 			t.Errorf("%s: the target's page lacks %q:\n%s", ep, want, row)
 		}
@@ -262,13 +252,13 @@ func TestPageShowsRequestsNotSent(t *testing.T) {
 	r.svc.SetDetailFault(1, sampleservice.Fault{Status: 429, RetryAfter: "120"})
 	r.poll(t)
 	until, _ := r.client.HoldOff()
-	want := "Status=not sent | Answer=the service had asked to hold off (status 429) until " + until.UTC().Format("2006-01-02 15:04:05") + " UTC"
+	want := fmt.Sprintf(`/ -> not sent: held off until %s UTC after a 429 with Retry-After "120"`, until.UTC().Format("2006-01-02 15:04:05"))
 	details := rows(render(t, r.pages, "/polls/1"))["location_detail"]
-	if len(details) != 3 || !strings.Contains(details[0], "Status=429") {
+	if len(details) != 3 || !strings.Contains(details[0], "-> status 429") {
 		t.Fatalf("detail rows:\n%s", strings.Join(details, "\n"))
 	}
 	for _, row := range details[1:] {
-		if !strings.HasSuffix(row, want) || strings.Contains(row, "Bytes=") {
+		if !strings.HasPrefix(row, "notsent: ") || !strings.HasSuffix(row, want) || strings.Contains(row, "bytes") {
 			t.Errorf("a detail view not sent reads\n%s\nwant it to end with\n%s", row, want)
 		}
 	}
@@ -281,7 +271,7 @@ func TestPageSaysNoResponse(t *testing.T) {
 	r.srv.Close()
 	r.poll(t)
 	for ep, cells := range rows(render(t, r.pages, "/polls/1")) {
-		if row := strings.Join(cells, "\n"); !strings.Contains(row, "Status=no response") || strings.Contains(row, "Status=0") {
+		if row := strings.Join(cells, "\n"); !strings.Contains(row, "-> no response, ") || !strings.Contains(row, "network: ") || strings.Contains(row, "status 0") {
 			t.Errorf("%s: %s", ep, row)
 		}
 	}

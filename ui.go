@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -17,8 +18,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/collector"
 )
 
-// withSecurityHeaders sends, with h's answers, the headers that keep the exporter's pages from running scripts
-// and showing in frames, but those --web.config.file has set.
+// withSecurityHeaders adds the headers that keep pages from running scripts or showing in frames, unless --web.config.file set them.
 func withSecurityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, kv := range [...][2]string{
@@ -43,25 +43,15 @@ type pollView struct {
 //go:embed pages.html
 var pagesHTML string
 
-var pageTemplates = template.Must(template.New("").Funcs(collector.PollFuncs).Funcs(template.FuncMap{
-	"breakable": breakableURL,
-	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"page":      func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
-	"ago":       ago,
-	"heldOff":   heldOffText,
-	"sections":  sections,
+var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"duration": func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
+	"page":     func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
+	"ago":      ago,
+	"heldOff":  heldOffText,
+	"sections": sections,
 }).Parse(pagesHTML))
 
-// urlBreaks lets an escaped URL break only after "/", "?" and "&" and before "#", never inside a host or a word;
-// the quotes' escapes come first so that their "#" stays whole. breakableURL shows invalid bytes as U+FFFD.
-var urlBreaks = strings.NewReplacer("&#34;", "&#34;", "&#39;", "&#39;",
-	"&amp;", "&amp;<wbr/>", "/", "/<wbr/>", "?", "?<wbr/>", "#", "<wbr/>#")
-
-func breakableURL(u string) template.HTML {
-	return template.HTML(urlBreaks.Replace(template.HTMLEscapeString(string([]rune(u))))) //nolint:gosec // only <wbr/> added
-}
-
-// ago renders how long before a t was, to the second.
 func ago(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() }
 
 // pages serves the landing page, a page per target and one per poll kept.
@@ -73,15 +63,12 @@ type pages struct {
 	logger                    *slog.Logger
 }
 
-// heldOffText tells until when the service asked r's target to hold off, "" if it has not.
+// heldOffText tells until when the service asked r's target to hold off, "" if it no longer does.
 func heldOffText(now time.Time, r *collector.PollRecord) string {
-	switch {
-	case r.HeldOffUntil.After(now):
-		return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
-	case r.HeldOff && r.HeldOffUntil.IsZero():
-		return "held off (end not known)"
+	if !r.HeldOffUntil.After(now) {
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
 }
 
 // sections lists the polls a target's page shows, each once.
@@ -98,10 +85,17 @@ func sections(st collector.TargetState) []pollView {
 	return out
 }
 
+// render writes a page whole or not at all; a client that hangs up meanwhile is no error of ours.
 func (p *pages) render(w http.ResponseWriter, name string, data map[string]any) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := pageTemplates.ExecuteTemplate(w, name, data); err != nil {
+	var b bytes.Buffer
+	if err := pageTemplates.ExecuteTemplate(&b, name, data); err != nil {
 		p.logger.Error("Cannot render a page", "page", name, "err", err)
+		http.Error(w, "cannot render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if _, err := w.Write(b.Bytes()); err != nil {
+		p.logger.Debug("The client left before the page was sent", "page", name, "err", err)
 	}
 }
 
@@ -112,7 +106,7 @@ func (p *pages) landing(w http.ResponseWriter, _ *http.Request) {
 	}
 	p.render(w, "landing", map[string]any{
 		"Version": version.Version, "MetricsPath": p.metricsPath, "SingleTarget": p.singleTarget, "Demo": p.demo, "Now": time.Now(),
-		"Modules": modules, "DefaultModule": def, "Targets": p.recent.Targets(), "Polls": p.recent.Recent(),
+		"Modules": modules, "DefaultModule": def, "Targets": p.recent.Targets(),
 	})
 }
 
@@ -145,7 +139,5 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 		_ = rec.WriteText(w)
 		return
 	}
-	p.render(w, "pollpage", map[string]any{
-		"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget,
-	})
+	p.render(w, "pollpage", map[string]any{"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget})
 }

@@ -10,13 +10,13 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/common/promslog"
 
-	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/collector"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
@@ -101,21 +101,15 @@ func parseHTML(t *testing.T, page string) *node {
 	return root
 }
 
-// checkHTML parses page strictly and returns its text.
-func checkHTML(t *testing.T, page string) string {
-	t.Helper()
-	return parseHTML(t, page).Text()
-}
-
 func testPages(t *testing.T) (*pages, *collector.PollLog) {
 	t.Helper()
-	log := collector.NewPollLog(10)
+	log := collector.NewPollLog()
 	log.Add(&collector.PollRecord{
 		Start: time.Unix(1700000000, 0), Duration: 42 * time.Millisecond,
-		Target: "https://deploy.example.com/<b>x</b>", Module: "prod&staging", State: collector.PollFailed, Summary: "failed: locations http_status 500",
-		Requests: []client.TraceRequest{
-			{Endpoint: client.EndpointLocations, Method: "GET", URL: "https://deploy.example.com/api/projects/locations/?page=2&token=REDACTED", Status: 500, Bytes: 12, Reason: client.ReasonHTTPStatus, Error: "unexpected status <Internal Server Error>", Page: 2},
-			{Endpoint: client.EndpointLocations, Page: 2, Note: "walk stopped"},
+		Target: "https://deploy.example.com/<b>x</b>", Module: "prod&staging", State: "failed", Summary: "failed: locations http_status 500",
+		Rows: []collector.Row{
+			{State: "failed", Text: "locations GET https://deploy.example.com/api/projects/locations/?page=2&token=REDACTED -> status 500, 12 bytes, 0s, http_status: unexpected status <Internal Server Error>"},
+			{State: "ok", Text: "root GET https://deploy.example.com/api/ -> status 200, 2 bytes, 0s"},
 		},
 	})
 	return &pages{
@@ -123,65 +117,6 @@ func testPages(t *testing.T) (*pages, *collector.PollLog) {
 		modules: func() []string { return []string{"default", "staging"} },
 		recent:  log, logger: promslog.NewNopLogger(),
 	}, log
-}
-
-func TestLandingPage(t *testing.T) {
-	p, _ := testPages(t)
-	rec := httptest.NewRecorder()
-	p.landing(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
-		t.Fatalf("landing page: %d %s", rec.Code, rec.Header().Get("Content-Type"))
-	}
-	page := rec.Body.String()
-	text := checkHTML(t, page)
-	for _, want := range []string{"Recent polls", "https://deploy.example.com/<b>x</b>", "prod&staging", "failed: locations http_status 500", "42ms"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("landing page text lacks %q", want)
-		}
-	}
-	if strings.Contains(page, "<b>x</b>") {
-		t.Error("a target was not escaped")
-	}
-	if !strings.Contains(page, `href="polls/1"`) || !strings.Contains(page, `name="viewport"`) {
-		t.Error("landing page lacks the poll link or the viewport for phones")
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", p.landing) // as routes serves it
-	rec = httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nothing-here", nil))
-	if rec.Code != http.StatusNotFound {
-		t.Errorf("unknown path answered %d", rec.Code)
-	}
-}
-
-func TestPollPage(t *testing.T) {
-	p, _ := testPages(t)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /polls/{id}", p.poll)
-	get := func(path string) *httptest.ResponseRecorder {
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		return rec
-	}
-	rec := get("/polls/1")
-	if rec.Code != http.StatusOK {
-		t.Fatalf("poll page: %d", rec.Code)
-	}
-	text := checkHTML(t, rec.Body.String())
-	for _, want := range []string{"Poll 1", "?page=2&token=REDACTED", "unexpected status <Internal Server Error>", "walk stopped", "500"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("poll page text lacks %q", want)
-		}
-	}
-	if txt := get("/polls/1?format=text"); !strings.Contains(txt.Body.String(), "locations GET https://deploy.example.com/api/projects/locations/?page=2&token=REDACTED -> status 500") {
-		t.Errorf("text view:\n%s", txt.Body.String())
-	}
-	if rec := get("/polls/99"); rec.Code != http.StatusNotFound {
-		t.Errorf("unknown poll answered %d", rec.Code)
-	}
-	if rec := get("/polls/x"); rec.Code != http.StatusBadRequest {
-		t.Errorf("bad poll id answered %d", rec.Code)
-	}
 }
 
 // render serves path through the page handlers and parses the answer.
@@ -196,39 +131,82 @@ func render(t *testing.T, p *pages, path string) *node {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("%s answered %d", path, rec.Code)
 	}
+	if !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") || !strings.Contains(rec.Body.String(), `name="viewport"`) {
+		t.Errorf("%s: %s without a viewport for phones", path, rec.Header().Get("Content-Type"))
+	}
 	return parseHTML(t, rec.Body.String())
 }
 
-func byLabel(label string) func(*node) bool {
-	return func(n *node) bool { return n.name == "td" && n.attrs["data-label"] == label }
-}
-
-func TestResultsAreNeverGreenWithFailures(t *testing.T) {
-	log := collector.NewPollLog(10)
-	for _, r := range []struct {
-		state   collector.PollState
-		summary string
+// TestPagesShowThePoll renders the landing page, the target's page and the
+// poll's page: each escapes what the service sent, links where it should,
+// and shows the failing row before the healthy one.
+func TestPagesShowThePoll(t *testing.T) {
+	p, _ := testPages(t)
+	target := "/target?module=prod%26staging&target=https%3A%2F%2Fdeploy.example.com%2F%3Cb%3Ex%3C%2Fb%3E"
+	for _, tc := range []struct {
+		path  string
+		want  []string
+		links []string
 	}{
-		{collector.PollOK, "ok"},
-		{collector.PollPartial, "partial: location_detail (1 of 5) http_status 404"},
-		{collector.PollFailed, "failed: root, projects, locations http_status 401"},
+		{"/", []string{"https://deploy.example.com/<b>x</b>", "prod&staging", "failed: locations http_status 500"}, []string{target[1:], "polls/1"}},
+		{target, []string{"Latest poll, first failing poll: poll 1", "?page=2&token=REDACTED", "<Internal Server Error>"}, []string{"polls/1"}},
+		{"/polls/1", []string{"Poll 1", "took 42ms", "?page=2&token=REDACTED", "<Internal Server Error>"}, []string{"../" + target[1:], "1?format=text"}},
 	} {
-		log.Add(&collector.PollRecord{Target: "https://" + r.state.String() + ".example.com", State: r.state, Summary: r.summary})
-	}
-	p := &pages{metricsPath: "/metrics", modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
-	cells := render(t, p, "/").all(byLabel("Result"))
-	if len(cells) != 3 {
-		t.Fatalf("%d result cells, want 3", len(cells))
-	}
-	for _, c := range cells {
-		state, _, _ := strings.Cut(c.Text(), ":")
-		if !c.hasClass(state) || (state != "ok" && c.hasClass("ok")) {
-			t.Errorf("result %q has classes %q, want %q and not ok", c.Text(), c.attrs["class"], state)
+		doc := render(t, p, tc.path)
+		text := doc.Text()
+		for _, want := range tc.want {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: text lacks %q", tc.path, want)
+			}
+		}
+		var links []string
+		for _, a := range doc.all(func(n *node) bool { return n.name == "a" }) {
+			links = append(links, a.attrs["href"])
+		}
+		for _, want := range tc.links {
+			if !slices.Contains(links, want) {
+				t.Errorf("%s: links %q lack %q", tc.path, links, want)
+			}
+		}
+		if rows := doc.all(func(n *node) bool { return n.name == "pre" }); tc.path != "/" && (len(rows) != 2 || !rows[0].hasClass("failed") || !rows[1].hasClass("ok")) {
+			t.Errorf("%s: rows %v, want the failing one first", tc.path, rows)
 		}
 	}
-	css := pagesHTML
+	var rec *httptest.ResponseRecorder
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /polls/{id}", p.poll)
+	mux.HandleFunc("GET /{$}", p.landing) // as routes serves it
+	for path, code := range map[string]int{"/nothing-here": 404, "/polls/99": 404, "/polls/x": 400} {
+		rec = httptest.NewRecorder()
+		if mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil)); rec.Code != code {
+			t.Errorf("%s answered %d, want %d", path, rec.Code, code)
+		}
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/polls/1?format=text", nil))
+	if !strings.Contains(rec.Body.String(), "\nlocations GET https://deploy.example.com/api/projects/locations/?page=2&token=REDACTED -> status 500") {
+		t.Errorf("text view:\n%s", rec.Body.String())
+	}
+}
+
+// TestStatesAreNeverGreenWithFailures: each state has a class and colour of
+// its own, and a failing target is never shown as ok.
+func TestStatesAreNeverGreenWithFailures(t *testing.T) {
+	log := collector.NewPollLog()
+	for _, state := range []string{"ok", "partial", "failed"} {
+		log.Add(&collector.PollRecord{Target: "https://" + state + ".example.com", State: state, Summary: state + ": x"})
+	}
+	p := &pages{metricsPath: "/metrics", modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
+	cells := render(t, p, "/").all(byLabel("State"))
+	var got []string
+	for _, c := range cells {
+		got = append(got, c.attrs["class"]+"="+c.Text())
+	}
+	if want := "failed=down partial=up, some details failing ok=up"; strings.Join(got, " ") != want {
+		t.Errorf("state cells %q, want %q: the worst first, each with its class", strings.Join(got, " "), want)
+	}
 	for _, rule := range []string{".ok{color:#1a7f37}", ".partial,.slow{color:#9a6700}", ".failed,.bad{color:#cf222e}"} {
-		if !strings.Contains(css, rule) {
+		if !strings.Contains(pagesHTML, rule) {
 			t.Errorf("the page style lacks %s: each state needs a colour of its own", rule)
 		}
 	}
@@ -240,12 +218,16 @@ func TestResultsAreNeverGreenWithFailures(t *testing.T) {
 	}
 }
 
+func byLabel(label string) func(*node) bool {
+	return func(n *node) bool { return n.name == "td" && n.attrs["data-label"] == label }
+}
+
 func TestTargetsTable(t *testing.T) {
 	// In the bubble the clock stands still, so the ages are exact.
 	synctest.Test(t, func(t *testing.T) {
 		now := time.Now()
-		log := collector.NewPollLog(3)
-		add := func(target, module string, ago time.Duration, state collector.PollState, summary string, edit func(*collector.PollRecord)) {
+		log := collector.NewPollLog()
+		add := func(target, module string, ago time.Duration, state, summary string, edit func(*collector.PollRecord)) {
 			r := &collector.PollRecord{Target: target, Module: module, Start: now.Add(-ago), State: state, Summary: summary}
 			if edit != nil {
 				edit(r)
@@ -255,17 +237,16 @@ func TestTargetsTable(t *testing.T) {
 		counts := func(r *collector.PollRecord) {
 			r.Projects, r.Locations = collector.Count{Value: 5, Known: true}, collector.Count{Value: 300, Known: true}
 		}
-		add("https://probe.example.com", "default", 2*time.Hour, collector.PollFailed, "failed: root, projects, locations http_status 401", nil)
-		add("https://probe.example.com", "default", time.Hour, collector.PollFailed, "failed: root, projects, locations network", nil)
-		add("https://deploy.example.com", "", 12*time.Second, collector.PollOK, "ok", counts)
-		add("https://busy.example.com", "staging", 90*time.Second, collector.PollFailed, "failed: root, projects, locations held off 429", func(r *collector.PollRecord) {
-			r.HeldOff, r.HeldOffUntil = true, now.Add(4*time.Minute)
+		add("https://probe.example.com", "default", 2*time.Hour, "failed", "failed: root, projects, locations http_status 401", nil)
+		add("https://probe.example.com", "default", time.Hour, "failed", "failed: root, projects, locations network (connection refused)", nil)
+		add("https://deploy.example.com", "", 12*time.Second, "ok", "ok", counts)
+		add("https://busy.example.com", "staging", 90*time.Second, "failed", "sent nothing: held off", func(r *collector.PollRecord) {
+			r.HeldOffUntil = now.Add(4 * time.Minute)
 		})
-		add("https://probe.example.com", "default", 3*time.Second, collector.PollPartial, "partial: location_detail (1 of 2) http_status 404", counts)
-		add("https://slow.example.com", "default", 5*time.Second, collector.PollSlow, "slow: root 2.5s", counts)
+		add("https://probe.example.com", "default", 3*time.Second, "partial", "partial: location_detail 7 (1 of 2) http_status 404", counts)
+		add("https://slow.example.com", "default", 5*time.Second, "slow", "slow: root 2.5s", counts)
 		p := &pages{metricsPath: "/metrics", modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
-		doc := render(t, p, "/")
-		tables := doc.all(func(n *node) bool { return n.attrs["id"] == "targets" })
+		tables := render(t, p, "/").all(func(n *node) bool { return n.attrs["id"] == "targets" })
 		if len(tables) != 1 {
 			t.Fatal("the landing page has no targets table")
 		}
@@ -279,42 +260,41 @@ func TestTargetsTable(t *testing.T) {
 		}
 		at := func(d time.Duration) string { return now.Add(d).UTC().Format("2006-01-02 15:04:05") }
 		want := []string{
-			"ok: Target=https://deploy.example.com | Module=(flags) | State=up | Projects=5 | Locations=300 | Last poll=12s ago | Failing since=— | Held off until=—",
 			"failed: Target=https://busy.example.com | Module=staging | State=down | Projects=— | Locations=— | Last poll=1m30s ago | " +
-				"Failing since=" + at(-90*time.Second) + " UTC (1m30s ago), poll 4: failed: root, projects, locations held off 429 | Held off until=" + at(4*time.Minute) + " UTC (4m0s from now)",
+				"Failing since=" + at(-90*time.Second) + " UTC (1m30s ago), poll 4: sent nothing: held off | Held off until=" + at(4*time.Minute) + " UTC (4m0s from now)",
 			"partial: Target=https://probe.example.com | Module=default | State=up, some details failing | Projects=5 | Locations=300 | Last poll=3s ago | " +
 				"Failing since=" + at(-2*time.Hour) + " UTC (2h0m0s ago), poll 1: failed: root, projects, locations http_status 401 | Held off until=—",
 			"slow: Target=https://slow.example.com | Module=default | State=up, slow: root 2.5s | Projects=5 | Locations=300 | Last poll=5s ago | Failing since=— | Held off until=—",
+			"ok: Target=https://deploy.example.com | Module=— (/metrics) | State=up | Projects=5 | Locations=300 | Last poll=12s ago | Failing since=— | Held off until=—",
 		}
 		if strings.Join(rows, "\n") != strings.Join(want, "\n") {
-			t.Errorf("targets table:\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+			t.Errorf("targets table:\n%s\nwant the failing first\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
 		}
 		var links []string
 		for _, a := range tables[0].all(func(n *node) bool { return n.name == "a" }) {
 			links = append(links, a.attrs["href"])
 		}
-		if want := "target?target=https%3A%2F%2Fdeploy.example.com polls/3 " +
-			"target?module=staging&target=https%3A%2F%2Fbusy.example.com polls/4 polls/4 " +
+		if want := "target?module=staging&target=https%3A%2F%2Fbusy.example.com polls/4 polls/4 " +
 			"target?module=default&target=https%3A%2F%2Fprobe.example.com polls/5 polls/1 " +
-			"target?module=default&target=https%3A%2F%2Fslow.example.com polls/6"; strings.Join(links, " ") != want {
+			"target?module=default&target=https%3A%2F%2Fslow.example.com polls/6 " +
+			"target?target=https%3A%2F%2Fdeploy.example.com polls/3"; strings.Join(links, " ") != want {
 			t.Errorf("targets table links\n%s\nwant each target's page, its last poll and its first failing one\n%s", strings.Join(links, " "), want)
-		}
-		// The targets come before the recent polls: they are what an
-		// operator opens the page for.
-		text := doc.Text()
-		if strings.Index(text, "Targets") > strings.Index(text, "Recent polls") {
-			t.Error("the targets table is not above the recent polls")
 		}
 	})
 }
 
-func TestTargetHeldOffWithoutAKnownEnd(t *testing.T) {
-	log := collector.NewPollLog(3)
-	log.Add(&collector.PollRecord{Target: "t", State: collector.PollFailed, Summary: "failed: root, projects, locations held off 429", HeldOff: true})
+// TestMetricsTargetIsCalledByItsURL: the service behind /metrics is named
+// by its URL on its page and in its text view, never "module (flags)".
+func TestMetricsTargetIsCalledByItsURL(t *testing.T) {
+	log := collector.NewPollLog()
+	log.Add(&collector.PollRecord{Target: "https://deploy.example.com", State: "ok", Summary: "ok"})
 	p := &pages{modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
-	cells := render(t, p, "/").all(byLabel("Held off until"))
-	if len(cells) != 1 || cells[0].Text() != "held off (end not known)" {
-		t.Errorf("held-off cell %v", cells)
+	h1 := render(t, p, "/target?target=https%3A%2F%2Fdeploy.example.com").all(func(n *node) bool { return n.name == "h1" })
+	var text strings.Builder
+	rec, _ := log.Get(1)
+	_ = rec.WriteText(&text)
+	if len(h1) != 1 || h1[0].Text() != "Target https://deploy.example.com" || strings.Contains(text.String(), "flags") {
+		t.Errorf("the /metrics target is called %v on its page and\n%s", h1, text.String())
 	}
 }
 
@@ -326,7 +306,7 @@ func TestProbeFormPreselectsTheDefaultModule(t *testing.T) {
 		{[]string{"alpha", "default", "zeta"}, "default"},
 		{[]string{"alpha", "beta"}, "alpha"},
 	} {
-		p := &pages{modules: func() []string { return tc.modules }, recent: collector.NewPollLog(1), logger: promslog.NewNopLogger()}
+		p := &pages{modules: func() []string { return tc.modules }, recent: collector.NewPollLog(), logger: promslog.NewNopLogger()}
 		selected := render(t, p, "/").all(func(n *node) bool { return n.name == "option" && n.attrs["selected"] != "" })
 		if len(selected) != 1 || selected[0].Text() != tc.want {
 			t.Errorf("modules %v: selected %v, want only %s", tc.modules, selected, tc.want)
@@ -334,18 +314,14 @@ func TestProbeFormPreselectsTheDefaultModule(t *testing.T) {
 	}
 }
 
-// TestTablesStackOnPhones checks the markup the narrow-screen style needs:
-// every cell carries its column's name, and no table hides in a sideways
-// scrolling box. The browser check in test/browser measures the result.
-func TestTablesStackOnPhones(t *testing.T) {
+// TestPagesFitAPhone checks the markup the narrow-screen style needs: every
+// cell carries its column's name, rows of requests wrap, and nothing
+// scrolls sideways. The browser check in test/browser measures the result.
+func TestPagesFitAPhone(t *testing.T) {
 	p, _ := testPages(t)
 	for _, path := range []string{"/", "/polls/1", "/target?module=prod%26staging&target=https%3A%2F%2Fdeploy.example.com%2F%3Cb%3Ex%3C%2Fb%3E"} {
 		doc := render(t, p, path)
-		tables := doc.all(func(n *node) bool { return n.name == "table" })
-		if len(tables) == 0 {
-			t.Fatalf("%s has no table", path)
-		}
-		for _, table := range tables {
+		for _, table := range doc.all(func(n *node) bool { return n.name == "table" }) {
 			if !table.hasClass("stack") {
 				t.Errorf("%s: a table does not stack on narrow screens", path)
 			}
@@ -355,68 +331,30 @@ func TestTablesStackOnPhones(t *testing.T) {
 				}
 			}
 		}
-		if boxes := doc.all(func(n *node) bool { return n.hasClass("scroll") }); len(boxes) > 0 {
-			t.Errorf("%s: a table scrolls sideways inside the page", path)
-		}
 	}
-	if !strings.Contains(pagesHTML, "@media (max-width:48rem)") || !strings.Contains(pagesHTML, "content:attr(data-label)") {
-		t.Error("the page style has no narrow-screen layout")
+	for _, rule := range []string{"@media (max-width:48rem)", "content:attr(data-label)", "pre{white-space:pre-wrap;overflow-wrap:anywhere"} {
+		if !strings.Contains(pagesHTML, rule) {
+			t.Errorf("the page style lacks %s", rule)
+		}
 	}
 }
 
-func TestPollPageShowsTheAnswer(t *testing.T) {
-	log := collector.NewPollLog(3)
-	until := time.Date(2026, 11, 22, 7, 0, 14, 0, time.UTC)
-	log.Add(&collector.PollRecord{
-		Target: "https://deploy.example.com", State: collector.PollFailed, Summary: "failed: root, projects, locations http_status 401",
-		HeldOffUntil: until,
-		Requests: []client.TraceRequest{
-			{
-				Endpoint: client.EndpointRoot, Method: "GET", URL: "https://deploy.example.com/api/", Status: 401, Bytes: 27,
-				Reason: client.ReasonHTTPStatus, Error: "unexpected status Unauthorized",
-				ContentType: "application/json", BodyExcerpt: `Invalid token. <script>alert(1)</script>`,
-			},
-			{
-				Endpoint: client.EndpointProjects, Method: "GET", URL: "https://deploy.example.com/api/projects/projects/", Status: 302,
-				Reason: client.ReasonNetwork, Error: "redirect refused", Location: "https://other.example.com/?token=REDACTED",
-			},
-			{
-				Endpoint: client.EndpointLocations, Method: "GET", URL: "https://deploy.example.com/api/projects/locations/", Status: 429,
-				Reason: client.ReasonHTTPStatus, Error: "unexpected status Too Many Requests", RetryAfter: "14", HoldOffUntil: until,
-			},
-			{Endpoint: client.EndpointLocations, Method: "GET", URL: "https://deploy.example.com/api/projects/locations/?page=2", Status: 200, Bytes: 10},
-		},
-	})
-	p := &pages{modules: func() []string { return nil }, recent: log, logger: promslog.NewNopLogger()}
-	answers := render(t, p, "/polls/1").all(byLabel("Answer"))
-	if len(answers) != 4 {
-		t.Fatalf("%d answer cells, want 4", len(answers))
-	}
-	for i, want := range []string{
-		"http_status: unexpected status UnauthorizedContent-Type: application/jsonInvalid token. <script>alert(1)</script>",
-		"network: redirect refusedLocation: https://other.example.com/?token=REDACTED",
-		"http_status: unexpected status Too Many RequestsRetry-After: 14; held off until 2026-11-22 07:00:14 UTC",
-		"",
-	} {
-		if got := answers[i].Text(); got != want {
-			t.Errorf("answer %d: %q\nwant %q", i, got, want)
-		}
-	}
-	if ex := answers[0].all(func(n *node) bool { return n.hasClass("excerpt") }); len(ex) != 1 || ex[0].name != "pre" {
-		t.Error("the body excerpt is not set apart as preformatted text")
-	}
-	if text := render(t, p, "/polls/1").Text(); !strings.Contains(text, "no requests until 2026-11-22 07:00:14 UTC") {
-		t.Errorf("the poll page does not say until when the service asked to hold off:\n%s", text)
-	}
-}
+// hangUp is a client that left: every write fails as a closed connection does.
+type hangUp struct{ *httptest.ResponseRecorder }
 
-// TestBreakableURL: a URL may break after "/", "?" and "&" and before "#",
-// nowhere else, and stays escaped.
-func TestBreakableURL(t *testing.T) {
-	got := string(breakableURL(`http://127.0.0.1:19060/deploy/api/?a=1&b="2"#x`))
-	want := `http:/<wbr/>/<wbr/>127.0.0.1:19060/<wbr/>deploy/<wbr/>api/<wbr/>?<wbr/>a=1&amp;<wbr/>b=&#34;2&#34;<wbr/>#x`
-	if got != want {
-		t.Errorf("breakableURL:\n got %s\nwant %s", got, want)
+func (hangUp) Write([]byte) (int, error) { return 0, fmt.Errorf("write tcp: %w", syscall.EPIPE) }
+
+// TestClientHangingUpIsNoError: a client that hangs up while a page is
+// sent (curl | head) is logged at debug at most.
+func TestClientHangingUpIsNoError(t *testing.T) {
+	p, _ := testPages(t)
+	var logs strings.Builder
+	level := promslog.NewLevel()
+	_ = level.Set("debug")
+	p.logger = promslog.New(&promslog.Config{Level: level, Writer: &logs})
+	p.landing(hangUp{httptest.NewRecorder()}, httptest.NewRequest(http.MethodGet, "/", nil))
+	if !strings.Contains(logs.String(), "level=DEBUG") || strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("a client hanging up is logged as:\n%s", logs.String())
 	}
 }
 

@@ -3,12 +3,13 @@ package collector
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/promslog"
 
@@ -61,21 +62,9 @@ func logfmtFields(line string) map[string]string {
 	return fields
 }
 
-// without drops the lines whose message is one of msgs.
-func without(lines []string, msgs ...string) []string {
-	return slices.DeleteFunc(lines, func(l string) bool {
-		for _, m := range msgs {
-			if strings.Contains(l, " "+m) {
-				return true
-			}
-		}
-		return false
-	})
-}
-
 // TestFailureIsLoggedOnce scrapes a service through a revoked key, a
-// change of failure and a recovery, and counts the log lines: warn when a
-// failure starts or changes, debug while it lasts, info when it ends.
+// change of failure and a recovery, and counts the log lines: one warn when
+// a failure starts or changes, debug while it lasts, info when it ends.
 func TestFailureIsLoggedOnce(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, detailIDs: []int64{1, 2}})
 	key := r.svc.Key()
@@ -85,7 +74,7 @@ func TestFailureIsLoggedOnce(t *testing.T) {
 		for range scrapes {
 			r.scrape(t, "")
 		}
-		got := without(logLines(r.logs.String(), from, "endpoint", "status", "previously", "failed_polls", "kinds", "failed", "location_ids"), "Location detail failed")
+		got := logLines(r.logs.String(), from, "summary", "failed_polls")
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s: log lines\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
@@ -94,58 +83,41 @@ func TestFailureIsLoggedOnce(t *testing.T) {
 	step("healthy", 2)
 	r.svc.SetKey("another-key")
 	step("key revoked, three scrapes", 3,
-		"WARN Endpoint failed endpoint=root status=401",
-		"WARN Endpoint failed endpoint=projects status=401",
-		"WARN Endpoint failed endpoint=locations status=401",
-		"WARN Location details failed status=401 kinds=http_status 401 failed=2 location_ids=1,2",
-		"DEBUG Endpoint still failing endpoint=root status=401 failed_polls=2",
-		"DEBUG Endpoint still failing endpoint=projects status=401 failed_polls=2",
-		"DEBUG Endpoint still failing endpoint=locations status=401 failed_polls=2",
-		"DEBUG Location details still failing status=401 failed_polls=2 kinds=http_status 401 failed=2 location_ids=1,2",
-		"DEBUG Endpoint still failing endpoint=root status=401 failed_polls=3",
-		"DEBUG Endpoint still failing endpoint=projects status=401 failed_polls=3",
-		"DEBUG Endpoint still failing endpoint=locations status=401 failed_polls=3",
-		"DEBUG Location details still failing status=401 failed_polls=3 kinds=http_status 401 failed=2 location_ids=1,2",
+		"WARN Poll failed summary=failed: root, projects, locations, location_detail 1, 2 http_status 401",
+		"DEBUG Poll still failing summary=failed: root, projects, locations, location_detail 1, 2 http_status 401 failed_polls=2",
+		"DEBUG Poll still failing summary=failed: root, projects, locations, location_detail 1, 2 http_status 401 failed_polls=3",
 	)
 	r.svc.SetKey(key)
 	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 500})
 	r.svc.SetDetailFault(2, sampleservice.Fault{Status: 404})
 	step("key back, root at 500, one detail view at 404", 2,
-		"WARN Endpoint failed endpoint=root status=500 previously=http_status 401",
-		"INFO Endpoint recovered endpoint=projects failed_polls=3",
-		"INFO Endpoint recovered endpoint=locations failed_polls=3",
-		"WARN Location details failed status=404 previously=http_status 401 kinds=http_status 404 failed=1 location_ids=2",
-		"DEBUG Endpoint still failing endpoint=root status=500 failed_polls=5",
-		"DEBUG Location details still failing status=404 failed_polls=5 kinds=http_status 404 failed=1 location_ids=2",
+		"WARN Poll failed summary=failed: root http_status 500, location_detail 2 (1 of 2) http_status 404",
+		"DEBUG Poll still failing summary=failed: root http_status 500, location_detail 2 (1 of 2) http_status 404 failed_polls=5",
 	)
 	r.svc.ClearFaults()
-	step("recovered", 2,
-		"INFO Endpoint recovered endpoint=root failed_polls=5",
-		"INFO Location details recovered failed_polls=5",
-	)
+	step("recovered", 2, "INFO Poll recovered failed_polls=5")
 }
 
-// TestHoldOffIsLoggedOnce: a 429 with Retry-After is one failure and one
-// hold-off line; the scrapes it holds off log nothing above debug.
+// TestHoldOffIsLoggedOnce: a 429 with Retry-After is one failure, which
+// says until when the requests it stopped wait, and one hold-off line; the
+// scrapes it holds off log nothing above debug.
 func TestHoldOffIsLoggedOnce(t *testing.T) {
-	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}})
-	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Status: 429, RetryAfter: "120"})
+	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10}, detailIDs: []int64{1}, client: func(c *client.Config) { c.Concurrency = 1 }})
+	r.svc.SetFault(sampleservice.EndpointRoot, sampleservice.Fault{Status: 429, RetryAfter: "120"})
 	from := len(r.logs.String())
 	for range 4 {
 		r.scrape(t, "")
 	}
 	var loud []string
-	for _, l := range logLines(r.logs.String(), from, "endpoint", "status") {
+	for _, l := range logLines(r.logs.String(), from, "status") {
 		if !strings.HasPrefix(l, "DEBUG ") {
 			loud = append(loud, l)
 		}
 	}
-	// The root and the projects may or may not have been sent before the
-	// 429 came back; whichever were not are held off, at debug.
-	want := []string{
-		"WARN Endpoint failed endpoint=locations status=429",
-		"WARN The service asked to hold off: no requests until then status=429",
+	if strings.Contains(r.logs.String(), "unknown time") {
+		t.Errorf("a log line does not say until when it holds off:\n%s", r.logs.String())
 	}
+	want := []string{"WARN Poll failed", "WARN The service asked to hold off: no requests until then status=429"}
 	if strings.Join(loud, "\n") != strings.Join(want, "\n") {
 		t.Errorf("log lines above debug:\n%s\nwant\n%s", strings.Join(loud, "\n"), strings.Join(want, "\n"))
 	}
@@ -176,17 +148,14 @@ func TestProbeFailuresAreLoggedPerTarget(t *testing.T) {
 			}
 		}
 	}
-	lines := logLines(logs.String(), 0, "target", "module", "endpoint", "status")
+	lines := logLines(logs.String(), 0, "target", "module", "summary")
 	for _, target := range targets {
-		for _, ep := range []string{"root", "projects", "locations"} {
-			suffix := fmt.Sprintf(" target=%s module=default endpoint=%s status=401", target, ep)
-			warn := slices.Index(lines, "WARN Endpoint failed"+suffix)
-			if n := countOf(lines, "WARN Endpoint failed"+suffix); n != 1 {
-				t.Errorf("%s %s: %d warn lines, want 1", target, ep, n)
-			}
-			if n := countOf(lines, "DEBUG Endpoint still failing"+suffix); n != 2 || warn < 0 {
-				t.Errorf("%s %s: %d debug lines after the warn, want 2", target, ep, n)
-			}
+		suffix := " target=" + target + " module=default summary=failed: root, projects, locations http_status 401"
+		if n := countOf(lines, "WARN Poll failed"+suffix); n != 1 {
+			t.Errorf("%s: %d warn lines, want 1", target, n)
+		}
+		if n := countOf(lines, "DEBUG Poll still failing"+suffix); n != 2 {
+			t.Errorf("%s: %d debug lines, want 2", target, n)
 		}
 	}
 	if t.Failed() {
@@ -204,29 +173,38 @@ func countOf(lines []string, s string) int {
 	return n
 }
 
-// TestFailingIDsNamesAFew: a log line names the first few failing
-// locations and how many more fail.
-func TestFailingIDsNamesAFew(t *testing.T) {
+// TestLogsStayBounded probes failing targets of 2 KB URLs through a
+// refused connection, at the default level: a thousand probes of one
+// target add under 100 KB of log, a thousand distinct targets under 1 MB,
+// and every line names its cause.
+func TestLogsStayBounded(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	long := closed.URL + "/" + strings.Repeat("p", 2000-len(closed.URL))
 	for _, tc := range []struct {
-		failing []int64
-		want    string
+		name   string
+		target func(i int) string
+		limit  int
 	}{
-		{[]int64{1, 2, 3, 5, 6, 7, 8, 9}, "1,2,3,5,6 and 3 more"},
-		{[]int64{2, 9}, "2,9"},
+		{"one target", func(int) string { return long }, 100 << 10},
+		{"distinct targets", func(i int) string { return fmt.Sprintf("%s%d", long, i) }, 1 << 20},
 	} {
-		var details []locationState
-		for id := int64(1); id <= 9; id++ {
-			details = append(details, detail(id, 200, nil))
-			if slices.Contains(tc.failing, id) {
-				details[id-1] = detail(id, 500, failed(client.ReasonHTTPStatus, 500))
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			settings := keySettings("k")
+			settings.DetailIDs = nil
+			h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": settings}), NewPollLog(),
+				promslog.New(&promslog.Config{Writer: &syncWriter{w: &logs}}))
+			for i := range 1000 {
+				if code, _ := probe(t, h, "target="+url.QueryEscape(tc.target(i))); code != 200 {
+					t.Fatalf("probe answered %d", code)
+				}
 			}
-		}
-		var buf bytes.Buffer
-		var f failureLog
-		f.log(promslog.New(&promslog.Config{Writer: &buf}), snapshotOf(nil, nil, nil, details...))
-		if got := logLines(buf.String(), 0, "location_ids"); !slices.Contains(got, "WARN Location details failed location_ids="+tc.want) {
-			t.Errorf("log lines %q, want location_ids=%s", got, tc.want)
-		}
+			if logs.Len() >= tc.limit || !strings.Contains(logs.String(), "(connection refused)") {
+				t.Errorf("%d bytes of log, want under %d, naming the cause:\n%.2000s", logs.Len(), tc.limit, logs.String())
+			}
+			t.Logf("%d bytes of log", logs.Len())
+		})
 	}
 }
 
@@ -238,7 +216,7 @@ func TestTimeoutNamesItsLimit(t *testing.T) {
 	r.scrape(t, "0.3")
 	// The scrape may answer before the poll has logged how it ended.
 	want := `the scrape timeout of 0.3s (X-Prometheus-Scrape-Timeout-Seconds`
-	waitFor(t, func() bool { return strings.Contains(r.logs.String(), "Endpoint failed") })
+	waitFor(t, func() bool { return strings.Contains(r.logs.String(), "Poll failed") })
 	if !strings.Contains(r.logs.String(), want) {
 		t.Errorf("the log does not say the scrape timeout ended the poll:\n%s", r.logs.String())
 	}
@@ -272,5 +250,23 @@ func TestHoldOffLoggedOncePerRun(t *testing.T) {
 	want := []string{"WARN The service asked to hold off: no requests until then", "DEBUG The service asked again to hold off", "INFO The service no longer asks to hold off"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("hold-off lines:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLogNameIsBoundedAndDistinct: a long target keeps its start, stays
+// valid UTF-8 and differs from another of the same start.
+func TestLogNameIsBoundedAndDistinct(t *testing.T) {
+	long := "https://deploy.example.com/" + strings.Repeat("é", 1000)
+	for _, tc := range []struct{ a, b string }{
+		{long + "1", long + "2"},
+		{"https://a.example.com", "https://b.example.com"},
+	} {
+		a, b := logName(tc.a), logName(tc.b)
+		if a == b || len(a) > 160 || !utf8.ValidString(a) || !strings.HasPrefix(tc.a, strings.TrimRight(a[:20], "…")) {
+			t.Errorf("logName(%.40q…) = %q, logName(%.40q…) = %q", tc.a, a, tc.b, b)
+		}
+	}
+	if got := logName("https://a.example.com"); got != "https://a.example.com" {
+		t.Errorf("a short name became %q", got)
 	}
 }

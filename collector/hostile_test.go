@@ -75,7 +75,7 @@ func TestHoldOffOutlivesEviction(t *testing.T) {
 // that went well); a scrape with time counts its poll.
 func TestCallerCutPollsAreNoFailures(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, detailIDs: []int64{1}})
-	recent := NewPollLog(100)
+	recent := NewPollLog()
 	r.poller.opts.Polls, r.poller.opts.Recent = r.stats, recent
 	for range 10 {
 		r.scrape(t, "0.000001")
@@ -84,7 +84,7 @@ func TestCallerCutPollsAreNoFailures(t *testing.T) {
 	cancel()
 	r.poller.Poll(ctx)
 	// Every poll is recorded once it has been counted, or not.
-	waitFor(t, func() bool { r := recent.Recent(); return len(r) == 1 && r[0].ID == 11 })
+	waitFor(t, func() bool { r := latest(recent); return len(r) == 1 && r[0].ID == 11 })
 	if _, n := pollTotals(r.stats); n != 0 {
 		t.Errorf("%v poll failures from scrapes that left no time to poll", n)
 	}

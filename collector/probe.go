@@ -114,14 +114,7 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s Targ
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_ = WriteSettingsText(w, o.Module, s)
 	fmt.Fprintln(w)
-	rec := newPollRecord(o.Name, o.Module, sn)
-	var met *PollRecord
-	if h.recent != nil {
-		if met = h.recent.holdOffPoll(rec); met != nil {
-			rec.HoldOffPollID = met.ID
-		}
-	}
-	_ = textView.ExecuteTemplate(w, "probe", map[string]any{"Poll": rec, "Met": met})
+	_ = h.recent.recordOf(o.Name, o.Module, sn).WriteText(w)
 	fmt.Fprint(w, "\nMetrics this probe would have returned:\n\n")
 	mfs, err := g.Gather()
 	if err != nil {
@@ -190,7 +183,7 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 	s.Client.Transport, s.Client.HoldOffs = shared.transport, h.HoldOffs
 	var err error
 	e.poller, err = NewTargetPoller(target, s, PollerOptions{
-		Logger: h.logger.With("target", name, "module", module), Recent: h.recent, Name: name, Module: module,
+		Logger: h.logger.With("target", logName(name), "module", module), Recent: h.recent, Name: name, Module: module,
 		Polls: e.stats, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
 	})
 	if err == nil && old != nil {

@@ -1,11 +1,14 @@
 package collector
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +22,10 @@ func failed(reason client.Reason, status int) error {
 	return &client.Error{Reason: reason, Status: status, Err: errors.New("boom")}
 }
 
-var heldOff = &client.Error{Status: 429, Err: client.ErrHeldOff}
+var (
+	heldOff = &client.Error{Status: 429, Err: client.ErrHeldOff}
+	refused = &client.Error{Reason: client.ReasonNetwork, Err: fmt.Errorf("dial tcp: %w", syscall.ECONNREFUSED)}
+)
 
 // snapshotOf builds a snapshot whose root and lists answered with the given
 // errors (nil is up) and whose detail views answered with details.
@@ -35,8 +41,8 @@ func snapshotOf(root, projects, locations error, details ...locationState) *Snap
 		client.EndpointRoot: st(root), client.EndpointProjects: st(projects), client.EndpointLocations: st(locations),
 	}, Details: details}
 	if len(details) > 0 {
-		// The location_detail endpoint as the poll sums it up today: the
-		// last status and the first error. The summary must not trust it.
+		// The location_detail endpoint sums up its views: the last status
+		// and the first error. The summary must not trust it.
 		sum := endpointState{Status: 200}
 		for _, d := range details {
 			if d.Err != nil && sum.Err == nil {
@@ -52,183 +58,179 @@ func detail(id int64, status int, err error) locationState {
 	return locationState{ID: id, Status: status, Err: err}
 }
 
-func TestPollSummaryTellsTheTruth(t *testing.T) {
+// latest returns the latest poll of every target kept, newest first.
+func latest(l *PollLog) []*PollRecord {
+	var out []*PollRecord
+	for _, st := range l.Targets() {
+		out = append(out, st.Latest)
+	}
+	slices.SortFunc(out, func(a, b *PollRecord) int { return cmp.Compare(b.ID, a.ID) })
+	return out
+}
+
+func TestPollSummarySaysWhatHappened(t *testing.T) {
 	ok := detail(1, 200, nil)
+	until := time.Date(2026, 11, 22, 7, 0, 14, 0, time.UTC)
+	withDetail := func(s *Snapshot, err error) *Snapshot {
+		s.Endpoints[client.EndpointLocationDetail] = endpointState{Err: err}
+		return s
+	}
+	heldSnap := snapshotOf(heldOff, heldOff, heldOff, detail(1, 429, heldOff))
+	heldSnap.HoldOffUntil = until
 	for _, tc := range []struct {
-		name      string
-		snap      *Snapshot
-		wantState PollState
-		wantUp    bool
-		want      string
+		name, state, want string
+		snap              *Snapshot
 	}{
-		{"all well", snapshotOf(nil, nil, nil, ok, detail(2, 200, nil)), PollOK, true, "ok"},
+		{"all well", "ok", "ok", snapshotOf(nil, nil, nil, ok, detail(2, 200, nil))},
 		{
-			"one detail view at 404 while the last answer was a 200",
-			snapshotOf(nil, nil, nil, ok, detail(2, 404, failed(client.ReasonHTTPStatus, 404)), detail(3, 200, nil)),
-			PollPartial, true, "partial: location_detail (1 of 3) http_status 404",
+			"a failing detail view is named by its location id", "partial", "partial: location_detail 999 (1 of 3) http_status 404",
+			snapshotOf(nil, nil, nil, ok, detail(999, 404, failed(client.ReasonHTTPStatus, 404)), detail(3, 200, nil)),
 		},
 		{
-			"detail views failing in two ways, the highest status first",
+			"detail views failing in two ways, the highest status first", "partial",
+			"partial: location_detail 4 (1 of 4) http_status 410, location_detail 3 (1 of 4) http_status 404, location_detail 2 (1 of 4) timeout",
 			snapshotOf(nil, nil, nil, ok, detail(2, 0, failed(client.ReasonTimeout, 0)), detail(3, 404, failed(client.ReasonHTTPStatus, 404)), detail(4, 410, failed(client.ReasonHTTPStatus, 410))),
-			PollPartial, true, "partial: location_detail (1 of 4) http_status 410, location_detail (1 of 4) http_status 404, location_detail (1 of 4) timeout",
 		},
 		{
-			"a list down and a detail view down: the worst status leads",
+			"many failing detail views: a few ids and how many more", "partial", "partial: location_detail 1, 2, 3, 4, 5 and 2 more http_status 500",
+			snapshotOf(nil, nil, nil, detail(1, 500, failed(client.ReasonHTTPStatus, 500)), detail(2, 500, failed(client.ReasonHTTPStatus, 500)), detail(3, 500, failed(client.ReasonHTTPStatus, 500)),
+				detail(4, 500, failed(client.ReasonHTTPStatus, 500)), detail(5, 500, failed(client.ReasonHTTPStatus, 500)), detail(6, 500, failed(client.ReasonHTTPStatus, 500)), detail(7, 500, failed(client.ReasonHTTPStatus, 500))),
+		},
+		{
+			"a list down and a detail view down: the worst status leads", "failed", "failed: locations http_status 500, location_detail 2 (1 of 2) http_status 404",
 			snapshotOf(nil, nil, failed(client.ReasonHTTPStatus, 500), ok, detail(2, 404, failed(client.ReasonHTTPStatus, 404))),
-			PollFailed, false, "failed: locations http_status 500, location_detail (1 of 2) http_status 404",
 		},
 		{
-			"a refused key: one cause, named once",
+			"a refused key: one cause, named once", "failed", "failed: root, projects, locations http_status 401",
 			snapshotOf(failed(client.ReasonHTTPStatus, 401), failed(client.ReasonHTTPStatus, 401), failed(client.ReasonHTTPStatus, 401)),
-			PollFailed, false, "failed: root, projects, locations http_status 401",
 		},
 		{
-			"nothing listening: no status to name",
-			snapshotOf(failed(client.ReasonNetwork, 0), failed(client.ReasonNetwork, 0), failed(client.ReasonNetwork, 0)),
-			PollFailed, false, "failed: root, projects, locations network",
+			"nothing listening: the cause is named", "failed", "failed: root, projects, locations network (connection refused)",
+			snapshotOf(refused, refused, refused),
 		},
 		{
-			"held off",
-			snapshotOf(heldOff, heldOff, heldOff, detail(1, 429, heldOff), detail(2, 429, heldOff)),
-			PollFailed, false, "failed: root, projects, locations, location_detail held off 429",
+			"detail views never requested are not checked", "failed", "failed: locations http_status 500; not checked: location_detail",
+			withDetail(snapshotOf(nil, nil, failed(client.ReasonHTTPStatus, 500)), errNoDetail),
 		},
-		{
-			"a body that is not JSON names its 200",
-			snapshotOf(nil, failed(client.ReasonInvalidBody, 200), nil),
-			PollFailed, false, "failed: projects invalid_body 200",
-		},
+		{"a poll that sent nothing says until when and why", "failed", "sent nothing: held off until 2026-11-22 07:00:14 UTC after a 429", heldSnap},
+		{"a body that is not JSON names its 200", "failed", "failed: projects invalid_body 200", snapshotOf(nil, failed(client.ReasonInvalidBody, 200), nil)},
+		{"details too late before any id was known", "partial", "partial: location_detail too late", withDetail(snapshotOf(nil, nil, nil), errTooLate)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newPollRecord("https://deploy.example.com", "", tc.snap)
-			if rec.State != tc.wantState || rec.Up != tc.wantUp || rec.Summary != tc.want {
-				t.Errorf("got state %v, up %v, %q\nwant state %v, up %v, %q", rec.State, rec.Up, rec.Summary, tc.wantState, tc.wantUp, tc.want)
+			if rec.State != tc.state || rec.Summary != tc.want {
+				t.Errorf("got %s %q\nwant %s %q", rec.State, rec.Summary, tc.state, tc.want)
+			}
+			for _, bad := range []string{"no response", "location_detail held off", "location_detail (no response)"} {
+				if strings.Contains(rec.Summary, bad) {
+					t.Errorf("summary %q says %q", rec.Summary, bad)
+				}
 			}
 		})
 	}
 }
 
-func TestPollSummaryWithoutDetailStates(t *testing.T) {
-	// A location_detail endpoint that failed with no detail view listed
-	// (too late before any id was known) still makes the poll partial.
-	s := snapshotOf(nil, nil, nil)
-	s.Endpoints[client.EndpointLocationDetail] = endpointState{Err: errTooLate}
-	rec := newPollRecord("t", "", s)
-	if rec.State != PollPartial || rec.Summary != "partial: location_detail too late" {
-		t.Errorf("got %v %q", rec.State, rec.Summary)
-	}
-}
-
-func TestPollRecordKeepsCountsAndHoldOff(t *testing.T) {
-	s := snapshotOf(heldOff, heldOff, heldOff)
-	rec := newPollRecord("t", "m", s)
-	if !rec.HeldOff || rec.Projects.Known || rec.Locations.Known {
-		t.Errorf("held-off poll: held off %v, counts %+v %+v", rec.HeldOff, rec.Projects, rec.Locations)
-	}
-	s = snapshotOf(nil, nil, nil)
-	s.Projects, s.Locations = Count{5, true}, Count{300, true}
-	rec = newPollRecord("t", "m", s)
-	if rec.HeldOff || rec.Projects != (Count{5, true}) || rec.Locations != (Count{300, true}) {
-		t.Errorf("poll: held off %v, counts %+v %+v", rec.HeldOff, rec.Projects, rec.Locations)
-	}
-
+// TestHoldOffQuotesItsRetryAfter: the poll that met a 429 and the polls
+// that then send nothing quote the Retry-After they obey, and the latter
+// link to the former, even across targets of one origin.
+func TestHoldOffQuotesItsRetryAfter(t *testing.T) {
 	until := time.Date(2026, 11, 22, 7, 0, 14, 0, time.UTC)
-	reqs := []client.TraceRequest{
-		{Endpoint: client.EndpointRoot, Status: 200},
-		{Endpoint: client.EndpointProjects, Status: 429, RetryAfter: "14", HoldOffUntil: until},
-		{Endpoint: client.EndpointLocations, Status: 429, RetryAfter: "5", HoldOffUntil: until.Add(-9 * time.Second)},
+	met := &PollRecord{Target: "svc", State: "failed", metUntil: until, HeldOffUntil: until, retryAfter: "14", heldStatus: 429, Rows: []Row{{"failed", "root"}}}
+	held := func(target string) *PollRecord {
+		s := snapshotOf(heldOff, heldOff, heldOff)
+		s.HoldOffUntil = until
+		return newPollRecord(target, "", s)
 	}
-	if got := holdOffEnd(reqs); !got.Equal(until) {
-		t.Errorf("hold-off end %v, want the latest one, %v", got, until)
-	}
-	if got := holdOffEnd(reqs[:1]); !got.IsZero() {
-		t.Errorf("hold-off end %v without a hold-off", got)
-	}
-}
-
-func TestTextViewShowsTheAnswer(t *testing.T) {
-	rec := &PollRecord{
-		ID: 7, Target: "https://deploy.example.com", Summary: "failed: root, projects, locations http_status 401",
-		Requests: []client.TraceRequest{
-			{
-				Endpoint: client.EndpointRoot, Method: "GET", URL: "https://deploy.example.com/api/", Status: 401, Bytes: 27,
-				Reason: client.ReasonHTTPStatus, Error: "unexpected status Unauthorized",
-				ContentType: "application/json", BodyExcerpt: "Invalid token.\n\x1b[31m",
-			},
-			{
-				Endpoint: client.EndpointProjects, Method: "GET", URL: "https://deploy.example.com/api/projects/projects/", Status: 302,
-				Reason: client.ReasonNetwork, Error: "redirect refused", Location: "https://other.example.com/?token=REDACTED",
-			},
-			{
-				Endpoint: client.EndpointLocations, Method: "GET", URL: "https://deploy.example.com/api/projects/locations/", Status: 429,
-				Reason: client.ReasonHTTPStatus, Error: "unexpected status Too Many Requests",
-				RetryAfter: "14", HoldOffUntil: time.Date(2026, 11, 22, 7, 0, 14, 0, time.UTC),
-			},
-			{Endpoint: client.EndpointLocations, Page: 2, Note: "walk stopped: next link points to another origin https://evil.example.com"},
-		},
-	}
-	var b strings.Builder
-	if err := rec.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	text := b.String()
-	for _, want := range []string{
-		"root GET https://deploy.example.com/api/ -> status 401, 27 bytes, 0s, http_status: unexpected status Unauthorized\n" +
-			"    Content-Type: application/json\n" +
-			`    Body: "Invalid token.\n\x1b[31m"` + "\n",
-		"    Location: https://other.example.com/?token=REDACTED\n",
-		"    Retry-After: 14; held off until 2026-11-22T07:00:14Z\n",
-		"    locations page 2: walk stopped: next link points to another origin https://evil.example.com\n",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("text view lacks %q:\n%s", want, text)
+	l := NewPollLog()
+	l.Add(met)
+	for _, target := range []string{"svc", "svc-other-module"} {
+		rec := held(target)
+		l.Add(rec)
+		if want := `sent nothing: held off until 2026-11-22 07:00:14 UTC after a 429 with Retry-After "14"`; rec.Summary != want || rec.HoldOffPoll != met.ID {
+			t.Errorf("%s: %q, links to poll %d\nwant %q, poll %d", target, rec.Summary, rec.HoldOffPoll, want, met.ID)
+		}
+		if st, _ := l.Target(target, ""); st.HoldOff != met {
+			t.Errorf("%s keeps %v as the poll that started its hold-off, want poll %d", target, st.HoldOff, met.ID)
 		}
 	}
-	if strings.Contains(text, "\x1b") {
-		t.Error("a control character from the service reached the text view")
+	var b strings.Builder
+	_ = held("x").WriteText(&b)
+	if strings.Contains(b.String(), "no response") || !strings.Contains(b.String(), "sent nothing: held off until 2026-11-22 07:00:14 UTC") {
+		t.Errorf("text view of a poll that sent nothing:\n%s", b.String())
+	}
+}
+
+// TestRowsSayWhatCameBack: each request's row says what was sent and what
+// came back, failing rows first, requests not sent as such, and never a
+// status 0.
+func TestRowsSayWhatCameBack(t *testing.T) {
+	until := time.Date(2026, 11, 22, 7, 0, 14, 0, time.UTC)
+	s := snapshotOf(failed(client.ReasonHTTPStatus, 401), refused, failed(client.ReasonHTTPStatus, 429))
+	rec := makeRecord("svc", "", s, []client.TraceRequest{
+		{Endpoint: client.EndpointLocations, Method: "GET", URL: "svc/api/projects/locations/?page=2", Status: 200, Page: 2, Duration: 2600 * time.Millisecond, Phases: client.Phases{FirstByte: 2500 * time.Millisecond}},
+		{Endpoint: client.EndpointLocations, Page: 2, Note: "walk stopped: next link points to another origin", NoteFailed: true},
+		{Endpoint: client.EndpointRoot, Method: "GET", URL: "svc/api/", Status: 401, Bytes: 27, Reason: client.ReasonHTTPStatus, Error: "unexpected status Unauthorized", WWWAuthenticate: "Token", ContentType: "application/json", BodyExcerpt: `Invalid token.`},
+		{Endpoint: client.EndpointProjects, Method: "GET", URL: "svc/api/projects/projects/", Reason: client.ReasonNetwork, Error: "connection refused"},
+		{Endpoint: client.EndpointLocations, Method: "GET", URL: "svc/api/projects/locations/", Status: 429, Reason: client.ReasonHTTPStatus, Error: "unexpected status Too Many Requests", RetryAfter: "14", HoldOffUntil: until},
+		{Endpoint: client.EndpointLocationDetail, Method: "GET", URL: "svc/api/projects/locations/1/", Status: 429, Error: "holding off"},
+	}, 0)
+	var got []string
+	for _, r := range rec.Rows {
+		got = append(got, r.State+": "+r.Text)
+	}
+	want := []string{
+		"failed: root GET svc/api/ -> status 401, 27 bytes, 0s, http_status: unexpected status Unauthorized\n    Content-Type: application/json\n    WWW-Authenticate: Token\n    Body: \"Invalid token.\"",
+		"failed: projects GET svc/api/projects/projects/ -> no response, 0 bytes, 0s, network: connection refused",
+		"failed: locations GET svc/api/projects/locations/ -> status 429, 0 bytes, 0s, http_status: unexpected status Too Many Requests\n    Retry-After: 14\n    Held off until: 2026-11-22 07:00:14 UTC",
+		"failed: locations page 2: FAILED, pagination: walk stopped: next link points to another origin",
+		"slow: locations GET svc/api/projects/locations/?page=2 -> status 200, 0 bytes, 2.6s, slow\n    First byte: 2.5s",
+		`notsent: location_detail GET svc/api/projects/locations/1/ -> not sent: held off until 2026-11-22 07:00:14 UTC after a 429 with Retry-After "14"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rows:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(rec.Notes) != 1 || !strings.HasPrefix(rec.Notes[0], "The service refused the exporter's key (401 Unauthorized)") {
+		t.Errorf("notes %q: a refused key is not said plainly", rec.Notes)
+	}
+	if want := `failed: root http_status 429, root http_status 401`; strings.Contains(rec.Summary, want) || !strings.Contains(rec.Summary, `held off until 2026-11-22 07:00:14 UTC after a 429 with Retry-After "14"`) {
+		t.Errorf("summary %q does not quote the Retry-After it obeys", rec.Summary)
+	}
+	var b strings.Builder
+	rec.ID = 7
+	_ = rec.WriteText(&b)
+	for _, want := range []string{"Poll 7 of svc\n", "\nroot GET svc/api/ -> status 401", "    Body: \"Invalid token.\"\n"} {
+		if !strings.Contains(b.String(), want) || strings.Contains(b.String(), "module") {
+			t.Errorf("text view lacks %q, or names a module for /metrics:\n%s", want, b.String())
+		}
 	}
 }
 
 // TestPollWithAMissingDetailIsPartial runs a real poll in which one detail
 // view of three answers 404: the poll is partial, not ok, and its summary
-// names the 404 whichever answer came last.
+// names the location whichever answer came last.
 func TestPollWithAMissingDetailIsPartial(t *testing.T) {
 	r := newRig(t, rigOptions{service: sampleservice.Options{Projects: 3, Locations: 9}, detailIDs: []int64{1, 999999, 2}})
-	log := NewPollLog(10)
+	log := NewPollLog()
 	r.poller = NewPoller(r.target, PollerOptions{Timeout: 5 * time.Second, Recent: log, Name: "svc"})
 	r.gather(t)
-	polls := log.Recent()
-	if len(polls) != 1 {
-		t.Fatalf("%d polls recorded, want 1", len(polls))
-	}
-	if p := polls[0]; p.State != PollPartial || !p.Up || p.Summary != "partial: location_detail (1 of 3) http_status 404" {
-		t.Errorf("poll: state %v, up %v, %q", p.State, p.Up, p.Summary)
-	}
 	targets := log.Targets()
 	if len(targets) != 1 || keptIDs(targets[0]) != "1/1/-" || targets[0].Latest.Projects != (Count{3, true}) || targets[0].Latest.Locations != (Count{9, true}) {
-		t.Errorf("targets: %+v", targets)
+		t.Fatalf("targets: %+v", targets)
 	}
-}
-
-// TestTextViewNamesTheFlagsModule checks that the text view names the
-// module of the single target as the pages and the README do.
-func TestTextViewNamesTheFlagsModule(t *testing.T) {
-	for module, want := range map[string]string{"": "module (flags)\n", "prod": "module prod\n"} {
-		var b strings.Builder
-		if err := (&PollRecord{ID: 1, Target: "svc", Module: module}).WriteText(&b); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(b.String(), "Poll 1 of svc, "+want) {
-			t.Errorf("module %q: text view lacks %q:\n%s", module, want, b.String())
-		}
+	if p := targets[0].Latest; p.State != "partial" || p.Summary != "partial: location_detail 999999 (1 of 3) http_status 404" {
+		t.Errorf("poll: %s %q", p.State, p.Summary)
+	}
+	if row := targets[0].Latest.Rows[0]; row.State != "failed" || !strings.Contains(row.Text, "/999999/ -> status 404") {
+		t.Errorf("the failing row does not come first: %+v", targets[0].Latest.Rows)
 	}
 }
 
 // TestNoSecretInLogsPagesOrMetrics: a service that echoes the key upper-
 // cased, or 12 characters of it, in a body shows none of it in the logs,
-// the metrics, the poll log's text views or the target's state.
+// the metrics, or the polls kept.
 func TestNoSecretInLogsPagesOrMetrics(t *testing.T) {
 	const key = "rig-key-0f1e2d3c-9a8b7c6d"
-	recent := NewPollLog(10)
+	recent := NewPollLog()
 	r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 10, Key: key}, detailIDs: []int64{1}, infoFields: []string{"name"}})
 	level := promslog.NewLevel()
 	_ = level.Set("debug")
@@ -242,11 +244,9 @@ func TestNoSecretInLogsPagesOrMetrics(t *testing.T) {
 	body := r.scrape(t, "") + r.scrape(t, "")
 	var text strings.Builder
 	for _, st := range recent.Targets() {
-		for _, rec := range []*PollRecord{st.Latest, st.Failing} {
+		for _, rec := range st.Polls() {
 			fmt.Fprintf(&text, "%+v\n", *rec)
-			if err := rec.WriteText(&text); err != nil {
-				t.Fatal(err)
-			}
+			_ = rec.WriteText(&text)
 		}
 	}
 	for where, s := range map[string]string{"metrics": body, "logs": r.logs.String(), "poll log": text.String()} {
@@ -262,8 +262,8 @@ func TestNoSecretInLogsPagesOrMetrics(t *testing.T) {
 	}
 }
 
-// TestPollRowsInEndpointOrder: a poll's requests come in endpoint order,
-// root first and the detail views by id, whichever answered first.
+// TestPollRowsInEndpointOrder: a poll's healthy requests come in endpoint
+// order, root first and the detail views by id, whichever answered first.
 func TestPollRowsInEndpointOrder(t *testing.T) {
 	projectsDone, detail2Done := make(chan struct{}), make(chan struct{})
 	var projectsOnce, detail2Once sync.Once
@@ -293,13 +293,13 @@ func TestPollRowsInEndpointOrder(t *testing.T) {
 		})
 	}
 	r := newRig(t, rigOptions{service: sampleservice.Options{Projects: 3, Locations: 9}, detailIDs: []int64{3, 1, 2}, wrap: wrap})
-	log := NewPollLog(10)
+	log := NewPollLog()
 	r.poller = NewPoller(r.target, PollerOptions{Timeout: 10 * time.Second, Recent: log, Name: "svc"})
 	r.gather(t)
 	var got []string
-	for _, q := range log.Recent()[0].Requests {
-		if q.Note == "" {
-			got = append(got, fmt.Sprintf("%s/%d", q.Endpoint, detailID(q.URL)))
+	for _, row := range latest(log)[0].Rows {
+		if f := strings.Fields(row.Text); f[1] != "page" {
+			got = append(got, fmt.Sprintf("%s/%d", f[0], detailID(f[2])))
 		}
 	}
 	if want := "root/0 projects/0 locations/0 location_detail/1 location_detail/2 location_detail/3"; strings.Join(got, " ") != want {
@@ -309,7 +309,7 @@ func TestPollRowsInEndpointOrder(t *testing.T) {
 
 // TestRequestsNotSentAreNotAnswers: during a hold-off that a detail view's
 // 429 started, the detail views not sent read "not sent", with the
-// hold-off's status and end, never as answers with an empty reason.
+// hold-off's end and the Retry-After obeyed, never as answers.
 func TestRequestsNotSentAreNotAnswers(t *testing.T) {
 	r := newRig(t, rigOptions{
 		service:   sampleservice.Options{Locations: 5},
@@ -317,75 +317,24 @@ func TestRequestsNotSentAreNotAnswers(t *testing.T) {
 		client:    func(c *client.Config) { c.Concurrency = 1 },
 	})
 	r.svc.SetDetailFault(1, sampleservice.Fault{Status: 429, RetryAfter: "600"})
-	log := NewPollLog(10)
+	log := NewPollLog()
 	r.poller = NewPoller(r.target, PollerOptions{Timeout: 10 * time.Second, Recent: log, Name: "svc"})
 	r.gather(t)
-	rec := log.Recent()[0]
+	rec := latest(log)[0]
 	var b strings.Builder
-	if err := rec.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
+	_ = rec.WriteText(&b)
 	text := b.String()
-	until := rec.HeldOffUntil.UTC().Format("2006-01-02 15:04:05") + " UTC"
+	held := fmt.Sprintf(`held off until %s UTC after a 429 with Retry-After "600"`, rec.HeldOffUntil.UTC().Format(timeFormat))
 	for _, id := range []int{2, 3} {
-		want := fmt.Sprintf("location_detail GET %s/api/projects/locations/%d/ -> not sent: the service had asked to hold off (status 429) until %s\n", r.srv.URL, id, until)
+		want := fmt.Sprintf("location_detail GET %s/api/projects/locations/%d/ -> not sent: %s\n", r.srv.URL, id, held)
 		if rec.HeldOffUntil.IsZero() || !strings.Contains(text, want) {
 			t.Errorf("text view lacks %q:\n%s", want, text)
 		}
 	}
+	if want := "partial: location_detail 1 http_status 429; not sent: location_detail; " + held; rec.Summary != want {
+		t.Errorf("summary %q\nwant %q", rec.Summary, want)
+	}
 	if strings.Contains(text, ", : ") || strings.Contains(text, "status 429, 0 bytes") {
 		t.Errorf("a request not sent reads as an answer:\n%s", text)
-	}
-}
-
-// TestTextViewSaysWhatAStatusMeans: a 401 says plainly that the key was
-// refused, a request without an answer reads "no response", and a slow
-// answer is marked.
-func TestTextViewSaysWhatAStatusMeans(t *testing.T) {
-	rec := &PollRecord{ID: 3, Target: "svc", Requests: []client.TraceRequest{
-		{Endpoint: client.EndpointRoot, Method: "GET", URL: "svc/api/", Status: 401, Reason: client.ReasonHTTPStatus, Error: "unexpected status Unauthorized", WWWAuthenticate: "Token"},
-		{Endpoint: client.EndpointProjects, Method: "GET", URL: "svc/api/projects/projects/", Reason: client.ReasonNetwork, Error: "connection refused"},
-		{Endpoint: client.EndpointLocations, Method: "GET", URL: "svc/api/projects/locations/", Status: 200, Duration: 2600 * time.Millisecond, Phases: client.Phases{FirstByte: 2500 * time.Millisecond}},
-	}}
-	var b strings.Builder
-	if err := rec.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"\nThe service refused the exporter's key (401 Unauthorized): ",
-		"root GET svc/api/ -> status 401, 0 bytes, 0s, http_status: unexpected status Unauthorized\n",
-		"projects GET svc/api/projects/projects/ -> no response, 0 bytes, 0s, network: connection refused\n",
-		"locations GET svc/api/projects/locations/ -> status 200, 0 bytes, 2.6s, slow\n",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("text view lacks %q:\n%s", want, b.String())
-		}
-	}
-	if strings.Contains(b.String(), "status 0") {
-		t.Errorf("text view shows a status 0:\n%s", b.String())
-	}
-}
-
-// TestSlowPollIsNotOK: a poll whose every request answered well, one of
-// them after more than 2 s, is slow, and says where; a failed one says so
-// after its failures.
-func TestSlowPollIsNotOK(t *testing.T) {
-	slow := []client.TraceRequest{
-		{Endpoint: client.EndpointRoot, Status: 200, Phases: client.Phases{FirstByte: 100 * time.Millisecond}},
-		{Endpoint: client.EndpointProjects, Status: 200, Phases: client.Phases{FirstByte: 2500 * time.Millisecond}},
-		{Endpoint: client.EndpointProjects, Status: 200, Page: 2, Phases: client.Phases{FirstByte: 2501 * time.Millisecond}},
-	}
-	for _, tc := range []struct {
-		snap      *Snapshot
-		wantState PollState
-		want      string
-	}{
-		{snapshotOf(nil, nil, nil), PollSlow, "slow: projects 2.501s"},
-		{snapshotOf(nil, nil, failed(client.ReasonHTTPStatus, 500)), PollFailed, "failed: locations http_status 500; slow: projects 2.501s"},
-	} {
-		got := &PollRecord{Requests: slow}
-		if got.sum(tc.snap); got.State != tc.wantState || got.Summary != tc.want {
-			t.Errorf("got %v %q, want %v %q", got.State, got.Summary, tc.wantState, tc.want)
-		}
 	}
 }

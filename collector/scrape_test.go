@@ -681,7 +681,7 @@ func TestKeyNeverLeaks(t *testing.T) {
 		t.Error("the refused key is not reported as 401")
 	}
 	logs := r.logs.String()
-	if !strings.Contains(logs, "Endpoint failed") {
+	if !strings.Contains(logs, "Poll failed") {
 		t.Error("failures were not logged")
 	}
 	for where, text := range map[string]string{"metrics": body, "logs": logs} {

@@ -114,7 +114,7 @@ func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
 	_, err := fmt.Fprintf(w, "Module %s:\n    timeout %s (the scrape timeout header lowers it), min_interval %s\n"+
 		"    concurrency %d, rate_limit %s, max_pages %d, max_response_bytes %d, gzip %v\n"+
 		"    detail subset: %s\n    key: %s\n    TLS: %s\n%s",
-		ModuleName(module), s.Timeout, s.MinInterval, c.Concurrency, rate, c.MaxPages, c.MaxResponseBytes,
+		module, s.Timeout, s.MinInterval, c.Concurrency, rate, c.MaxPages, c.MaxResponseBytes,
 		!c.DisableGzip, subset, key, tlsText(hc.TLSConfig), proxy)
 	return err
 }

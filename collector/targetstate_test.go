@@ -12,7 +12,7 @@ import (
 
 var t0 = time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC)
 
-func rec(target, module string, minute int, state PollState, summary string) *PollRecord {
+func rec(target, module string, minute int, state, summary string) *PollRecord {
 	return &PollRecord{Target: target, Module: module, Start: t0.Add(time.Duration(minute) * time.Minute), State: state, Summary: summary}
 }
 
@@ -28,22 +28,22 @@ func keptIDs(st TargetState) string {
 }
 
 func TestTargetKeepsItsFirstFailingPoll(t *testing.T) {
-	l := NewPollLog(100)
+	l := NewPollLog()
 	const svc = "https://deploy.example.com"
 	for i, s := range []struct {
-		state PollState
+		state string
 		want  string
 	}{
-		{PollOK, "1/-/-"},
-		{PollPartial, "2/2/-"},
+		{"ok", "1/-/-"},
+		{"partial", "2/2/-"},
 		// The run goes on, whatever its later polls say: it started at
 		// the first one, for the reason that poll gave.
-		{PollFailed, "3/2/-"},
-		{PollSlow, "4/-/-"},
-		{PollFailed, "5/5/-"},
-		{PollOK, "6/-/-"},
+		{"failed", "3/2/-"},
+		{"slow", "4/-/-"},
+		{"failed", "5/5/-"},
+		{"ok", "6/-/-"},
 	} {
-		l.Add(rec(svc, "", i, s.state, s.state.String()))
+		l.Add(rec(svc, "", i, s.state, s.state))
 		st, ok := l.Target(svc, "")
 		if !ok || keptIDs(st) != s.want {
 			t.Errorf("poll %d (%v): kept %s, want %s", i+1, s.state, keptIDs(st), s.want)
@@ -55,25 +55,24 @@ func TestTargetKeepsItsFirstFailingPoll(t *testing.T) {
 // failing poll and the poll that met a 429, however many polls of other
 // targets come meanwhile.
 func TestEvidenceOutlivesOtherTargetsPolls(t *testing.T) {
-	l := NewPollLog(DefaultRecentPolls)
+	l := NewPollLog()
 	until := t0.Add(time.Hour)
-	l.Add(rec("svc", "", 0, PollFailed, "failed: root, projects, locations http_status 500"))
-	met := rec("svc", "", 1, PollFailed, "failed: root http_status 429, projects, locations held off 429")
-	met.Requests = []client.TraceRequest{{Endpoint: client.EndpointRoot, Status: 429, RetryAfter: "3600", HoldOffUntil: until}}
-	met.HeldOff, met.HoldOffStatus, met.HeldOffUntil = true, 429, until
+	l.Add(rec("svc", "", 0, "failed", "failed: root, projects, locations http_status 500"))
+	met := rec("svc", "", 1, "failed", "failed: root http_status 429")
+	met.metUntil, met.HeldOffUntil, met.heldStatus, met.Rows = until, until, 429, []Row{{"failed", "root"}}
 	l.Add(met)
 	for i := range 1000 {
-		l.Add(rec(fmt.Sprint("https://other", i%5, ".example.com"), "default", 2, PollOK, "ok"))
+		l.Add(rec(fmt.Sprint("https://other", i%5, ".example.com"), "default", 2, "ok", "ok"))
 	}
-	held := rec("svc", "", 3, PollFailed, "failed: root, projects, locations held off 429")
-	held.HeldOff, held.HoldOffStatus, held.HeldOffUntil = true, 429, until
+	held := rec("svc", "", 3, "failed", "sent nothing")
+	held.HeldOffUntil, held.heldStatus = until, 429
 	l.Add(held)
 	for _, id := range []uint64{1, 2} {
 		if _, ok := l.Get(id); !ok {
 			t.Errorf("poll %d is gone after 1,000 polls of other targets", id)
 		}
 	}
-	if r, ok := l.Get(held.ID); !ok || r.HoldOffPollID != 2 {
+	if r, ok := l.Get(held.ID); !ok || r.HoldOffPoll != 2 {
 		t.Errorf("the held-off poll names poll %v as the one that met the 429, want 2", r)
 	}
 	if st, _ := l.Target("svc", ""); keptIDs(st) != "1003/1/2" {
@@ -83,78 +82,27 @@ func TestEvidenceOutlivesOtherTargetsPolls(t *testing.T) {
 	if _, ok := l.Get(3); ok {
 		t.Error("an old poll of a target that is up is still kept")
 	}
-	l.Add(rec("svc", "", 4, PollOK, "ok"))
+	l.Add(rec("svc", "", 4, "ok", "ok"))
 	if st, _ := l.Target("svc", ""); keptIDs(st) != "1004/-/-" {
 		t.Errorf("after recovery svc keeps %s, want its latest poll alone", keptIDs(st))
 	}
 }
 
-// TestHoldOffPollOfTheTarget: a poll held off names the poll of its target
-// that met the answer, even when that one was recorded later; a later
-// answer with an earlier end does not take its place.
-func TestHoldOffPollOfTheTarget(t *testing.T) {
-	until := t0.Add(14 * time.Second)
-	heldRec := func(target string) *PollRecord {
-		r := rec(target, "", 0, PollFailed, "failed: root, projects, locations held off 429")
-		r.HeldOff, r.HoldOffStatus, r.HeldOffUntil = true, 429, until
-		return r
-	}
-	met := func(target string, until time.Time) *PollRecord {
-		r := rec(target, "", 0, PollFailed, "failed: root http_status 429")
-		r.Requests = []client.TraceRequest{{Status: 200}, {Status: 429, RetryAfter: "14", HoldOffUntil: until}}
-		return r
-	}
-	l := NewPollLog(10)
-	l.Add(heldRec("svc"))                       // 1: recorded before the poll that met the 429
-	l.Add(met("other", until.Add(time.Second))) // 2
-	l.Add(met("svc", until))                    // 3
-	l.Add(met("svc", until.Add(-time.Second)))  // 4
-	if r, ok := l.Get(1); !ok || r.HoldOffPollID != 3 || !r.HeldOff || len(r.Requests) > 0 {
-		t.Errorf("held-off poll %+v links to poll %d, want 3", r, r.HoldOffPollID)
-	}
-	if kept, _ := l.Get(1); kept == nil || kept.HoldOffPollID != 3 {
-		t.Error("the held-off poll is not kept with its link")
-	}
-	var b strings.Builder
-	r, _ := l.Get(1)
-	if err := r.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	if want := "Sent nothing: the service asked to hold off (status 429) until 2026-11-22T07:00:14Z; poll 3 met that answer.\n"; !strings.Contains(b.String(), want) {
-		t.Errorf("text view lacks %q:\n%s", want, b.String())
-	}
-	if st, _ := l.Target("svc", ""); keptIDs(st) != "4/1/3" {
-		t.Errorf("svc keeps %s, want 4/1/3", keptIDs(st))
-	}
-	// Another target of the same origin, held off by that answer, shows
-	// the poll of svc that met it.
-	l.Add(heldRec("svc-other-module")) // 5
-	if st, _ := l.Target("svc-other-module", ""); keptIDs(st) != "5/5/3" || st.Latest.HoldOffPollID != 3 {
-		t.Errorf("a target held off by another's answer keeps %s, links to %d; want 5/5/3, 3", keptIDs(st), st.Latest.HoldOffPollID)
-	}
-}
-
-func TestTargetsOrderAndRecentPolls(t *testing.T) {
-	l := NewPollLog(3)
-	l.Add(rec("https://b.example.com", "default", 0, PollFailed, "failed"))
-	l.Add(rec("https://a.example.com", "default", 1, PollOK, "ok"))
-	l.Add(rec("https://z.example.com", "", 2, PollOK, "ok"))
-	l.Add(rec("https://a.example.com", "another", 3, PollOK, "ok"))
-	l.Add(rec("https://a.example.com", "another", 4, PollOK, "ok"))
+// TestTargetsOrder: the failing targets first, on a phone as on a wide
+// screen; then the /metrics service, then the /probe targets by URL and module.
+func TestTargetsOrder(t *testing.T) {
+	l := NewPollLog()
+	l.Add(rec("https://b.example.com", "default", 0, "failed", "failed"))
+	l.Add(rec("https://a.example.com", "default", 1, "ok", "ok"))
+	l.Add(rec("https://z.example.com", "", 2, "ok", "ok"))
+	l.Add(rec("https://a.example.com", "another", 3, "partial", "partial"))
+	l.Add(rec("https://c.example.com", "default", 4, "slow", "slow"))
 	var got []string
 	for _, st := range l.Targets() {
 		got = append(got, st.Latest.Target+"|"+st.Latest.Module)
 	}
-	// The /metrics service first, then the /probe targets by URL and module.
-	if want := "https://z.example.com| https://a.example.com|another https://a.example.com|default https://b.example.com|default"; strings.Join(got, " ") != want {
+	if want := "https://b.example.com|default https://a.example.com|another https://c.example.com|default https://z.example.com| https://a.example.com|default"; strings.Join(got, " ") != want {
 		t.Errorf("targets\n%v\nwant\n%v", got, want)
-	}
-	got = nil
-	for _, r := range l.Recent() {
-		got = append(got, fmt.Sprint(r.ID))
-	}
-	if strings.Join(got, " ") != "5 3 2" {
-		t.Errorf("recent polls %v, want the latest of the three targets polled last, newest first", got)
 	}
 }
 
@@ -162,15 +110,15 @@ func TestTargetsAreBounded(t *testing.T) {
 	if maxTargets != maxProbeTargets+1 {
 		t.Errorf("the log keeps %d targets, want the /probe cache's %d plus /metrics", maxTargets, maxProbeTargets)
 	}
-	l := NewPollLog(10)
-	l.Add(rec("metrics", "", 0, PollOK, "ok"))
-	l.Add(rec("a", "m", 1, PollOK, "ok"))
-	l.Add(rec("b", "m", 2, PollOK, "ok"))
+	l := NewPollLog()
+	l.Add(rec("metrics", "", 0, "ok", "ok"))
+	l.Add(rec("a", "m", 1, "ok", "ok"))
+	l.Add(rec("b", "m", 2, "ok", "ok"))
 	for i := range maxTargets - 3 {
-		l.Add(rec(fmt.Sprint("filler", i), "m", 2, PollOK, "ok"))
+		l.Add(rec(fmt.Sprint("filler", i), "m", 2, "ok", "ok"))
 	}
-	l.Add(rec("metrics", "", 3, PollOK, "ok"))
-	l.Add(rec("c", "m", 4, PollOK, "ok")) // a was polled least recently: it goes
+	l.Add(rec("metrics", "", 3, "ok", "ok"))
+	l.Add(rec("c", "m", 4, "ok", "ok")) // a was polled least recently: it goes
 	if n := len(l.Targets()); n != maxTargets {
 		t.Errorf("%d targets kept, want %d", n, maxTargets)
 	}
@@ -188,25 +136,24 @@ func TestTargetsAreBounded(t *testing.T) {
 // trace allows go, least recently polled first, once all together pass
 // maxKeptBytes; the target just polled stays.
 func TestPollsKeptAreBoundedInBytes(t *testing.T) {
-	long := strings.Repeat("x", 2<<10)
 	reqs := make([]client.TraceRequest, 500)
 	for i := range reqs {
-		reqs[i] = client.TraceRequest{URL: long[:256], Error: long[:256]}
+		reqs[i] = client.TraceRequest{Endpoint: client.EndpointRoot, URL: strings.Repeat("u", 256), Reason: client.ReasonNetwork, Error: strings.Repeat("e", 256)}
 	}
-	l := NewPollLog(10)
+	l := NewPollLog()
 	n := 0
 	for ; n < 1000 && len(l.Targets()) == n; n++ {
 		for minute := range 3 {
-			r := rec(fmt.Sprint("t", n), "m", minute, PollFailed, "failed")
-			r.Requests = reqs
-			l.Add(r)
+			s := snapshotOf(refused, refused, refused)
+			s.Start = t0.Add(time.Duration(minute) * time.Minute)
+			l.Add(makeRecord(fmt.Sprint("t", n), "m", s, reqs, 0))
 		}
 	}
-	size := (&PollRecord{Requests: reqs}).bytes()
-	if size < 300<<10 || l.bytes > maxKeptBytes {
+	size := makeRecord("t", "m", snapshotOf(nil, nil, nil), reqs, 0).size
+	if size < 250<<10 || l.bytes > maxKeptBytes {
 		t.Fatalf("a poll counts %d bytes; the log keeps %d, more than %d", size, l.bytes, maxKeptBytes)
 	}
-	if kept := len(l.Targets()); kept >= n || kept < maxKeptBytes/(3*size)-1 {
+	if kept := len(l.Targets()); kept >= n || kept < maxKeptBytes/(2*size)-1 {
 		t.Errorf("%d targets kept of %d, want as many as %d bytes hold", kept, n, maxKeptBytes)
 	}
 	if _, ok := l.Target(fmt.Sprint("t", n-1), "m"); !ok {

@@ -514,14 +514,14 @@ func TestRefusedKey(t *testing.T) {
 			warned, repeated := 0, 0
 			for line := range strings.SplitSeq(e.log(), "\n") {
 				switch {
-				case strings.Contains(line, "level=WARN") && strings.Contains(line, `msg="Endpoint failed"`):
+				case strings.Contains(line, "level=WARN") && strings.Contains(line, `msg="Poll failed"`):
 					warned++
-				case strings.Contains(line, "level=DEBUG") && strings.Contains(line, `msg="Endpoint still failing"`):
+				case strings.Contains(line, "level=DEBUG") && strings.Contains(line, `msg="Poll still failing"`):
 					repeated++
 				}
 			}
-			if warned != 3 || repeated != 6 {
-				t.Errorf("three scrapes logged %d failures at warn and %d at debug, want 3 (root and both lists, once each) and 6:\n%s", warned, repeated, e.log())
+			if warned != 1 || repeated != 2 {
+				t.Errorf("three scrapes logged %d failures at warn and %d at debug, want 1 (one line per poll) and 2:\n%s", warned, repeated, e.log())
 			}
 		})
 	}
@@ -615,10 +615,11 @@ func TestThrottled(t *testing.T) {
 	if text := e.page("/polls/1?format=text"); !strings.Contains(text, `Body: "Request was throttled. Expected available in `) || !strings.Contains(text, "    Retry-After: ") {
 		t.Errorf("the text view of the poll that met the 429 lacks DRF's detail or Retry-After:\n%s", text)
 	}
-	if text := e.page("/polls/2?format=text"); !strings.Contains(text, "Sent nothing: the service asked to hold off (status 429) until ") || !strings.Contains(text, "; poll 1 met that answer.") {
+	if text := e.page("/polls/2?format=text"); !strings.Contains(text, ": sent nothing: held off until ") || !strings.Contains(text, ` after a 429 with Retry-After "`) ||
+		!strings.Contains(text, "Poll 1 met the answer that started the hold-off: /polls/1") {
 		t.Errorf("the text view of the held-off poll does not name the poll that met the 429:\n%s", text)
 	}
-	if page := e.page("/polls/2"); !strings.Contains(page, `<a href="1">Poll 1</a> met that answer.`) {
+	if page := e.page("/polls/2"); !strings.Contains(page, `<a href="1">Poll 1</a> met the answer that started the hold-off.`) {
 		t.Errorf("the held-off poll's page does not link to poll 1:\n%s", page)
 	}
 }

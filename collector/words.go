@@ -1,0 +1,165 @@
+package collector
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/deployment-service/deployment_service_exporter/client"
+)
+
+// heldWords says until when and why requests are held off, quoting the Retry-After obeyed.
+func heldWords(status int, until time.Time, retryAfter string) string {
+	s := "held off until an unknown time"
+	if !until.IsZero() {
+		s = "held off until " + until.UTC().Format(timeFormat) + " UTC"
+	}
+	if status != 0 {
+		s += fmt.Sprintf(" after a %d", status)
+	}
+	if retryAfter != "" {
+		s += fmt.Sprintf(" with Retry-After %q", retryAfter)
+	}
+	return s
+}
+
+// failureKind names how a request failed: its reason, status and the cause of a network failure.
+func failureKind(err error, status int) string {
+	kind := string(client.ReasonOf(err))
+	switch {
+	case errors.Is(err, errTooLate):
+		kind = "too late"
+	case errors.Is(err, client.ErrKeyUnavailable):
+		kind = "key unavailable"
+	}
+	if status != 0 {
+		kind += " " + strconv.Itoa(status)
+	}
+	if c, ok := map[string]string{client.CauseConnectionRefused: "connection refused", client.CauseNameNotFound: "name not found",
+		client.CauseTLS: "TLS", client.CauseConnectionReset: "connection reset"}[client.CauseOf(err)]; ok {
+		kind += " (" + c + ")"
+	}
+	return kind
+}
+
+// failures names what failed in s and how, the highest status first, failing detail views by location id.
+func failures(s *Snapshot) string {
+	var kinds []string
+	names, statuses := map[string][]string{}, map[string]int{}
+	add := func(name, kind string, status int) {
+		if names[kind] == nil {
+			kinds = append(kinds, kind)
+		}
+		names[kind], statuses[kind] = append(names[kind], name), status
+	}
+	detailIDs, checked := map[string][]int64{}, s.checkedDetails()
+	for _, d := range checked {
+		if d.Err != nil && !errors.Is(d.Err, client.ErrHeldOff) {
+			k := failureKind(d.Err, d.Status)
+			detailIDs[k], statuses[k] = append(detailIDs[k], d.ID), d.Status
+		}
+	}
+	for _, ep := range client.Endpoints {
+		st := s.Endpoints[ep]
+		if st.Err != nil && !errors.Is(st.Err, client.ErrHeldOff) && !errors.Is(st.Err, errNoDetail) &&
+			(ep != client.EndpointLocationDetail || len(detailIDs) == 0) {
+			add(string(ep), failureKind(st.Err, st.Status), st.Status)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(detailIDs)) {
+		add(string(client.EndpointLocationDetail)+" "+idList(detailIDs[k], len(checked)), k, statuses[k])
+	}
+	slices.SortStableFunc(kinds, func(a, b string) int { return cmp.Compare(statuses[b], statuses[a]) })
+	for i, k := range kinds {
+		kinds[i] = strings.Join(names[k], ", ") + " " + k
+	}
+	return strings.Join(kinds, ", ")
+}
+
+// summarize tells how a poll went in one line: what failed, what was not checked or not sent and why, what was slow.
+func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (string, string) {
+	var notSent, notChecked []string
+	for _, ep := range client.Endpoints {
+		switch st := s.Endpoints[ep]; {
+		case errors.Is(st.Err, client.ErrHeldOff):
+			notSent, rec.heldStatus = append(notSent, string(ep)), cmp.Or(rec.heldStatus, st.Status)
+		case errors.Is(st.Err, errNoDetail):
+			notChecked = append(notChecked, string(ep))
+		}
+	}
+	for _, r := range reqs {
+		if r.Reason == "" && r.Error != "" && !slices.Contains(notSent, string(r.Endpoint)) {
+			notSent = append(notSent, string(r.Endpoint))
+		}
+	}
+	if len(notSent) == len(s.Endpoints) && len(reqs) == 0 {
+		return "failed", "sent nothing: " + heldWords(rec.heldStatus, rec.HeldOffUntil, "")
+	}
+	var words []string
+	if f := failures(s); f != "" {
+		words = append(words, f)
+	}
+	if notChecked != nil {
+		words = append(words, "not checked: "+strings.Join(notChecked, ", "))
+	}
+	if notSent != nil {
+		words = append(words, "not sent: "+strings.Join(notSent, ", "))
+	}
+	if notSent != nil || !rec.metUntil.IsZero() {
+		words = append(words, heldWords(rec.heldStatus, rec.HeldOffUntil, rec.retryAfter))
+	}
+	bad := len(words)
+	if slow := slowWords(reqs); slow != "" {
+		words = append(words, slow)
+	}
+	switch {
+	case !s.up():
+		return "failed", "failed: " + strings.Join(words, "; ")
+	case bad > 0:
+		return "partial", "partial: " + strings.Join(words, "; ")
+	case len(words) > 0:
+		return "slow", words[0]
+	}
+	return "ok", "ok"
+}
+
+// idList names the first few ids, and how many of all they are.
+func idList(ids []int64, all int) string {
+	var names []string
+	for _, id := range ids[:min(len(ids), 5)] {
+		names = append(names, strconv.FormatInt(id, 10))
+	}
+	s := strings.Join(names, ", ")
+	if len(ids) > 5 {
+		s += fmt.Sprintf(" and %d more", len(ids)-5)
+	}
+	if len(ids) < all {
+		s += fmt.Sprintf(" (%d of %d)", len(ids), all)
+	}
+	return s
+}
+
+// slowWords names the endpoints whose first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
+func slowWords(reqs []client.TraceRequest) string {
+	var slow []string
+	for _, ep := range client.Endpoints {
+		var worst time.Duration
+		for _, r := range reqs {
+			if r.Endpoint == ep && r.Phases.FirstByte > 2*time.Second {
+				worst = max(worst, r.Phases.FirstByte)
+			}
+		}
+		if worst > 0 {
+			slow = append(slow, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
+		}
+	}
+	if slow == nil {
+		return ""
+	}
+	return "slow: " + strings.Join(slow, ", ")
+}
