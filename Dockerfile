@@ -28,7 +28,7 @@
 # target's: Go needs no emulator for that, so a multi-platform build is fast.
 # Its Go is the release toolchain of go.mod's toolchain line (the image does
 # not switch toolchains by itself: GOTOOLCHAIN=local).
-FROM --platform=$BUILDPLATFORM golang:1.27.3-bookworm AS builder
+FROM --platform=$BUILDPLATFORM golang:1.27.4-bookworm AS builder
 
 WORKDIR /src
 # Dependencies first, so they stay cached while the code changes.

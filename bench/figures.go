@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -91,12 +92,30 @@ func listDecoding(t *table, _ *binaries) error {
 			large.values["B/op"]/max(small.values["B/op"], 1), "×",
 			fmt.Sprintf("%s vs %s B/op", num(large.values["B/op"]), num(small.values["B/op"])), 1.5)
 	}
+	gzipPool(t, results)
 	if !found {
 		t.add(row{item: "1", figure: "list decoding vs json.Unmarshal",
 			measured: fmt.Sprintf("no decoding benchmarks found in ./client (%d test files)", len(matches)),
 			target:   "≥ 5× throughput, ≤ 0.1× bytes", status: statusNA})
 	}
 	return nil
+}
+
+// gzipPool compares the client's pooled decompressor with a new gzip.Reader
+// per answer on a detail view, the first size of BenchmarkGunzip
+// (client/gzip_test.go): the pool stays only while it is faster there.
+func gzipPool(t *table, results []benchResult) {
+	for _, pooled := range results {
+		name, ok := strings.CutSuffix(pooled.name, "/pooled=true")
+		fresh, found := findBench(results, name+"/pooled=false")
+		if !ok || !found || !strings.HasPrefix(name, "BenchmarkGunzip/") {
+			continue
+		}
+		p, f := pooled.values, fresh.values
+		t.atMost("1", "gunzip of a "+strings.TrimPrefix(name, "BenchmarkGunzip/")+" detail view: time pooled ÷ a new reader each",
+			p["ns/op"]/f["ns/op"], "×", fmt.Sprintf("%s vs %s µs, %s vs %s B/op", num(p["ns/op"]/1e3), num(f["ns/op"]/1e3), num(p["B/op"]), num(f["B/op"])), 1)
+		return
+	}
 }
 
 func cmpString(a, b string) int {

@@ -54,14 +54,12 @@ type listPage struct {
 }
 
 // decodeListPage reads a list body, an array of objects or an envelope, keeping the ids of its first wantIDs entries.
-func decodeListPage(r io.Reader, wantIDs int) (listPage, error) {
-	d := newDecoder(r)
-	var page listPage
-	var err error
+func decodeListPage(r io.Reader, wantIDs int) (page listPage, err error) {
+	d, wantIDs := newDecoder(r), max(wantIDs, 0)
 	if d.dec.PeekKind() == '{' {
-		err = d.envelope(&page, max(wantIDs, 0))
+		err = d.envelope(&page, wantIDs)
 	} else {
-		err = d.entries(&page, max(wantIDs, 0), "expected a JSON array or object")
+		err = d.entries(&page, wantIDs, "expected a JSON array or object")
 	}
 	if err = d.end(err); err != nil {
 		return listPage{}, err
@@ -142,8 +140,7 @@ type decoder struct {
 
 func newDecoder(r io.Reader) *decoder {
 	d := &decoder{in: clipReader{r: r}}
-	// Invalid UTF-8 becomes U+FFFD, as in encoding/json.
-	d.dec = jsontext.NewDecoder(&d.in, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	d.dec = jsontext.NewDecoder(&d.in, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) // U+FFFD, as in encoding/json
 	d.in.dec = d.dec
 	return d
 }
@@ -182,7 +179,7 @@ func (d *decoder) peek() (jsontext.Kind, error) {
 	return 0, d.fail(err)
 }
 
-// read reads a token: a delimiter, null, true or false.
+// read reads a delimiter, null, true or false.
 func (d *decoder) read() error {
 	_, err := d.dec.ReadToken()
 	return d.fail(err)
@@ -226,14 +223,12 @@ func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 
 // open reads the delimiter that starts a value of kind want, or fails with what.
 func (d *decoder) open(want jsontext.Kind, what string) error {
-	k, err := d.peek()
-	if err == nil && k != want {
-		err = d.wrongKind(k, what)
+	if k, err := d.peek(); err != nil {
+		return err
+	} else if k != want {
+		return d.wrongKind(k, what)
 	}
-	if err == nil {
-		err = d.read()
-	}
-	return err
+	return d.read()
 }
 
 // object reads an object, or fails with what, calling member to read each member's value.

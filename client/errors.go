@@ -18,7 +18,6 @@ import (
 // Reason classifies why a request failed: the contract's `reason` label values.
 type Reason string
 
-// The failure reasons of the contract.
 const (
 	ReasonTimeout     Reason = "timeout"
 	ReasonNetwork     Reason = "network"
@@ -28,13 +27,11 @@ const (
 	ReasonPagination  Reason = "pagination"
 )
 
-// Reasons lists every failure reason.
 var Reasons = []Reason{ReasonTimeout, ReasonNetwork, ReasonHTTPStatus, ReasonInvalidBody, ReasonTooLarge, ReasonPagination}
 
 // Endpoint names an API view read: the contract's `endpoint` label values.
 type Endpoint string
 
-// The endpoints of the contract.
 const (
 	EndpointRoot           Endpoint = "root"
 	EndpointProjects       Endpoint = "projects"
@@ -42,7 +39,6 @@ const (
 	EndpointLocationDetail Endpoint = "location_detail"
 )
 
-// Endpoints lists every endpoint in a stable order.
 var Endpoints = []Endpoint{EndpointRoot, EndpointProjects, EndpointLocations, EndpointLocationDetail}
 
 // ErrHeldOff is wrapped by errors of requests not sent during a hold-off.
@@ -58,7 +54,6 @@ type Error struct {
 	Err      error
 }
 
-// Error implements error.
 func (e *Error) Error() string {
 	what := cmp.Or(string(e.Reason), "not sent")
 	if e.Status != 0 {
@@ -67,7 +62,6 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s: %v", e.Endpoint, what, e.Err)
 }
 
-// Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
 // msgError keeps the chain of err under another message.
@@ -88,7 +82,6 @@ func ReasonOf(err error) Reason {
 	return ""
 }
 
-// classify turns an error of sending, reading or decoding into a reason.
 func classify(ctx context.Context, err error) Reason {
 	var ne net.Error
 	msg := err.Error()
@@ -107,7 +100,6 @@ func classify(ctx context.Context, err error) Reason {
 	return ReasonNetwork
 }
 
-// The causes of a network or timeout failure, as the pages and alerts name them.
 const (
 	CauseConnectionRefused = "connection_refused"
 	CauseNameNotFound      = "name_not_found"

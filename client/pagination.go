@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 )
@@ -17,10 +16,9 @@ import (
 // ListResult is the outcome of reading a list view.
 type ListResult struct {
 	Result
-	Count int64 // the envelope's count, else the entries of every page
-	// The ids among the first entries asked for; those without one are counted and named.
-	IDs        []int64
-	MissingIDs int
+	Count      int64   // the envelope's count, else the entries of every page
+	IDs        []int64 // among the first entries asked for
+	MissingIDs int     // of those entries, the ones with no id (IDErr names the first)
 	IDErr      error
 	Pages      int
 }
@@ -55,7 +53,7 @@ type pageWalk struct {
 	ep       Endpoint
 	wantIDs  int
 	onIDs    func([]int64)
-	seen     map[[sha256.Size]byte]bool // for loop detection
+	seen     map[[sha256.Size]byte]bool // pages read, by pageKey
 	hasCount bool
 	res      ListResult
 }
@@ -170,32 +168,34 @@ func (c *Client) note(ctx context.Context, ep Endpoint, page int, msg string, fa
 
 var errBadLink = errors.New(`not of the RFC 8288 form <URL>; rel="next"`)
 
-// linkParam is one parameter of a link: a name and a token or quoted string, or nothing.
-const linkParam = `;[ \t]*(?:([^ \t;,="<>]+)(?:[ \t]*=[ \t]*([^ \t;,="<>]+|"(?:[^"\\]|\\.)*"))?)?[ \t]*`
-
 var (
-	linkValue  = regexp.MustCompile(`^<([^>]*)>[ \t]*((?:` + linkParam + `)*)(?:,|$)`)
-	linkParams = regexp.MustCompile(linkParam)
-	linkEscape = regexp.MustCompile(`\\(.)`)
+	linkTarget = regexp.MustCompile(`^<([^>]*)>[ \t]*`)
+	// linkParam is one parameter: a name and a token or quoted string, or nothing.
+	linkParam    = regexp.MustCompile(`^;[ \t]*(?:([^ \t;,="<>]+)(?:[ \t]*=[ \t]*([^ \t;,="<>]+|"(?:[^"\\]|\\.)*"))?)?[ \t]*`)
+	linkUnescape = strings.NewReplacer(`\\`, `\`, `\`, "")
 )
 
-// nextLink returns the target of the first RFC 8288 link of h whose rel names "next", if any.
+// nextLink returns the target of the first RFC 8288 link of h whose first rel names "next", if any.
 func nextLink(h http.Header) (target string, found bool, err error) {
 	for _, s := range h.Values("Link") {
 		for s = strings.TrimLeft(s, " \t,"); s != ""; s = strings.TrimLeft(s, " \t,") {
-			m := linkValue.FindStringSubmatch(s)
+			m := linkTarget.FindStringSubmatch(s)
 			if m == nil {
 				return "", false, errBadLink
 			}
-			s = s[len(m[0]):]
-			params := linkParams.FindAllStringSubmatch(m[2], -1)
-			i := slices.IndexFunc(params, func(p []string) bool { return strings.EqualFold(p[1], "rel") })
-			if i < 0 {
-				continue
+			rel, hasRel := "", false
+			for s = s[len(m[0]):]; strings.HasPrefix(s, ";"); {
+				p := linkParam.FindStringSubmatch(s)
+				s = s[len(p[0]):]
+				if !hasRel && strings.EqualFold(p[1], "rel") {
+					rel, hasRel = p[2], true
+				}
 			}
-			rel := params[i][2] // the first rel parameter's
+			if s != "" && s[0] != ',' {
+				return "", false, errBadLink
+			}
 			if strings.HasPrefix(rel, `"`) {
-				rel = linkEscape.ReplaceAllString(rel[1:len(rel)-1], "$1")
+				rel = linkUnescape.Replace(rel[1 : len(rel)-1])
 			}
 			for r := range strings.FieldsSeq(rel) {
 				if strings.EqualFold(r, "next") {

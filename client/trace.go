@@ -13,7 +13,6 @@ import (
 	"time"
 )
 
-// Bounds of what a trace keeps.
 const (
 	maxTraceRequests     = 500
 	maxTraceExcerptBytes = 32 << 10  // the distinct body excerpts of one trace
@@ -54,19 +53,18 @@ type TraceRequest struct {
 	ContentType     string
 	Location        string // a redirect's, redacted
 	WWWAuthenticate string
-	Phases          Phases
+	Phases          Phases // moments from Start, zero for a step not taken
 	RetryAfter      string
 	HoldOffUntil    time.Time // end of the hold-off started, if any
 }
 
-// Phases are the moments of one exchange from its start, zero for a step that did not happen.
 type Phases struct {
 	DNS, Connect, TLS, FirstByte time.Duration
 	Reused                       bool // over an idle connection
 }
 
-// Requests returns the recorded requests in the order they finished, and how many were left out.
-func (t *Trace) Requests() ([]TraceRequest, int) {
+// Requests returns the requests kept, in the order they finished, and how many were not.
+func (t *Trace) Requests() (kept []TraceRequest, dropped int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]TraceRequest(nil), t.requests...), t.dropped
@@ -116,8 +114,7 @@ func traceFrom(ctx context.Context) *Trace {
 	return &Trace{}
 }
 
-// shown makes text from the service fit for a page: redacted, cut, its control characters but tab and
-// line feed escaped so that it cannot drive a terminal.
+// shown makes text from the service fit for a page: redacted, cut, control characters but tab and line feed escaped.
 func (c *Client) shown(s string, limit int) string {
 	var b strings.Builder
 	for _, r := range c.redact.clean(strings.ToValidUTF8(s, "\uFFFD")) {
@@ -133,8 +130,7 @@ func (c *Client) shown(s string, limit int) string {
 	return cutText(b.String(), limit)
 }
 
-// excerpt renders the start of a body, redacted before it is cut: the first "detail", "message"
-// or "error" string of a JSON object, or else its text.
+// excerpt renders a body's first "detail", "message" or "error" string, or else its text, redacted before it is cut.
 func (c *Client) excerpt(body []byte) string {
 	var doc map[string]any
 	_ = json.Unmarshal(body, &doc)
@@ -146,11 +142,9 @@ func (c *Client) excerpt(body []byte) string {
 	return c.shown(strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD")), maxExcerpt)
 }
 
-// readErrorBody reads the start of an error answer's body, decompressed, if it can.
 func (c *Client) readErrorBody(wire *limitedReader, h http.Header) []byte {
 	wire.n = errorBodyBytes
-	// LimitReader spares wire's probe for more, a byte it would not count.
-	raw, _ := io.ReadAll(io.LimitReader(wire, errorBodyBytes))
+	raw, _ := io.ReadAll(io.LimitReader(wire, errorBodyBytes)) // spares wire's probe for one byte more
 	switch gz, err := gzipEncoded(h, c.redact.clean); {
 	case err != nil:
 		return nil
