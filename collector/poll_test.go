@@ -666,3 +666,19 @@ func TestShortScrapesAddNoFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestEarlyEndKeepsItsBudget: a poll that ended early because no view left
+// could end by its deadline was cut by lack of time: inside the minimum
+// interval, a scrape with more time polls again rather than reuse it.
+func TestEarlyEndKeepsItsBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(20, string(client.EndpointLocationDetail), time.Second)
+		f.concurrency = 1
+		p := NewPoller(&Target{Client: f, DetailLimit: 20}, PollerOptions{Timeout: time.Minute, MinInterval: time.Hour})
+		<-scrapeAt(p, 3*time.Second)
+		s := (<-scrapeAt(p, 30*time.Second)).Snapshot
+		if lists, _ := f.asked(); len(lists) != 6 || len(s.checkedDetails()) != 20 {
+			t.Errorf("asked %v, %d views checked: want a second poll that checks all 20", lists, len(s.checkedDetails()))
+		}
+	})
+}

@@ -167,7 +167,7 @@ func (p *Poller) finish(c *poll) {
 	p.mu.Lock()
 	snap := p.snapshot(c, time.Now())
 	abandoned := c.abandoned()
-	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) {
+	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) && len(c.queue) == 0 { // views left for lack of time cut it too
 		snap.budget = 0
 	}
 	if p.call == c {
