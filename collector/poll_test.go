@@ -682,3 +682,22 @@ func TestEarlyEndKeepsItsBudget(t *testing.T) {
 		}
 	})
 }
+
+// TestStoppedPollAddsNoFailure: a poll that a reload cancels adds no poll
+// failure, even when one of its lists had already failed.
+func TestStoppedPollAddsNoFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(5, "locations", time.Hour)
+		f.status["root"] = http.StatusInternalServerError
+		m := newRequestMetrics()
+		p := NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute, Polls: m})
+		answer := scrapeAt(p, 30*time.Second)
+		time.Sleep(time.Second)
+		p.stop()
+		<-answer
+		synctest.Wait()
+		if polls, failures := pollCounts(m); polls != 0 || failures != 0 {
+			t.Errorf("the stopped poll counted %d polls, %d failures; want none", polls, failures)
+		}
+	})
+}

@@ -180,6 +180,7 @@ func (p *Poller) finish(c *poll) {
 	}
 	p.usualDetail = cmp.Or(c.longest, p.usualDetail)
 	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
+	dropped := errors.Is(context.Cause(c.ctx), errDropped) // a reload cancelled it: no poll of the pair
 	c.snap = snap
 	p.mu.Unlock()
 	if abandoned {
@@ -188,7 +189,7 @@ func (p *Poller) finish(c *poll) {
 		p.failures.log(p.opts.Logger, snap)
 	}
 	p.logHoldOff()
-	p.report(snap, !cut || snap.up() || !snap.onlyOutOfTime())
+	p.report(snap, !dropped && (!cut || snap.up() || !snap.onlyOutOfTime()))
 	close(c.done)
 }
 
