@@ -88,7 +88,9 @@ func (p *Poller) nextDetail(c *poll) (int64, bool) {
 	for {
 		p.mu.Lock()
 		listed := !p.target.Client.RateLimited() || len(c.lists) == len(upEndpoints) // a rate limit's turns go to the lists first
-		if len(c.queue) > 0 && listed && time.Until(c.horizon)-handoffMargin(c.horizon.Sub(c.start)) >= p.usual(c) {
+		left := time.Until(c.horizon) - handoffMargin(c.horizon.Sub(c.start))
+		unknown := c.longest == 0 && p.usualDetail == 0 // no view has answered yet: try while time is left
+		if len(c.queue) > 0 && listed && (left >= p.usual(c) || unknown && left > 0) {
 			id := slices.MinFunc(c.queue, func(a, b int64) int { return p.checks[a].Checked.Compare(p.checks[b].Checked) })
 			c.queue = slices.DeleteFunc(c.queue, func(q int64) bool { return q == id })
 			p.mu.Unlock()

@@ -701,3 +701,20 @@ func TestStoppedPollAddsNoFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestDetailsTriedWhileTheirTimeIsUnknown: while no detail view has ever
+// answered, a poll whose lists took more than half its budget still tries
+// the subset, which fits in the time left.
+func TestDetailsTriedWhileTheirTimeIsUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(5, "locations", 6*time.Second, "location_detail", 100*time.Millisecond)
+		f.concurrency = 1
+		p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2, 3}}, PollerOptions{Timeout: time.Minute})
+		for i := range 2 {
+			s := (<-scrapeAt(p, 10*time.Second)).Snapshot
+			if got := len(s.checkedDetails()); got != 3 || !s.Endpoints[client.EndpointLocationDetail].ok() {
+				t.Errorf("poll %d: %d detail views checked, location_detail %+v; want all 3, up", i, got, s.Endpoints[client.EndpointLocationDetail])
+			}
+		}
+	})
+}
