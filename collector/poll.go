@@ -144,8 +144,14 @@ func (p *Poller) listIn(c *poll, ep client.Endpoint, r client.ListResult) {
 		c.failDetail(0, r.IDErr) // entries without an integer id fail location_detail, not the list
 	}
 	if ep == client.EndpointLocations && !c.closed {
-		if r.Err == nil {
-			maps.DeleteFunc(p.checks, func(id int64, _ locationState) bool { return !slices.Contains(c.subset, id) })
+		room := 0 // a list read whole is the subset; one that failed keeps the latest other checks up to the limit
+		if r.Err != nil {
+			room = p.target.DetailLimit - len(c.subset)
+		}
+		others := slices.DeleteFunc(slices.Collect(maps.Keys(p.checks)), func(id int64) bool { return slices.Contains(c.subset, id) })
+		slices.SortFunc(others, func(a, b int64) int { return p.checks[b].Checked.Compare(p.checks[a].Checked) })
+		for _, id := range others[min(max(room, 0), len(others)):] {
+			delete(p.checks, id)
 		}
 		c.closed = true
 	}

@@ -718,3 +718,31 @@ func TestDetailsTriedWhileTheirTimeIsUnknown(t *testing.T) {
 		}
 	})
 }
+
+// shiftingList names new ids on each walk, then fails the walk.
+type shiftingList struct {
+	*fakeService
+	walks int64
+}
+
+func (s *shiftingList) Locations(_ context.Context, _ int, onIDs func([]int64)) client.ListResult {
+	s.walks++
+	onIDs([]int64{10*s.walks + 1, 10*s.walks + 2})
+	return client.ListResult{Result: client.Result{Status: http.StatusInternalServerError, Err: &client.Error{Endpoint: client.EndpointLocations, Reason: client.ReasonHTTPStatus, Status: http.StatusInternalServerError, Err: errors.New("page 2 refused")}}}
+}
+
+// TestFailingListKeepsTheSubsetBounded: a list that names other ids on each
+// walk and never ends well cannot grow the subset past its limit.
+func TestFailingListKeepsTheSubsetBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &shiftingList{fakeService: newFake(0)}
+		p := NewPoller(&Target{Client: s, DetailLimit: 2}, PollerOptions{Timeout: time.Minute})
+		for i := range 10 {
+			snap := (<-scrapeAt(p, 10*time.Second)).Snapshot
+			kept, _ := checked(p, 0)
+			if len(snap.Details) > 2 || len(kept) > 2 {
+				t.Fatalf("poll %d: details of %v, checks kept of %v; want at most 2", i, ids(snap.Details), kept)
+			}
+		}
+	})
+}
