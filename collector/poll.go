@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -27,8 +28,9 @@ type poll struct {
 	waiters, running       int       // scrapes waiting, calls out
 	horizon                time.Time // the latest deadline of its scrapes
 	lists                  map[client.Endpoint]client.ListResult
-	subset, queue          []int64 // detail ids met in this poll; those yet to start
-	closed                 bool    // no more ids will come
+	subset, queue          []int64 // detail ids met in this poll; those yet to start, oldest check first
+	seen                   map[int64]bool
+	closed                 bool // no more ids will come
 	longest                time.Duration
 	detailStart, detailEnd time.Time
 	detailStatus           int   // the highest status of the failed views
@@ -91,8 +93,8 @@ func (p *Poller) nextDetail(c *poll) (int64, bool) {
 		left := time.Until(c.horizon) - handoffMargin(c.horizon.Sub(c.start))
 		unknown := c.longest == 0 && p.usualDetail == 0 // no view has answered yet: try while time is left
 		if len(c.queue) > 0 && listed && (left >= p.usual(c) || unknown && left > 0) {
-			id := slices.MinFunc(c.queue, func(a, b int64) int { return p.checks[a].Checked.Compare(p.checks[b].Checked) })
-			c.queue = slices.DeleteFunc(c.queue, func(q int64) bool { return q == id })
+			id := c.queue[0]
+			c.queue = c.queue[1:]
 			p.mu.Unlock()
 			return id, true
 		}
@@ -128,8 +130,11 @@ func (p *Poller) enqueue(c *poll, ids []int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, id := range ids {
-		if !slices.Contains(c.subset, id) {
-			c.subset, c.queue = append(c.subset, id), append(c.queue, id)
+		if !c.seen[id] {
+			c.seen[id] = true
+			last := p.checks[id].Checked
+			i := sort.Search(len(c.queue), func(i int) bool { return p.checks[c.queue[i]].Checked.After(last) })
+			c.subset, c.queue = append(c.subset, id), slices.Insert(c.queue, i, id)
 		}
 	}
 	c.poke()
@@ -148,7 +153,7 @@ func (p *Poller) listIn(c *poll, ep client.Endpoint, r client.ListResult) {
 		if r.Err != nil {
 			room = p.target.DetailLimit - len(c.subset)
 		}
-		others := slices.DeleteFunc(slices.Collect(maps.Keys(p.checks)), func(id int64) bool { return slices.Contains(c.subset, id) })
+		others := slices.DeleteFunc(slices.Collect(maps.Keys(p.checks)), func(id int64) bool { return c.seen[id] })
 		slices.SortFunc(others, func(a, b int64) int { return p.checks[b].Checked.Compare(p.checks[a].Checked) })
 		for _, id := range others[min(max(room, 0), len(others)):] {
 			delete(p.checks, id)
