@@ -308,7 +308,7 @@ func BenchmarkDetailTurns(b *testing.B) {
 		p.checks[ids[i]] = locationState{Checked: time.Unix(int64(n-i), 0)}
 	}
 	for b.Loop() {
-		c := &poll{start: time.Now(), horizon: time.Now().Add(time.Hour), wake: make(chan struct{}, 1), closed: true, seen: make(map[int64]bool)}
+		c := &poll{start: time.Now(), horizon: time.Now().Add(time.Hour), wake: make(chan struct{}, 1), closed: true, subset: make(map[int64]bool)}
 		p.enqueue(c, ids)
 		for range n {
 			p.nextDetail(c)

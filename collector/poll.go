@@ -28,9 +28,9 @@ type poll struct {
 	waiters, running       int       // scrapes waiting, calls out
 	horizon                time.Time // the latest deadline of its scrapes
 	lists                  map[client.Endpoint]client.ListResult
-	subset, queue          []int64 // detail ids met in this poll; those yet to start, oldest check first
-	seen                   map[int64]bool
-	closed                 bool // no more ids will come
+	subset                 map[int64]bool // detail ids met in this poll
+	queue                  []int64        // those yet to start, oldest check first
+	closed                 bool           // no more ids will come
 	longest                time.Duration
 	detailStart, detailEnd time.Time
 	detailStatus           int   // the highest status of the failed views
@@ -130,11 +130,11 @@ func (p *Poller) enqueue(c *poll, ids []int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, id := range ids {
-		if !c.seen[id] {
-			c.seen[id] = true
+		if !c.subset[id] {
+			c.subset[id] = true
 			last := p.checks[id].Checked
 			i := sort.Search(len(c.queue), func(i int) bool { return p.checks[c.queue[i]].Checked.After(last) })
-			c.subset, c.queue = append(c.subset, id), slices.Insert(c.queue, i, id)
+			c.queue = slices.Insert(c.queue, i, id)
 		}
 	}
 	c.poke()
@@ -153,7 +153,7 @@ func (p *Poller) listIn(c *poll, ep client.Endpoint, r client.ListResult) {
 		if r.Err != nil {
 			room = p.target.DetailLimit - len(c.subset)
 		}
-		others := slices.DeleteFunc(slices.Collect(maps.Keys(p.checks)), func(id int64) bool { return c.seen[id] })
+		others := slices.DeleteFunc(slices.Collect(maps.Keys(p.checks)), func(id int64) bool { return c.subset[id] })
 		slices.SortFunc(others, func(a, b int64) int { return p.checks[b].Checked.Compare(p.checks[a].Checked) })
 		for _, id := range others[min(max(room, 0), len(others)):] {
 			delete(p.checks, id)
@@ -222,9 +222,9 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	// The subset: the ids given, else those of the list read whole, else those met so far and checked before.
 	ids := p.target.DetailIDs
 	if len(ids) == 0 && s.Locations.Known {
-		ids = c.subset
+		ids = slices.Collect(maps.Keys(c.subset))
 	} else if len(ids) == 0 {
-		ids = slices.Compact(slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(p.checks)), c.subset...))))
+		ids = slices.Compact(slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(p.checks)), slices.Collect(maps.Keys(c.subset))...))))
 	}
 	s.Details = p.view(ids)
 	unchecked := endpointState{Err: errNoDetail}

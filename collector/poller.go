@@ -155,7 +155,7 @@ func (p *Poller) start(ctx context.Context, now time.Time) {
 	p.seq++
 	c := &poll{
 		start: now, seq: p.seq, horizon: now, trace: &client.Trace{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0, seen: make(map[int64]bool),
+		lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0, subset: make(map[int64]bool),
 	}
 	c.ctx, c.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), c.trace))
 	p.call = c
