@@ -155,7 +155,7 @@ func (p *Poller) start(ctx context.Context, now time.Time) {
 	p.seq++
 	c := &poll{
 		start: now, seq: p.seq, horizon: now, trace: &client.Trace{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0,
+		lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0, subset: make(map[int64]bool),
 	}
 	c.ctx, c.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), c.trace))
 	p.call = c
@@ -167,7 +167,7 @@ func (p *Poller) finish(c *poll) {
 	p.mu.Lock()
 	snap := p.snapshot(c, time.Now())
 	abandoned := c.abandoned()
-	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) {
+	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) && len(c.queue) == 0 { // views left for lack of time cut it too
 		snap.budget = 0
 	}
 	if p.call == c {
@@ -180,6 +180,7 @@ func (p *Poller) finish(c *poll) {
 	}
 	p.usualDetail = cmp.Or(c.longest, p.usualDetail)
 	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
+	dropped := errors.Is(context.Cause(c.ctx), errDropped) // a reload cancelled it: no poll of the pair
 	c.snap = snap
 	p.mu.Unlock()
 	if abandoned {
@@ -188,7 +189,7 @@ func (p *Poller) finish(c *poll) {
 		p.failures.log(p.opts.Logger, snap)
 	}
 	p.logHoldOff()
-	p.report(snap, !cut || snap.up() || !snap.onlyOutOfTime())
+	p.report(snap, !dropped && (!cut || snap.up() || !snap.onlyOutOfTime()))
 	close(c.done)
 }
 
