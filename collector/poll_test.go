@@ -691,14 +691,14 @@ func TestStoppedPollAddsNoFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake(5, "locations", time.Hour)
 		f.status["root"] = http.StatusInternalServerError
-		m := newRequestMetrics()
+		m := NewTargetStats("", "")
 		p := NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute, Polls: m})
 		answer := scrapeAt(p, 30*time.Second)
 		time.Sleep(time.Second)
 		p.stop()
 		<-answer
 		synctest.Wait()
-		if polls, failures := pollCounts(m); polls != 0 || failures != 0 {
+		if polls, failures := pollTotals(m); polls != 0 || failures != 0 {
 			t.Errorf("the stopped poll counted %d polls, %d failures; want none", polls, failures)
 		}
 	})
