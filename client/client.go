@@ -58,7 +58,6 @@ type Client struct {
 	origin  origin
 	http    *http.Client
 	closed  atomic.Bool
-	creds   *credentials
 	limiter *rate.Limiter
 	redact  *secrets
 }
@@ -85,7 +84,7 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact, creds: newCredentials(&cfg)}
+	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact}
 	c.http = &http.Client{Transport: keptRedirect{&originGuard{allowed: c.origin, t: cfg.Transport}}, CheckRedirect: c.checkRedirect}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly.

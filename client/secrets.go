@@ -108,16 +108,21 @@ type secrets struct {
 	m    *secretMatcher
 }
 
-func (s *secrets) clean(text string) string {
-	if s == nil || text == "" {
-		return text
-	}
+// values returns the secrets as they are now, files read again, and them joined.
+func (s *secrets) values() ([]string, string) {
 	vals := slices.Clone(s.fixed)
 	for _, f := range s.files {
 		v, _ := f.read()
 		vals = append(vals, v)
 	}
-	from := strings.Join(vals, "\x00")
+	return vals, strings.Join(vals, "\x00")
+}
+
+func (s *secrets) clean(text string) string {
+	if s == nil || text == "" {
+		return text
+	}
+	vals, from := s.values()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil || from != s.from {
