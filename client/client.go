@@ -85,26 +85,18 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact}
-	c.http = &http.Client{Transport: keptRedirect{&originGuard{allowed: c.origin, t: cfg.Transport}}, CheckRedirect: c.checkRedirect}
-	if cfg.RateLimit > 0 {
-		// A burst of one spaces requests evenly.
+	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: cfg.Transport}, CheckRedirect: c.checkRedirect}
+	if cfg.RateLimit > 0 { // a burst of one spaces requests evenly
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
 	}
 	return c, nil
 }
 
-// keptRedirect blanks a redirect's Location that is no URL, so that net/http answers the 3xx, not an error.
-type keptRedirect struct{ http.RoundTripper }
+// Concurrency returns the most requests a poll sends at once; the poller holds to it.
+func (c *Client) Concurrency() int { return c.cfg.Concurrency }
 
-func (k keptRedirect) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := k.RoundTripper.RoundTrip(req)
-	if err == nil && resp.StatusCode/100 == 3 {
-		if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
-			resp.Header.Set("Location", "")
-		}
-	}
-	return resp, err
-}
+// RateLimited tells whether the client waits for a rate limit's turns, given in the order asked.
+func (c *Client) RateLimited() bool { return c.limiter != nil }
 
 type nopObserver struct{}
 
@@ -194,12 +186,14 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 	if status, err := c.heldOff(ep); err != nil {
 		return status, err
 	}
-	if err := c.waitTurn(x.ctx); err != nil {
-		return 0, c.fail(ep, ReasonTimeout, 0, err)
-	}
-	// A hold-off may have begun while this request waited.
-	if status, err := c.heldOff(ep); err != nil {
-		return status, err
+	if c.limiter != nil {
+		if err := c.limiter.Wait(x.ctx); err != nil {
+			return 0, c.fail(ep, ReasonTimeout, 0, fmt.Errorf("waiting for the rate limit: %w", err))
+		}
+		// A hold-off may have begun while this request waited.
+		if status, err := c.heldOff(ep); err != nil {
+			return status, err
+		}
 	}
 	h := http.Header{"Accept": {"application/json"}}
 	if !c.cfg.DisableGzip {

@@ -68,11 +68,18 @@ type originGuard struct {
 	t       *Transport
 }
 
+// RoundTrip also blanks a redirect's Location that is no URL, so that net/http answers the 3xx, not an error.
 func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	err := errForeignOrigin
 	if originOf(req.URL) == g.allowed {
 		if err = g.t.checkKey(); err == nil {
-			return g.t.rt.RoundTrip(req)
+			resp, err := g.t.rt.RoundTrip(req)
+			if err == nil && resp.StatusCode/100 == 3 {
+				if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
+					resp.Header.Set("Location", "")
+				}
+			}
+			return resp, err
 		}
 	}
 	if req.Body != nil {
