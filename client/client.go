@@ -1,5 +1,4 @@
-// Package client reads the deployment service's JSON API: the root, the
-// project and location lists, and location detail views.
+// Package client reads the deployment service's JSON API: the root, the lists and the detail views.
 package client
 
 import (
@@ -103,8 +102,7 @@ type nopObserver struct{}
 func (nopObserver) ObserveRequest(Endpoint, int, time.Duration) {}
 func (nopObserver) ObserveError(Endpoint, Reason)               {}
 
-// Close closes the idle connections of the Client's transport, other Clients' too,
-// and those of its requests in flight as they end. Requests sent after Close still work.
+// Close closes the idle connections of the Client's transport (other Clients' too), and its requests' as they end.
 func (c *Client) Close() {
 	c.closed.Store(true)
 	c.cfg.Transport.closeIdle()
@@ -133,12 +131,10 @@ func (c *Client) Root(ctx context.Context) Result {
 	return Result{Status: status, Duration: time.Since(start), Err: err}
 }
 
-// LocationDetail reads the detail view of one location and returns the requested
-// top-level scalar fields, each cut to 1,024 bytes at a character boundary and "…".
+// LocationDetail reads the detail view of one location and returns the requested top-level scalar fields.
 func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) DetailResult {
 	var res DetailResult
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
-	// The time from sending, not from waiting for a turn.
 	res.Status, res.Duration, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, func(body io.Reader, _ *http.Response) error {
 		var err error
 		res.Fields, err = decodeObject(body, fields, c.redact)
@@ -160,8 +156,7 @@ type exchange struct {
 	sent time.Time // zero when never sent
 }
 
-// get sends one GET request, hands its body to decode and reports it to the observer and the trace.
-// It returns the status, the time since sending and an *Error.
+// get sends one GET request, hands its body to decode and reports it; it returns the status, the time since sending and an *Error.
 func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, decode decodeFunc) (int, time.Duration, error) {
 	x := &exchange{c: c, ctx: ctx, ep: ep}
 	x.rec = TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
@@ -190,28 +185,24 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 		if err := c.limiter.Wait(x.ctx); err != nil {
 			return 0, c.fail(ep, ReasonTimeout, 0, fmt.Errorf("waiting for the rate limit: %w", err))
 		}
-		// A hold-off may have begun while this request waited.
-		if status, err := c.heldOff(ep); err != nil {
+		if status, err := c.heldOff(ep); err != nil { // begun while this request waited
 			return status, err
 		}
 	}
 	h := http.Header{"Accept": {"application/json"}}
-	if !c.cfg.DisableGzip {
-		// Decompressing ourselves lets the size limit count decompressed bytes.
+	if !c.cfg.DisableGzip { // decompressed here, so that the size limit counts decompressed bytes
 		h.Set("Accept-Encoding", "gzip")
 	}
 	ctx := httptrace.WithClientTrace(x.ctx, x.clientTrace())
 	req := (&http.Request{Method: http.MethodGet, URL: u, Header: h}).WithContext(ctx)
 	x.sent = time.Now()
 	resp, err := c.http.Do(req)
-	if errors.Is(err, ErrKeyUnavailable) {
-		// Never sent and no fault of the service: nothing is counted.
+	if errors.Is(err, ErrKeyUnavailable) { // never sent and no fault of the service: nothing is counted
 		x.sent = time.Time{}
 		return 0, &Error{Endpoint: ep, Err: scrubURLError(err)}
 	}
 	if err != nil {
-		// A request the guard stopped was never sent.
-		if !errors.Is(err, errForeignOrigin) {
+		if !errors.Is(err, errForeignOrigin) { // the guard stopped it before sending
 			c.cfg.Observer.ObserveRequest(ep, 0, time.Since(x.sent))
 		}
 		return 0, c.fail(ep, classify(x.ctx, err), 0, scrubURLError(err))
@@ -247,8 +238,7 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, error) {
 	c := x.c
 	wire := &limitedReader{r: resp.Body}
-	defer func() {
-		// Draining lets the connection be reused, unless the Client was closed.
+	defer func() { // draining lets the connection be reused, unless the Client was closed
 		drained, _ := io.CopyN(io.Discard, resp.Body, drainBytes)
 		_ = resp.Body.Close()
 		if c.closed.Load() {
@@ -267,7 +257,7 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 	return status, nil
 }
 
-// readBody bounds a 2xx body, decompresses it and decodes it; the trace shows the start of an invalid one.
+// readBody bounds, decompresses and decodes a 2xx body.
 func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) error {
 	gz, err := gzipEncoded(resp.Header, x.c.redact.clean)
 	if err != nil {
@@ -401,8 +391,7 @@ type gunzipReader struct {
 	zr   gzip.Reader
 }
 
-// gunzipPool keeps decompressors, 45 KB each, for reuse (docs/development.md).
-var gunzipPool sync.Pool
+var gunzipPool sync.Pool // decompressors of 45 KB each (docs/development.md)
 
 func newGunzipReader(wire *limitedReader) (*gunzipReader, error) {
 	g, _ := gunzipPool.Get().(*gunzipReader)
@@ -437,8 +426,7 @@ func (g *gunzipReader) translate(err error) error {
 	return &gzipError{bodyError{msgError{"corrupt gzip stream: " + err.Error(), err}}}
 }
 
-// gzipError reports a corrupt gzip stream, which is no bodyError of the decoder.
-type gzipError struct{ bodyError }
+type gzipError struct{ bodyError } // a corrupt gzip stream, not the decoder's error
 
 func (g *gunzipReader) release() {
 	g.wire = nil

@@ -20,17 +20,20 @@ import (
 // findSecrets keeps every secret of cfg for redaction, and the files the guard checks.
 func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	s := &secrets{}
+	add := func(vs ...config.Secret) {
+		for _, v := range vs {
+			s.fixed = append(s.fixed, string(v))
+		}
+	}
 	if a := cfg.Authorization; a != nil && a.CredentialsFile != "" {
 		t.keyFile = &fileSecret{path: a.CredentialsFile, max: maxKeyFileBytes}
 		s.files = append(s.files, t.keyFile)
 	} else if a != nil {
-		s.fixed = append(s.fixed, string(a.Credentials))
+		add(a.Credentials)
 	}
 	if cfg.HTTPHeaders != nil {
 		for _, h := range cfg.HTTPHeaders.Headers {
-			for _, v := range h.Secrets {
-				s.fixed = append(s.fixed, string(v))
-			}
+			add(h.Secrets...)
 			for _, f := range h.Files {
 				t.headerFiles = append(t.headerFiles, &fileSecret{path: f, max: maxKeyFileBytes})
 			}
@@ -39,15 +42,13 @@ func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	s.files = append(s.files, t.headerFiles...)
 	if u := cfg.ProxyURL.URL; u != nil {
 		pw, _ := u.User.Password()
-		s.fixed = append(s.fixed, pw)
+		add(config.Secret(pw))
 	}
 	if cfg.ProxyFromEnvironment {
 		s.fixed = append(s.fixed, EnvProxyPasswords()...)
 	}
 	for _, vs := range cfg.ProxyConnectHeader {
-		for _, v := range vs {
-			s.fixed = append(s.fixed, string(v))
-		}
+		add(vs...)
 	}
 	t.redact = s
 }
@@ -69,7 +70,6 @@ func EnvProxyPasswords() []string {
 	return out
 }
 
-// sensitiveParam matches query parameter names whose values are hidden.
 var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)
 
 // RedactURL renders u without user info and with credential-like query parameters replaced.
@@ -90,8 +90,7 @@ func RedactURL(u *url.URL) string {
 	return c.String()
 }
 
-// Text never shows a run of secretRun characters of a secret or of its hex
-// or base64 forms; a shorter one is hidden as a whole word, one under minSecret not at all.
+// Text never shows a run of secretRun characters of a secret or of its encodings; a shorter one is hidden as a whole word.
 const (
 	secretRun    = 12
 	minSecret    = 4
@@ -131,7 +130,6 @@ func (s *secrets) clean(text string) string {
 	return s.m.redact(text)
 }
 
-// secretMatcher finds secrets in text folded by foldText.
 type secretMatcher struct {
 	runs  map[[secretRun]rune]bool // runs of the long secrets and their forms
 	words [][]rune                 // the short ones whole
@@ -156,8 +154,7 @@ func newSecretMatcher(vals []string) *secretMatcher {
 	return m
 }
 
-// encodings returns v, its hex and its base64 in both alphabets at each of the three
-// alignments, without the characters that depend on the bytes around v.
+// encodings returns v, its hex, and its base64 in both alphabets at each alignment, less the characters that depend on the bytes around v.
 func encodings(v string) []string {
 	forms := []string{v, hex.EncodeToString([]byte(v))}
 	for a := range 3 {
@@ -213,8 +210,8 @@ func inWord(rs []rune, i int) bool {
 	return i >= 0 && i < len(rs) && (unicode.IsLetter(rs[i]) || unicode.IsDigit(rs[i]) || rs[i] == '-' || rs[i] == '_')
 }
 
-// foldText returns text's characters as secrets are compared: escapes decoded, invisible
-// ones dropped, NFKC (the Kelvin sign is K), upper case; at[i] is where the i-th starts, at[len(rs)] = len(text).
+// foldText returns text's characters as secrets are compared (escapes decoded, invisible ones dropped, NFKC, upper case)
+// and where each starts, at[len(rs)] being len(text).
 func foldText(text string) (rs []rune, at []int) {
 	for i := 0; i < len(text); {
 		r, n := unescape(text[i:])
