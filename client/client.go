@@ -293,15 +293,8 @@ func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error 
 	x.rec.BodyExcerpt = c.excerpt(c.readErrorBody(wire, h))
 	x.rec.RetryAfter = c.shown(h.Get("Retry-After"), maxHeaderShown)
 	x.rec.WWWAuthenticate = c.shown(strings.Join(h.Values("WWW-Authenticate"), ", "), maxHeaderShown)
-	why := ""
-	if loc := h.Values("Location"); len(loc) > 0 && status/100 == 3 {
-		x.rec.Location, why = "(not a valid URL)", "redirect to a Location that is no URL not followed"
-		if u, err := url.Parse(loc[0]); err == nil && loc[0] != "" {
-			x.rec.Location, why = c.shown(RedactURL(u), maxShown), ""
-		}
-	}
-	msg := "unexpected status " + http.StatusText(status)
-	if why = cmp.Or(why, c.refusedRedirect(resp)); why != "" {
+	msg, why := "unexpected status "+http.StatusText(status), ""
+	if x.rec.Location, why = c.redirect(resp); why != "" {
 		msg += ": " + why
 	}
 	e := c.fail(x.ep, ReasonHTTPStatus, status, errors.New(msg))

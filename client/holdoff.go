@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// maxHoldOffs bounds the hold-offs kept: ten times the /probe pairs.
-const maxHoldOffs = 10_000
+const maxHoldOffs = 10_000 // ten times the /probe pairs
 
 // HoldOffs keeps the hold-offs asked for by a 429 or 503 with Retry-After, by origin and credentials.
 type HoldOffs struct {
@@ -33,8 +32,7 @@ func (h *HoldOffs) extend(key string, until time.Time, status int) time.Time {
 	if ok && !until.After(old.until) {
 		return old.until
 	}
-	if !ok && len(h.m) >= maxHoldOffs {
-		// Make room: drop the hold-offs that have ended, or else the one ending soonest.
+	if !ok && len(h.m) >= maxHoldOffs { // drop the hold-offs that have ended, or else the one ending soonest
 		now, soonest := time.Now(), ""
 		for k, v := range h.m {
 			if !now.Before(v.until) {
