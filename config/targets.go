@@ -15,8 +15,7 @@ import (
 
 const anyPort = "*" // the port of a pattern that matches every port
 
-// targetPattern is one entry of a module's targets: a base URL where "*"
-// stands for one whole host label or the port, kept in /probe's spelling.
+// targetPattern is one entry of a module's targets, in /probe's spelling: "*" stands for a whole host label or the port.
 type targetPattern struct {
 	scheme, path string
 	labels       []string
@@ -36,8 +35,7 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 	if strings.Contains(authority, "@") {
 		return p, client.ErrURLCredentials
 	}
-	// net/url refuses "*" as a port, so it is taken off before parsing.
-	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok {
+	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok { // which net/url refuses
 		authority, p.port = a, anyPort
 	}
 	switch port := strings.LastIndex(authority, ":"); {
@@ -82,8 +80,7 @@ func (p targetPattern) matches(target *url.URL) bool {
 	if target.Scheme != p.scheme || target.EscapedPath() != p.path || p.port != anyPort && target.Port() != p.port {
 		return false
 	}
-	// "*" never matches an address for a name, nor a name that some
-	// resolver reads as an address (2130706433, 0x7f.1, 127.1).
+	// "*" never matches an address for a name, nor a name that a resolver reads as an address (0x7f.1, 127.1).
 	kind, labels := hostOf(target)
 	if kind != p.kind || len(labels) != len(p.labels) || !client.HostWithinBounds(target.Hostname()) ||
 		kind == kindName && endsInNumber(labels) && slices.Contains(p.labels, "*") {
@@ -97,8 +94,7 @@ func (p targetPattern) matches(target *url.URL) bool {
 	return true
 }
 
-// hostKind tells a host name from an IPv4 or an IPv6 address.
-type hostKind uint8
+type hostKind uint8 // a host name, an IPv4 or an IPv6 address
 
 const (
 	kindName hostKind = iota
@@ -106,7 +102,6 @@ const (
 	kindIPv6
 )
 
-// hostOf returns the kind of u's host and its labels.
 func hostOf(u *url.URL) (hostKind, []string) {
 	host := u.Hostname()
 	switch {
