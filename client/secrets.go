@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -20,54 +21,59 @@ import (
 // findSecrets keeps every secret of cfg for redaction, and the files the guard checks.
 func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	s := &secrets{}
-	add := func(vs ...config.Secret) {
-		for _, v := range vs {
-			s.fixed = append(s.fixed, string(v))
+	Credentials(cfg, func(setting, value, file string) {
+		switch f := (&fileSecret{path: file, max: maxKeyFileBytes}); {
+		case file == "":
+			s.fixed = append(s.fixed, value)
+		case setting == "authorization":
+			t.keyFile, s.files = f, append(s.files, f)
+		default:
+			t.headerFiles, s.files = append(t.headerFiles, f), append(s.files, f)
 		}
-	}
-	if a := cfg.Authorization; a != nil && a.CredentialsFile != "" {
-		t.keyFile = &fileSecret{path: a.CredentialsFile, max: maxKeyFileBytes}
-		s.files = append(s.files, t.keyFile)
-	} else if a != nil {
-		add(a.Credentials)
-	}
-	if cfg.HTTPHeaders != nil {
-		for _, h := range cfg.HTTPHeaders.Headers {
-			add(h.Secrets...)
-			for _, f := range h.Files {
-				t.headerFiles = append(t.headerFiles, &fileSecret{path: f, max: maxKeyFileBytes})
-			}
-		}
-	}
-	s.files = append(s.files, t.headerFiles...)
-	if u := cfg.ProxyURL.URL; u != nil {
-		pw, _ := u.User.Password()
-		add(config.Secret(pw))
-	}
-	if cfg.ProxyFromEnvironment {
-		s.fixed = append(s.fixed, EnvProxyPasswords()...)
-	}
-	for _, vs := range cfg.ProxyConnectHeader {
-		add(vs...)
-	}
+	})
 	t.redact = s
 }
 
-// EnvProxyPasswords returns the passwords of the proxies that HTTP_PROXY and HTTPS_PROXY name.
-func EnvProxyPasswords() []string {
-	var out []string
+// Credentials calls f with the setting, the inline value and the file of each credential of cfg,
+// everything that lends its holder's authority; headers come in order of name.
+func Credentials(cfg *config.HTTPClientConfig, f func(setting, value, file string)) {
+	if a := cfg.Authorization; a != nil && (a.Credentials != "" || a.CredentialsFile != "") {
+		f("authorization", string(a.Credentials), a.CredentialsFile)
+	}
+	if cfg.HTTPHeaders != nil {
+		for _, name := range slices.Sorted(maps.Keys(cfg.HTTPHeaders.Headers)) {
+			for _, v := range cfg.HTTPHeaders.Headers[name].Secrets {
+				f("http_headers."+name, string(v), "")
+			}
+			for _, file := range cfg.HTTPHeaders.Headers[name].Files {
+				f("http_headers."+name, "", file)
+			}
+		}
+	}
+	if t := cfg.TLSConfig; t.Cert != "" || t.CertFile != "" || t.Key != "" || t.KeyFile != "" {
+		f("tls_config (a client certificate)", "", "")
+	}
+	if u := cfg.ProxyURL.URL; u != nil {
+		if pw, ok := u.User.Password(); ok {
+			f("proxy_url (a password)", pw, "")
+		}
+	}
 	for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
 		v := os.Getenv(name)
 		if !strings.Contains(v, "://") {
 			v = "http://" + v
 		}
-		if u, err := url.Parse(v); err == nil {
+		if u, err := url.Parse(v); err == nil && cfg.ProxyFromEnvironment {
 			if pw, ok := u.User.Password(); ok {
-				out = append(out, pw)
+				f("proxy_from_environment (a password in HTTP_PROXY or HTTPS_PROXY)", pw, "")
 			}
 		}
 	}
-	return out
+	for _, name := range slices.Sorted(maps.Keys(cfg.ProxyConnectHeader)) {
+		for _, v := range cfg.ProxyConnectHeader[name] {
+			f("proxy_connect_header", string(v), "")
+		}
+	}
 }
 
 var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -147,32 +146,12 @@ func (m *Module) parseTargets() error {
 
 // credentials names the module's settings that lend authority (a proxy's too), or "".
 func (m *Module) credentials() string {
-	c := &m.HTTPClientConfig
 	var what []string
-	if a := c.Authorization; a != nil && (a.Credentials != "" || a.CredentialsFile != "" || a.CredentialsRef != "") {
-		what = append(what, moduleBlock+".authorization")
-	}
-	if c.HTTPHeaders != nil {
-		for _, name := range slices.Sorted(maps.Keys(c.HTTPHeaders.Headers)) {
-			if h := c.HTTPHeaders.Headers[name]; len(h.Secrets) > 0 || len(h.Files) > 0 {
-				what = append(what, moduleBlock+".http_headers."+name)
-			}
+	client.Credentials(&m.HTTPClientConfig, func(setting, _, _ string) {
+		if !slices.Contains(what, moduleBlock+"."+setting) {
+			what = append(what, moduleBlock+"."+setting)
 		}
-	}
-	if t := c.TLSConfig; t.Cert != "" || t.CertFile != "" || t.Key != "" || t.KeyFile != "" {
-		what = append(what, moduleBlock+".tls_config (a client certificate)")
-	}
-	if u := c.ProxyURL.URL; u != nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			what = append(what, moduleBlock+".proxy_url (a password)")
-		}
-	}
-	if c.ProxyFromEnvironment && len(client.EnvProxyPasswords()) > 0 {
-		what = append(what, moduleBlock+".proxy_from_environment (a password in HTTP_PROXY or HTTPS_PROXY)")
-	}
-	if len(c.ProxyConnectHeader) > 0 {
-		what = append(what, moduleBlock+".proxy_connect_header")
-	}
+	})
 	return strings.Join(what, ", ")
 }
 
