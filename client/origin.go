@@ -213,10 +213,7 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 		return strings.ToUpper(e)
 	})
 	n.Path, _ = url.PathUnescape(raw)
-	n.RawPath = ""
-	if raw != n.EscapedPath() {
-		n.RawPath = raw
-	}
+	n.RawPath = raw // used by EscapedPath only where it differs from Path's default encoding
 	return &n
 }
 

@@ -177,32 +177,24 @@ func (m *secretMatcher) redact(text string) string {
 		return text
 	}
 	rs, at := foldText(text)
-	hidden := make([]bool, len(rs)+1) // the last stays false
-	hide := func(i, j int) {
-		for ; i < j; i++ {
-			hidden[i] = true
-		}
-	}
+	var b strings.Builder
+	done, until := 0, -1 // text[:done] is written, rs[:until] hidden
 	for i := range rs {
+		end := i
 		if i+secretRun <= len(rs) && m.runs[[secretRun]rune(rs[i:])] {
-			hide(i, i+secretRun)
+			end = i + secretRun
 		}
 		for _, w := range m.words {
 			if j := i + len(w); j <= len(rs) && !inWord(rs, i-1) && !inWord(rs, j) && slices.Equal(rs[i:j], w) {
-				hide(i, j)
+				end = max(end, j)
 			}
 		}
-	}
-	var b strings.Builder
-	done := 0
-	for i := 0; i < len(rs); i++ {
-		if hidden[i] {
-			j := i
-			for hidden[j] {
-				j++
+		if end > i {
+			if i > until { // not joined to the stretch before
+				b.WriteString(text[done:at[i]] + secretMarker)
 			}
-			b.WriteString(text[done:at[i]] + secretMarker)
-			done, i = at[j], j
+			until = max(until, end)
+			done = at[until]
 		}
 	}
 	if b.Len() == 0 {
