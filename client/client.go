@@ -143,8 +143,7 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	return res
 }
 
-// decodeFunc reads a bounded, decompressed body; resp gives its headers and URL.
-type decodeFunc func(body io.Reader, resp *http.Response) error
+type decodeFunc func(body io.Reader, resp *http.Response) error // of a bounded, decompressed body
 
 // exchange is one request and its record for the trace.
 type exchange struct {
@@ -212,7 +211,6 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 	return status, err
 }
 
-// clientTrace times the phases of the exchange from its sending.
 func (x *exchange) clientTrace() *httptrace.ClientTrace {
 	p := &x.rec.Phases
 	mark := func(d *time.Duration) {

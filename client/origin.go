@@ -22,7 +22,7 @@ var errForeignOrigin = errors.New("refusing to send a request to another origin"
 
 const maxRedirects = 5
 
-// endpointURL joins a path below the base URL, keeping its prefix's escapes.
+// endpointURL joins a path below the base URL, keeping the escapes of its prefix.
 func (c *Client) endpointURL(rel string) *url.URL {
 	u := *c.cfg.BaseURL
 	u.RawPath = strings.TrimRight(c.cfg.BaseURL.EscapedPath(), "/") + "/" + rel
@@ -83,7 +83,6 @@ func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// checkRedirect follows at most maxRedirects redirects within the Client's origin.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if originOf(req.URL) != c.origin || len(via) >= maxRedirects {
 		return http.ErrUseLastResponse
@@ -140,8 +139,7 @@ func validateBaseURL(u *url.URL) error {
 		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
 	case u.Host == "" || u.Hostname() == "":
 		return errors.New("URL has no host")
-	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }):
-		// Go dials the IDNA form, so what was matched would not be what is dialled.
+	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }): // Go dials the IDNA form
 		return errors.New("URL host must be ASCII: give an internationalised name in its xn-- form")
 	case u.User != nil:
 		return ErrURLCredentials
@@ -192,8 +190,7 @@ func HostWithinBounds(host string) bool {
 
 var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
-// normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash,
-// and percent-escapes as RFC 3986 section 6.2.2 has them.
+// normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash, RFC 3986 escapes.
 func normalizeBaseURL(u *url.URL) *url.URL {
 	n := *u
 	n.Scheme = strings.ToLower(u.Scheme)
