@@ -41,7 +41,6 @@ const (
 	exporterName         = "deployment_service_exporter"
 	defaultListenAddress = ":10044" // outside the range Prometheus allocates to exporters
 	demoListenAddress    = "127.0.0.1:10044"
-	shutdownGrace        = 5 * time.Second // for scrapes in flight after SIGTERM
 )
 
 func main() {
@@ -158,15 +157,7 @@ func startDemo(s *settings, listen string, logger *slog.Logger) (*sampleservice.
 		host = "127.0.0.1"
 	}
 	logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL(), "open", "http://"+net.JoinHostPort(host, port)+"/")
-	for endpoint, fault := range s.demoFaults.faults {
-		if id, ok := strings.CutPrefix(endpoint, sampleservice.EndpointLocationDetail+"/"); ok {
-			n, _ := strconv.Atoi(id)
-			demo.Service.SetDetailFault(n, fault)
-		} else {
-			demo.Service.SetFault(endpoint, fault)
-		}
-	}
-	if len(s.demoFaults.specs) > 0 {
+	if s.demoFaults.Apply(demo.Service); s.demoFaults.String() != "" {
 		logger.Warn("Demo mode: the sample service fails on purpose", "faults", s.demoFaults.String())
 	}
 	return demo, nil
@@ -184,7 +175,7 @@ func serve(srv *http.Server, toolkitFlags *web.FlagConfig, logger *slog.Logger) 
 		return 1
 	case sig := <-stop:
 		logger.Info("Shutting down", "signal", sig.String())
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // for scrapes in flight
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		return 0
