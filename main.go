@@ -192,12 +192,11 @@ func newServer(h http.Handler, files uint64) *http.Server {
 			if n := uint64(open.Add(1)); files > 0 && n > files/4 {
 				srv.SetKeepAlivesEnabled(false) // closes the idle connections
 				srv.SetKeepAlivesEnabled(true)
-				for i := 0; uint64(open.Load()) > files/2; i++ {
-					if i == 10 {
-						_ = c.Close()
-						break
-					}
+				for i := 0; i < 10 && uint64(open.Load()) > files/2; i++ {
 					time.Sleep(100 * time.Millisecond)
+				}
+				if uint64(open.Load()) > files/2 {
+					_ = c.Close()
 				}
 			}
 		case http.StateClosed, http.StateHijacked:
