@@ -263,7 +263,7 @@ func probeLookup(store *moduleconfig.Store) collector.ModuleLookup {
 	}
 }
 
-// intFlag is a whole-number flag in decimal: kingpin's Int reads 010 as eight and takes 2.5.
+// intFlag is a whole-number flag: kingpin's Int takes 2.5.
 type intFlag int
 
 func (i *intFlag) Set(s string) error {
@@ -274,7 +274,7 @@ func (i *intFlag) Set(s string) error {
 
 func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
 
-// idsFlag is a repeatable flag of whole numbers in decimal.
+// idsFlag is a repeatable flag of whole numbers in decimal: kingpin's Int64 reads 010 as eight.
 type idsFlag []int64
 
 func (l *idsFlag) Set(s string) error {
