@@ -286,10 +286,8 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 	single := client.RedactURL(s.base)
 	s.target.Client.Observer = collector.NewRequestMetrics(reg)
 	stats := collector.NewTargetStats(single, collector.TargetPage(s.external, single, ""))
-	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
-		Logger: logger.With("target", single), Recent: recent, Name: single,
-		Polls: stats, TimeoutName: "--api.timeout",
-	})
+	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{Logger: logger.With("target", single),
+		Recent: recent, Name: single, Polls: stats, TimeoutName: "--api.timeout"})
 	if err != nil {
 		return nil, "", err
 	}
