@@ -253,7 +253,14 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 	}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
 	mux.HandleFunc("GET /target", ui.target)
-	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
+	lookup := func(name string) (collector.ProbeModule, error) { // each module its own version, for reloads
+		m, err := store.Lookup(name)
+		if err != nil {
+			return collector.ProbeModule{}, err
+		}
+		return collector.ProbeModule{Settings: moduleSettings(m), Version: m, CheckTarget: m.CheckTarget}, nil
+	}
+	probe := collector.NewProbeHandler(lookup, recent, logger.With("handler", "probe"))
 	probe.ExternalURL = s.external
 	probe.HoldOffs = s.target.Client.HoldOffs
 	mux.Handle("/probe", limitRequests(s.maxRequests, probe))

@@ -252,17 +252,6 @@ func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	}
 }
 
-// probeLookup gives /probe the modules of store, each its own version for reloads.
-func probeLookup(store *moduleconfig.Store) collector.ModuleLookup {
-	return func(name string) (collector.ProbeModule, error) {
-		m, err := store.Lookup(name)
-		if err != nil {
-			return collector.ProbeModule{}, err
-		}
-		return collector.ProbeModule{Settings: moduleSettings(m), Version: m, CheckTarget: m.CheckTarget}, nil
-	}
-}
-
 // intFlag is a whole-number flag: kingpin's Int takes 2.5.
 type intFlag int
 
