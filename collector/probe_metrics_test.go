@@ -232,8 +232,6 @@ func (l *versionedLookup) lookup(name string) (ProbeModule, error) {
 	return ProbeModule{Settings: l.settings, Version: l.version, CheckTarget: l.check}, nil
 }
 
-func (l *versionedLookup) bump() { l.change(func(*versionedLookup) {}) }
-
 // change applies f to the module, as a reload of a changed file does.
 func (l *versionedLookup) change(f func(*versionedLookup)) {
 	l.mu.Lock()
@@ -330,16 +328,8 @@ func (s *countedServer) waitFor(t *testing.T, what string, live, opened int) {
 	}
 }
 
-func (s *countedServer) counts() (live, opened int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.live, s.opened
-}
-
 // TestProbePairsKeepNoConnection: a /probe pair closes its connections when
 // its poll ends, as blackbox_exporter does, but reuses them within the poll.
-// A pair that kept an idle one between probes (a transport shared by the
-// module's targets, or one never emptied) fails.
 func TestProbePairsKeepNoConnection(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
