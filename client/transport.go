@@ -12,12 +12,13 @@ import (
 	"github.com/prometheus/common/version"
 )
 
-// Transport carries the requests of the Clients of one module, with its connection pool.
+// Transport carries requests with the settings of one module, over its connection pool.
 type Transport struct {
 	rt          http.RoundTripper
 	redact      *secrets
 	keyFile     *fileSecret   // the authorization's credentials_file
 	headerFiles []*fileSecret // of http_headers
+	pool        func() (http.RoundTripper, error)
 }
 
 // NewTransport validates an HTTP client configuration and builds a transport for Config.Transport.
@@ -48,7 +49,8 @@ func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Tra
 		Cert: secretReader(config.Secret(tc.Cert), tc.CertFile, maxKeyFileBytes),
 		Key:  secretReader(tc.Key, tc.KeyFile, maxKeyFileBytes),
 	}
-	if t.rt, err = config.NewTLSRoundTripper(tlsConfig, files, newRT); err != nil {
+	t.pool = func() (http.RoundTripper, error) { return config.NewTLSRoundTripper(tlsConfig, files, newRT) }
+	if t.rt, err = t.pool(); err != nil {
 		return nil, fmt.Errorf("http client config: %w", err)
 	}
 	t.findSecrets(&cfg)
@@ -113,3 +115,17 @@ func (t *Transport) checkKey() error {
 }
 
 func (t *Transport) closeIdle() { (&http.Client{Transport: t.rt}).CloseIdleConnections() }
+
+// WithOwnPool returns a transport with t's settings and secrets but a connection pool of its own.
+func (t *Transport) WithOwnPool() (*Transport, error) {
+	rt, err := t.pool()
+	if err != nil {
+		return nil, fmt.Errorf("http client config: %w", err)
+	}
+	own := *t
+	own.rt = rt
+	return &own, nil
+}
+
+// CloseIdle closes the connections of the transport's pool that carry no request.
+func (t *Transport) CloseIdle() { t.closeIdle() }

@@ -53,6 +53,9 @@ func (p *Poller) run(c *poll) {
 	for p.launch(c, nil) {
 	}
 	c.calls.Wait()
+	if p.opts.AfterPoll != nil {
+		p.opts.AfterPoll()
+	}
 	p.finish(c)
 }
 

@@ -48,6 +48,7 @@ type PollerOptions struct {
 	Module      string
 	Polls       pollCounter // counts polls, however many scrapes shared each
 	TimeoutName string      // such as "--api.timeout"
+	AfterPoll   func()      // called once a poll's requests have all ended, before it answers
 }
 
 // pollCounter counts polls; up is deployment_service_up after each.

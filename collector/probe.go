@@ -179,12 +179,16 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 	if e.stats = NewTargetStats(name, TargetPage(h.ExternalURL, name, module)); old != nil {
 		e.stats = old.stats // the counters live as long as the pair is cached
 	}
+	// A pool of its own, emptied when each poll ends: as blackbox_exporter's, no connection waits between probes.
+	t, err := shared.transport.WithOwnPool()
+	if err != nil {
+		return nil, err
+	}
 	s := m.Settings
-	s.Client.Transport, s.Client.HoldOffs = shared.transport, h.HoldOffs
-	var err error
+	s.Client.Transport, s.Client.HoldOffs = t, h.HoldOffs
 	e.poller, err = NewTargetPoller(target, s, PollerOptions{
 		Logger: h.logger.With("target", logName(name), "module", module), Recent: h.recent, Name: name, Module: module,
-		Polls: e.stats, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
+		Polls: e.stats, TimeoutName: fmt.Sprintf("the timeout of module %q", module), AfterPoll: t.CloseIdle,
 	})
 	if err == nil && old != nil {
 		e.poller.takeLocations(old.poller)

@@ -232,8 +232,6 @@ func (l *versionedLookup) lookup(name string) (ProbeModule, error) {
 	return ProbeModule{Settings: l.settings, Version: l.version, CheckTarget: l.check}, nil
 }
 
-func (l *versionedLookup) bump() { l.change(func(*versionedLookup) {}) }
-
 // change applies f to the module, as a reload of a changed file does.
 func (l *versionedLookup) change(f func(*versionedLookup)) {
 	l.mu.Lock()
@@ -330,71 +328,38 @@ func (s *countedServer) waitFor(t *testing.T, what string, live, opened int) {
 	}
 }
 
-func (s *countedServer) counts() (live, opened int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.live, s.opened
-}
-
-// TestDroppedPollersCloseTheirConnections: a pair evicted from the cache,
-// replaced because a reload changed its module, or pruned after a reload
-// closes its connection at once, not after an idle timeout; a pair kept
-// keeps one idle connection, whatever its poll needed at once.
-func TestDroppedPollersCloseTheirConnections(t *testing.T) {
-	svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
-	a, b := newCountedServer(t, svc), newCountedServer(t, svc)
-	l := &versionedLookup{settings: keySettings("k-probe")}
-	h := NewProbeHandler(l.lookup, nil, nil)
-	leaveRoom(t, h, 1)
-	probeUp := func(target string) {
-		t.Helper()
-		if _, body := probe(t, h, "target="+url.QueryEscape(target)); !strings.Contains(body, "\ndeployment_service_up 1\n") {
-			t.Fatalf("probe of %s is not up:\n%s", target, body)
-		}
+// TestProbePairsKeepNoConnection: a /probe pair closes its connections when
+// its poll ends, as blackbox_exporter does, but reuses them within the poll.
+func TestProbePairsKeepNoConnection(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		concurrency int
+		opened      int // a poll's connections; -1: any number
+	}{
+		{"one request at a time reuses one connection", 1, 1},
+		{"four requests at a time", 4, -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
+			s := newCountedServer(t, svc)
+			settings := keySettings("k-probe")
+			settings.Client.Concurrency, settings.DetailIDs = tt.concurrency, []int64{1, 2, 3, 4, 5}
+			h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": settings}), nil, nil)
+			for i, target := range []string{s.URL + "/", s.URL, s.URL + "/"} {
+				if _, body := probe(t, h, "target="+url.QueryEscape(target)); !strings.Contains(body, "\ndeployment_service_up 1\n") {
+					t.Fatalf("probe %d is not up:\n%s", i+1, body)
+				}
+				opened := -1
+				if tt.opened >= 0 {
+					opened = (i + 1) * tt.opened
+				}
+				s.waitFor(t, fmt.Sprintf("after probe %d", i+1), 0, opened)
+			}
+			if n := svc.TotalRequests(); n != 3*8 {
+				t.Errorf("the service saw %d requests, want 24: 8 a poll", n)
+			}
+		})
 	}
-
-	for range 2 {
-		probeUp(a.URL)
-		a.waitFor(t, "after a probe of a", 1, -1)
-	}
-
-	probeUp(b.URL) // evicts a
-	a.waitFor(t, "a evicted", 0, -1)
-	b.waitFor(t, "after a probe of b", 1, -1)
-
-	_, opened := b.counts()
-	l.bump()
-	probeUp(b.URL) // replaces b's poller: a new transport, new connections
-	if _, o := b.counts(); o == opened {
-		t.Fatal("the replaced poller's connection served the new one")
-	}
-	b.waitFor(t, "b replaced after its module changed", 1, -1)
-
-	l.bump()
-	h.Prune()
-	b.waitFor(t, "b pruned after its module changed", 0, -1)
-}
-
-// TestTargetsOfAModuleShareItsTransport: two targets of one module on one
-// origin (path prefixes) keep one idle connection, so the module's transport is
-// shared rather than built per target.
-func TestTargetsOfAModuleShareItsTransport(t *testing.T) {
-	svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
-	mux := http.NewServeMux()
-	mux.Handle("/one/", http.StripPrefix("/one", svc))
-	mux.Handle("/two/", http.StripPrefix("/two", svc))
-	s := newCountedServer(t, mux)
-	settings := keySettings("k-probe")
-	settings.Client.Concurrency = 1 // one request at a time: one connection suffices
-	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": settings}), nil, nil)
-	for _, target := range []string{s.URL + "/one", s.URL + "/two", s.URL + "/one"} {
-		if _, body := probe(t, h, "target="+url.QueryEscape(target)); !strings.Contains(body, "\ndeployment_service_up 1\n") {
-			t.Fatalf("probe of %s is not up:\n%s", target, body)
-		}
-	}
-	// The module keeps one idle connection: with a transport per target,
-	// each would keep its own.
-	s.waitFor(t, "shared by both targets", 1, -1)
 }
 
 // errorCount reads one request_errors_total counter.
