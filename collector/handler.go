@@ -63,7 +63,7 @@ func (f errorLog) Println(v ...any) { f(v...) }
 func scrapeContext(r *http.Request, limit time.Duration) (context.Context, context.CancelFunc) {
 	ctx := r.Context()
 	if v := r.Header.Get(scrapeTimeoutHeader); v != "" {
-		ctx = WithScrapeTimeout(ctx, v)
+		ctx = context.WithValue(ctx, scrapeTimeoutKey{}, v) // names the limit when the poll reaches it
 	}
 	return context.WithTimeout(ctx, scrapeBudget(r, limit))
 }

@@ -174,7 +174,9 @@ func (p *Poller) checkDetail(c *poll, id int64) {
 	if c.detailStart.IsZero() || start.Before(c.detailStart) {
 		c.detailStart = start
 	}
-	c.detailEnd = maxTime(c.detailEnd, end)
+	if end.After(c.detailEnd) {
+		c.detailEnd = end
+	}
 	if r.Err != nil {
 		c.failDetail(r.Status, r.Err)
 	}
@@ -213,7 +215,11 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	} else if len(ids) == 0 {
 		ids = slices.Compact(slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(p.checks)), c.subset...))))
 	}
-	s.Details = p.view(ids)
+	for _, id := range slices.Sorted(slices.Values(ids)) {
+		if ls, ok := p.checks[id]; ok {
+			s.Details = append(s.Details, ls)
+		}
+	}
 	unchecked := endpointState{Err: errNoDetail}
 	if until, status := p.target.Client.HoldOff(); now.Before(until) {
 		s.HoldOffUntil, unchecked = until, endpointState{Status: status, Err: client.ErrHeldOff}
@@ -239,21 +245,4 @@ func (p *Poller) failed(now time.Time, status int, err error) *Snapshot {
 		c.failDetail(status, err)
 	}
 	return p.snapshot(c, now)
-}
-
-func (p *Poller) view(ids []int64) []locationState {
-	var out []locationState
-	for _, id := range slices.Sorted(slices.Values(ids)) {
-		if ls, ok := p.checks[id]; ok {
-			out = append(out, ls)
-		}
-	}
-	return out
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

@@ -303,7 +303,7 @@ func TestPollNeverOutlastsTheTimeout(t *testing.T) {
 	} {
 		ctx := context.Background()
 		if tt.header != "" {
-			ctx = WithScrapeTimeout(ctx, tt.header)
+			ctx = context.WithValue(ctx, scrapeTimeoutKey{}, tt.header)
 		}
 		if tt.deadline > 0 {
 			var cancel context.CancelFunc
@@ -409,8 +409,8 @@ func TestLocationDetailStatus(t *testing.T) {
 				}
 				p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2, 3}}, PollerOptions{Timeout: 10 * time.Second})
 				st := p.Poll(context.Background()).Endpoints[client.EndpointLocationDetail]
-				if st.ok() != tt.up || st.Status != tt.want {
-					t.Errorf("location_detail up %v with %d, want %v with %d", st.ok(), st.Status, tt.up, tt.want)
+				if (st.Err == nil) != tt.up || st.Status != tt.want {
+					t.Errorf("location_detail up %v with %d, want %v with %d", (st.Err == nil), st.Status, tt.up, tt.want)
 				}
 			})
 		})
@@ -438,8 +438,8 @@ func TestLocationDetailWhileViewsAreOut(t *testing.T) {
 				time.AfterFunc(time.Second, cancel)
 				s := p.Poll(ctx)
 				st := s.Endpoints[client.EndpointLocationDetail]
-				if st.ok() != (tt.status == 0) || st.Status != tt.want {
-					t.Errorf("location_detail up %v with %d; want %v with %d", st.ok(), st.Status, tt.status == 0, tt.want)
+				if (st.Err == nil) != (tt.status == 0) || st.Status != tt.want {
+					t.Errorf("location_detail up %v with %d; want %v with %d", (st.Err == nil), st.Status, tt.status == 0, tt.want)
 				}
 				if got := ids(s.Details); !slices.Equal(got, []int64{1}) {
 					t.Errorf("details of %v, want location 1 alone", got)

@@ -33,11 +33,6 @@ func (e *deadlineError) Unwrap() error { return context.DeadlineExceeded }
 
 type scrapeTimeoutKey struct{}
 
-// WithScrapeTimeout marks ctx's deadline as set by the scrape timeout header.
-func WithScrapeTimeout(ctx context.Context, header string) context.Context {
-	return context.WithValue(ctx, scrapeTimeoutKey{}, header)
-}
-
 // PollerOptions tunes a Poller; Recent, when set, records every poll under Name (the redacted base URL) and Module.
 type PollerOptions struct {
 	Timeout     time.Duration // bounds a poll, which ends at the latest waiting scrape's deadline
@@ -89,10 +84,15 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		defer p.mu.Unlock()
 		return p.failed(now, 0, errDropped)
 	}
-	inInterval := p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(own.Sub(now))
+	budget := own.Sub(now) // a poll its deadline cut serves only scrapes with about its budget
+	inInterval := p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && (p.last.budget == 0 || p.last.budget >= budget-budget/20)
 	if inInterval || now.Before(p.heldEnd) {
 		defer p.mu.Unlock()
-		return p.last.at(now)
+		if s := *p.last; !s.HoldOffUntil.IsZero() && !now.Before(s.HoldOffUntil) {
+			s.HoldOffUntil = time.Time{}
+			return &s
+		}
+		return p.last
 	}
 	if until, status := p.target.Client.HoldOff(); p.call == nil && now.Before(until) {
 		s := p.failed(now, status, client.ErrHeldOff)
@@ -188,7 +188,11 @@ func (p *Poller) finish(c *poll) {
 		p.failures.log(p.opts.Logger, snap)
 	}
 	p.logHoldOff()
-	p.report(snap, !cut || snap.up() || !snap.onlyOutOfTime())
+	outOfTime := !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
+		err := snap.Endpoints[ep].Err
+		return err != nil && !errors.Is(err, errTooLate) && client.ReasonOf(err) != client.ReasonTimeout
+	})
+	p.report(snap, !cut || snap.up() || !outOfTime)
 	close(c.done)
 }
 

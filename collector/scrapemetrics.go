@@ -77,10 +77,10 @@ func (m *Metrics) each(s *Snapshot, t *TargetStats, emit func(f *family, v float
 	emit(m.up, boolValue(s.up()))
 	for _, ep := range client.Endpoints {
 		if st, ok := s.Endpoints[ep]; ok {
-			emit(m.endpointUp, boolValue(st.ok()), string(ep))
+			emit(m.endpointUp, boolValue(st.Err == nil), string(ep))
 			emit(m.endpointDuration, st.Duration.Seconds(), string(ep))
 			emit(m.endpointStatus, float64(st.Status), string(ep))
-			if !st.ok() {
+			if st.Err != nil {
 				reason, cause := reasonAndCause(st.Err)
 				emit(m.failureInfo, 1, string(ep), reason, cause)
 			}
