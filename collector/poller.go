@@ -75,6 +75,16 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 	return &Poller{target: t, opts: opts, sem: make(chan struct{}, max(t.Client.Concurrency(), 1)), checks: make(map[int64]locationState)}
 }
 
+func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLimit > 0 }
+
+// idsFromList is how many ids of the location list make the detail subset.
+func (t *Target) idsFromList() int {
+	if len(t.DetailIDs) > 0 {
+		return 0
+	}
+	return t.DetailLimit
+}
+
 // Poll returns a snapshot for one scrape by ctx's deadline; a joined poll runs on until it too.
 func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()

@@ -33,16 +33,6 @@ type Service interface {
 	Close()
 }
 
-func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLimit > 0 }
-
-// idsFromList is how many ids of the location list make the detail subset.
-func (t *Target) idsFromList() int {
-	if len(t.DetailIDs) > 0 {
-		return 0
-	}
-	return t.DetailLimit
-}
-
 // TargetSettings is what a poll of one service needs besides its URL: the
 // command-line flags for /metrics, or a module of the configuration file for /probe.
 type TargetSettings struct {
