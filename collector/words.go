@@ -118,8 +118,8 @@ func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (strin
 		words = append(words, heldWords(rec.heldStatus, rec.HeldOffUntil, rec.retryAfter))
 	}
 	bad := len(words)
-	if slow := slowWords(reqs); slow != "" {
-		words = append(words, slow)
+	if slow := slowWords(reqs); slow != nil {
+		words = append(words, "slow: "+strings.Join(slow, ", "))
 	}
 	switch {
 	case !s.up():
@@ -134,11 +134,8 @@ func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (strin
 
 // idList names the first few ids, and how many of all they are.
 func idList(ids []int64, all int) string {
-	var names []string
-	for _, id := range ids[:min(len(ids), 5)] {
-		names = append(names, strconv.FormatInt(id, 10))
-	}
-	s := strings.Join(names, ", ")
+	s := strings.Trim(fmt.Sprint(ids[:min(len(ids), 5)]), "[]")
+	s = strings.ReplaceAll(s, " ", ", ")
 	if len(ids) > 5 {
 		s += fmt.Sprintf(" and %d more", len(ids)-5)
 	}
@@ -149,23 +146,17 @@ func idList(ids []int64, all int) string {
 }
 
 // slowWords names the endpoints whose first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
-func slowWords(reqs []client.TraceRequest) string {
-	var slow []string
+func slowWords(reqs []client.TraceRequest) []string {
+	worst, slow := map[client.Endpoint]time.Duration{}, []string(nil)
+	for _, r := range reqs {
+		worst[r.Endpoint] = max(worst[r.Endpoint], r.Phases.FirstByte)
+	}
 	for _, ep := range client.Endpoints {
-		var worst time.Duration
-		for _, r := range reqs {
-			if r.Endpoint == ep && r.Phases.FirstByte > 2*time.Second {
-				worst = max(worst, r.Phases.FirstByte)
-			}
-		}
-		if worst > 0 {
-			slow = append(slow, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
+		if worst[ep] > 2*time.Second {
+			slow = append(slow, fmt.Sprintf("%s %s", ep, worst[ep].Round(time.Millisecond)))
 		}
 	}
-	if slow == nil {
-		return ""
-	}
-	return "slow: " + strings.Join(slow, ", ")
+	return slow
 }
 
 // failureLog logs one short line per poll: warn when a failure starts or changes kind, debug while it lasts, info when it ends.
