@@ -24,25 +24,17 @@ var (
 // fairBudget is the least time a poll needs: one cut sooner by lack of time alone is not counted.
 const fairBudget = time.Second
 
-// deadlineError ends a poll at its deadline, naming the limit that set it.
-type deadlineError struct{ limit string }
-
-func (e *deadlineError) Error() string { return "the poll reached its deadline, set by " + e.limit }
-
-func (e *deadlineError) Unwrap() error { return context.DeadlineExceeded }
-
 type scrapeTimeoutKey struct{}
 
 // PollerOptions tunes a Poller; Recent, when set, records every poll under Name (the redacted base URL) and Module.
 type PollerOptions struct {
-	Timeout     time.Duration // bounds a poll, which ends at the latest waiting scrape's deadline
-	MinInterval time.Duration // the least time between two polls' starts; 0 polls every scrape
-	Logger      *slog.Logger
-	Recent      *PollLog
-	Name        string
-	Module      string
-	Polls       pollCounter // counts polls, however many scrapes shared each
-	TimeoutName string      // such as "--api.timeout"
+	Timeout      time.Duration // bounds a poll, which ends at the latest waiting scrape's deadline
+	MinInterval  time.Duration // the least time between two polls' starts; 0 polls every scrape
+	Logger       *slog.Logger
+	Recent       *PollLog
+	Name, Module string
+	Polls        pollCounter // counts polls, however many scrapes shared each
+	TimeoutName  string      // such as "--api.timeout"
 }
 
 // pollCounter counts polls; up is deployment_service_up after each.
@@ -69,9 +61,7 @@ type Poller struct {
 // NewPoller returns a Poller for t.
 func NewPoller(t *Target, opts PollerOptions) *Poller {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
-	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Second
-	}
+	opts.Timeout = cmp.Or(max(opts.Timeout, 0), 10*time.Second)
 	return &Poller{target: t, opts: opts, sem: make(chan struct{}, max(t.Client.Concurrency(), 1)), checks: make(map[int64]locationState)}
 }
 
@@ -131,7 +121,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string) *Snapshot {
 	timer := time.NewTimer(time.Until(handoff))
 	defer timer.Stop()
-	var cause error = &deadlineError{limit: by}
+	cause := fmt.Errorf("the poll reached its deadline, set by %s: %w", by, context.DeadlineExceeded)
 	select {
 	case <-c.done:
 		return c.snap
