@@ -75,10 +75,10 @@ func NewMetrics(infoFields []string) *Metrics {
 }
 
 func (m *Metrics) each(s *Snapshot, t *TargetStats, emit func(f *family, v float64, labels ...string)) {
-	emit(m.up, boolValue(s.up()))
+	emit(m.up, boolValue[s.up()])
 	for _, ep := range client.Endpoints {
 		if st, ok := s.Endpoints[ep]; ok {
-			emit(m.endpointUp, boolValue(st.Err == nil), string(ep))
+			emit(m.endpointUp, boolValue[st.Err == nil], string(ep))
 			emit(m.endpointDuration, st.Duration.Seconds(), string(ep))
 			emit(m.endpointStatus, float64(st.Status), string(ep))
 			if st.Err != nil {
@@ -96,13 +96,12 @@ func (m *Metrics) each(s *Snapshot, t *TargetStats, emit func(f *family, v float
 	}
 	for _, d := range s.Details {
 		id := strconv.FormatInt(d.ID, 10)
-		emit(m.locationUp, boolValue(d.Err == nil), id)
+		emit(m.locationUp, boolValue[d.Err == nil], id)
 		emit(m.locationDuration, d.Duration.Seconds(), id)
 		emit(m.locationChecked, float64(d.Checked.UnixMilli())/1e3, id)
 		if d.Err == nil {
-			fields := m.locationInfo.labels[1:] // the info fields, after location_id
-			labels := append(make([]string, 0, 1+len(fields)), id)
-			for _, f := range fields {
+			labels := []string{id}
+			for _, f := range m.locationInfo.labels[1:] { // the info fields, after location_id
 				labels = append(labels, d.Fields[f])
 			}
 			emit(m.locationInfo, 1, labels...)
@@ -163,12 +162,7 @@ func reasonAndCause(err error) (reason, cause string) {
 	return "not_checked", "" // never sent: no detail view checked, no key, a dropped pair
 }
 
-func boolValue(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
+var boolValue = map[bool]float64{true: 1}
 
 const namespace = "deployment_service"
 
