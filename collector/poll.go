@@ -36,8 +36,7 @@ type poll struct {
 	snap                   *Snapshot
 }
 
-// run starts root and the lists, each in a slot of the semaphore, then detail views as slots
-// free up while one can end before the horizon; the poll ends once no call is out.
+// run starts root and the lists, then detail views while one can end before the horizon, each in a slot.
 func (p *Poller) run(c *poll) {
 	defer c.cancel(nil)
 	api, t := p.target.Client, p.target

@@ -40,8 +40,7 @@ type PollerOptions struct {
 // pollCounter counts polls; up is deployment_service_up after each.
 type pollCounter interface{ ObservePoll(up bool) }
 
-// Poller owns time for one target: it shares the poll in flight as singleflight shares a call,
-// reuses the last poll inside the minimum interval, and honours hold-offs.
+// Poller shares one target's poll in flight as singleflight shares a call, and keeps its last poll and hold-off.
 type Poller struct {
 	target *Target
 	opts   PollerOptions

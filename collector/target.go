@@ -33,8 +33,7 @@ type Service interface {
 	Close()
 }
 
-// TargetSettings is what a poll of one service needs besides its URL: the
-// command-line flags for /metrics, or a module of the configuration file for /probe.
+// TargetSettings is what a poll of one service needs besides its URL: the flags, or a module of the file.
 type TargetSettings struct {
 	Client               client.Config // BaseURL left empty
 	DetailIDs            []int64
@@ -69,8 +68,7 @@ func uniqueIDs(ids []int64) []int64 {
 	return out
 }
 
-// WriteSettingsText writes the settings of a poll of one target as the file would hold them, secrets as
-// <secret>, as blackbox_exporter's debug view shows a module.
+// WriteSettingsText writes a target's settings as YAML in the file's keys, secrets as <secret>, as blackbox's debug view does.
 func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
 	c := s.Client.WithDefaults()
 	out, err := yaml.Marshal(struct {
