@@ -259,10 +259,6 @@ type Snapshot struct {
 	budget time.Duration // of a poll that its deadline cut short; 0 for one that ended on its own
 }
 
-func (s *Snapshot) checkedDetails() []locationState {
-	return slices.DeleteFunc(slices.Clone(s.Details), func(d locationState) bool { return d.Checked.Before(s.Start) })
-}
-
 // endpointState is how one endpoint answered during a poll; Status is 0 when no response came.
 type endpointState struct {
 	Status   int

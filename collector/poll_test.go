@@ -668,3 +668,7 @@ func TestShortScrapesAddNoFailure(t *testing.T) {
 		})
 	}
 }
+
+func (s *Snapshot) checkedDetails() []locationState {
+	return slices.DeleteFunc(slices.Clone(s.Details), func(d locationState) bool { return d.Checked.Before(s.Start) })
+}

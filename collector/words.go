@@ -61,7 +61,8 @@ func failures(s *Snapshot) string {
 		}
 		names[kind], statuses[kind] = append(names[kind], name), status
 	}
-	detailIDs, checked := map[string][]int64{}, s.checkedDetails()
+	detailIDs := map[string][]int64{}
+	checked := slices.DeleteFunc(slices.Clone(s.Details), func(d locationState) bool { return d.Checked.Before(s.Start) }) // in this poll
 	for _, d := range checked {
 		if d.Err != nil && !errors.Is(d.Err, client.ErrHeldOff) {
 			k := failureKind(d.Err, d.Status)
