@@ -190,23 +190,19 @@ func (c *poll) abandoned() bool {
 	return errors.Is(cause, errAbandoned) || errors.Is(cause, errDropped)
 }
 
-func (c *poll) count(ep client.Endpoint) Count {
-	r, ok := c.lists[ep]
-	return Count{Value: r.Count, Known: ok && r.Err == nil}
-}
-
 // snapshot turns what has arrived into a Snapshot; lists not yet in are too late.
 func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	s := &Snapshot{
-		Start: c.start, Duration: now.Sub(c.start), Endpoints: make(map[client.Endpoint]endpointState, 4), trace: c.trace,
-		Projects: c.count(client.EndpointProjects), Locations: c.count(client.EndpointLocations), budget: c.horizon.Sub(c.start),
+		Start: c.start, Duration: now.Sub(c.start), Endpoints: make(map[client.Endpoint]endpointState, 4), trace: c.trace, budget: c.horizon.Sub(c.start),
 	}
+	counts := make(map[client.Endpoint]Count, 3) // a list not read whole has no count
 	for _, ep := range upEndpoints {
 		s.Endpoints[ep] = endpointState{Duration: s.Duration, Err: errTooLate}
 		if r, ok := c.lists[ep]; ok {
-			s.Endpoints[ep] = endpointState{Status: r.Status, Duration: r.Duration, Err: r.Err}
+			s.Endpoints[ep], counts[ep] = endpointState{Status: r.Status, Duration: r.Duration, Err: r.Err}, Count{Value: r.Count, Known: r.Err == nil}
 		}
 	}
+	s.Projects, s.Locations = counts[client.EndpointProjects], counts[client.EndpointLocations]
 	// The subset: the ids given, else those of the list read whole, else those met so far and checked before.
 	ids := p.target.DetailIDs
 	if len(ids) == 0 && s.Locations.Known {

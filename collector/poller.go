@@ -161,10 +161,11 @@ func (p *Poller) start(ctx context.Context, now time.Time) {
 	go p.run(c)
 }
 
-// finish keeps what c found, counts it unless its caller cut it short, and hands it over.
+// finish keeps what c found, logs it and the hold-off's run, counts it unless its caller cut it short, and hands it over.
 func (p *Poller) finish(c *poll) {
 	p.mu.Lock()
-	snap := p.snapshot(c, time.Now())
+	now := time.Now()
+	snap := p.snapshot(c, now)
 	abandoned := c.abandoned()
 	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) {
 		snap.budget = 0
@@ -179,6 +180,9 @@ func (p *Poller) finish(c *poll) {
 	}
 	p.usualDetail = cmp.Or(c.longest, p.usualDetail)
 	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
+	until, status := p.target.Client.HoldOff()
+	held, was, again := until.After(now), p.throttled, !until.Equal(p.heldUntil)
+	p.throttled, p.heldUntil = held, until
 	c.snap = snap
 	p.mu.Unlock()
 	if abandoned {
@@ -186,7 +190,14 @@ func (p *Poller) finish(c *poll) {
 	} else {
 		p.failures.log(p.opts.Logger, snap)
 	}
-	p.logHoldOff()
+	switch when := until.UTC().Format(time.RFC3339); {
+	case held && !was:
+		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", when)
+	case held && again:
+		p.opts.Logger.Debug("The service asked again to hold off", "status", status, "until", when)
+	case !held && was:
+		p.opts.Logger.Info("The service no longer asks to hold off")
+	}
 	outOfTime := !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
 		err := snap.Endpoints[ep].Err
 		return err != nil && !errors.Is(err, errTooLate) && client.ReasonOf(err) != client.ReasonTimeout
@@ -203,25 +214,6 @@ func (p *Poller) horizon(ctx context.Context, limit time.Time) (time.Time, strin
 		return deadline, "the scrape's deadline"
 	}
 	return limit, fmt.Sprintf("%s=%s", p.opts.TimeoutName, p.opts.Timeout)
-}
-
-// logHoldOff logs when a run of hold-offs begins, is asked again and ends.
-func (p *Poller) logHoldOff() {
-	until, status := p.target.Client.HoldOff()
-	held := until.After(time.Now())
-	p.mu.Lock()
-	was, again := p.throttled, !until.Equal(p.heldUntil)
-	p.throttled, p.heldUntil = held, until
-	p.mu.Unlock()
-	when := until.UTC().Format(time.RFC3339)
-	switch {
-	case held && !was:
-		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", when)
-	case held && again:
-		p.opts.Logger.Debug("The service asked again to hold off", "status", status, "until", when)
-	case !held && was:
-		p.opts.Logger.Info("The service no longer asks to hold off")
-	}
 }
 
 // takeLocations carries over the checks of a poller that a reload replaced.
