@@ -118,8 +118,16 @@ func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (strin
 	if notSent != nil || !rec.metUntil.IsZero() {
 		words = append(words, heldWords(rec.heldStatus, rec.HeldOffUntil, rec.retryAfter))
 	}
-	bad := len(words)
-	if slow := slowWords(reqs); slow != nil {
+	bad, worst, slow := len(words), map[client.Endpoint]time.Duration{}, []string(nil)
+	for _, r := range reqs {
+		worst[r.Endpoint] = max(worst[r.Endpoint], r.Phases.FirstByte)
+	}
+	for _, ep := range client.Endpoints {
+		if worst[ep] > 2*time.Second { // the first byte's wait that DeploymentServiceAPISlow calls slow
+			slow = append(slow, fmt.Sprintf("%s %s", ep, worst[ep].Round(time.Millisecond)))
+		}
+	}
+	if slow != nil {
 		words = append(words, "slow: "+strings.Join(slow, ", "))
 	}
 	switch {
@@ -144,20 +152,6 @@ func idList(ids []int64, all int) string {
 		s += fmt.Sprintf(" (%d of %d)", len(ids), all)
 	}
 	return s
-}
-
-// slowWords names the endpoints whose first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
-func slowWords(reqs []client.TraceRequest) []string {
-	worst, slow := map[client.Endpoint]time.Duration{}, []string(nil)
-	for _, r := range reqs {
-		worst[r.Endpoint] = max(worst[r.Endpoint], r.Phases.FirstByte)
-	}
-	for _, ep := range client.Endpoints {
-		if worst[ep] > 2*time.Second {
-			slow = append(slow, fmt.Sprintf("%s %s", ep, worst[ep].Round(time.Millisecond)))
-		}
-	}
-	return slow
 }
 
 // failureLog logs one short line per poll: warn when a failure starts or changes kind, debug while it lasts, info when it ends.
