@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/prometheus/common/config"
@@ -58,14 +59,11 @@ func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poll
 // uniqueIDs drops repeated ids, keeping the first of each: one location, one set of series.
 func uniqueIDs(ids []int64) []int64 {
 	seen := make(map[int64]bool, len(ids))
-	out := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(ids), func(id int64) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 }
 
 // WriteSettingsText writes a target's settings as YAML in the file's keys, secrets as <secret>, as blackbox's debug view does.
