@@ -95,7 +95,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	}
 	if until, status := p.target.Client.HoldOff(); p.call == nil && now.Before(until) {
 		s := p.failed(now, status, client.ErrHeldOff)
-		s.HoldOffUntil, p.heldEnd = until, now.Add(min(max(own.Sub(now), fairBudget), until.Sub(now)))
+		s.HoldOffUntil, p.heldEnd = until, now.Add(min(max(budget, fairBudget), until.Sub(now)))
 		p.seq++
 		p.last, p.lastSeq = s, p.seq
 		p.mu.Unlock()
@@ -103,7 +103,13 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		return s
 	}
 	if p.call == nil {
-		p.start(ctx, now)
+		p.seq++
+		p.call = &poll{
+			start: now, seq: p.seq, horizon: now, trace: &client.Trace{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+			lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0,
+		}
+		p.call.ctx, p.call.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), p.call.trace))
+		go p.run(p.call)
 	}
 	c := p.call
 	c.waiters++
@@ -148,17 +154,6 @@ func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.snapshot(c, time.Now())
-}
-
-func (p *Poller) start(ctx context.Context, now time.Time) {
-	p.seq++
-	c := &poll{
-		start: now, seq: p.seq, horizon: now, trace: &client.Trace{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0,
-	}
-	c.ctx, c.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), c.trace))
-	p.call = c
-	go p.run(c)
 }
 
 // finish keeps what c found, logs it and the hold-off's run, counts it unless its caller cut it short, and hands it over.
