@@ -168,7 +168,10 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 	for _, ep := range client.Endpoints {
 		if st := s.Endpoints[ep]; st.Err != nil && !errors.Is(st.Err, client.ErrHeldOff) && !errors.Is(st.Err, errNoDetail) {
 			kinds = append(kinds, string(ep)+" "+failureKind(st.Err, st.Status))
-			errText = cmp.Or(errText, shortErr(st.Err))
+			if ue := (*url.Error)(nil); errText == "" && errors.As(st.Err, &ue) { // the target label names the URL
+				errText = strings.Replace(st.Err.Error(), " "+strconv.Quote(ue.URL), "", 1)
+			}
+			errText = cmp.Or(errText, st.Err.Error())
 		}
 	}
 	kind := strings.Join(kinds, ", ")
@@ -191,17 +194,8 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 			f.since = s.Start.UTC().Format(time.RFC3339)
 		}
 		f.kind, f.polls = kind, f.polls+1
-		logger.Warn("Poll failed", "summary", summary, "failing_since", f.since, "err", errText)
+		logger.Warn("Poll failed", "summary", summary, "failing_since", f.since, "err", bounded(errText, 300))
 	}
-}
-
-// shortErr is err in a few words, without the URL that the target label already names.
-func shortErr(err error) string {
-	text := err.Error()
-	if ue := (*url.Error)(nil); errors.As(err, &ue) {
-		text = strings.Replace(text, " "+strconv.Quote(ue.URL), "", 1)
-	}
-	return bounded(text, 300)
 }
 
 // logName bounds a target's name for the log: a long one keeps its start and a hash of the whole, to stay distinct.
