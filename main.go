@@ -41,7 +41,6 @@ const (
 	exporterName         = "deployment_service_exporter"
 	defaultListenAddress = ":10044" // outside the range Prometheus allocates to exporters
 	demoListenAddress    = "127.0.0.1:10044"
-	shutdownGrace        = 5 * time.Second // for scrapes in flight after SIGTERM
 )
 
 func main() {
@@ -150,23 +149,14 @@ func startDemo(s *settings, listen string, logger *slog.Logger) (*sampleservice.
 	}
 	s.demoURL = demo.URL()
 	s.base, _ = client.ParseBaseURL(s.demoURL)
-	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{
-		Authorization: &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())},
-	}
+	auth := &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())}
+	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{Authorization: auth}
 	host, port, _ := net.SplitHostPort(listen)
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
 	logger.Info("Demo mode: watching the embedded sample service", "url", demo.URL(), "open", "http://"+net.JoinHostPort(host, port)+"/")
-	for endpoint, fault := range s.demoFaults.faults {
-		if id, ok := strings.CutPrefix(endpoint, sampleservice.EndpointLocationDetail+"/"); ok {
-			n, _ := strconv.Atoi(id)
-			demo.Service.SetDetailFault(n, fault)
-		} else {
-			demo.Service.SetFault(endpoint, fault)
-		}
-	}
-	if len(s.demoFaults.specs) > 0 {
+	if s.demoFaults.Apply(demo.Service); s.demoFaults.String() != "" {
 		logger.Warn("Demo mode: the sample service fails on purpose", "faults", s.demoFaults.String())
 	}
 	return demo, nil
@@ -184,15 +174,14 @@ func serve(srv *http.Server, toolkitFlags *web.FlagConfig, logger *slog.Logger) 
 		return 1
 	case sig := <-stop:
 		logger.Info("Shutting down", "signal", sig.String())
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // for scrapes in flight
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		return 0
 	}
 }
 
-// newServer returns the HTTP server for h, with timeouts and a bound on connections so that
-// clients cannot take the files that the process may open (0: no bound).
+// newServer returns the HTTP server for h, with timeouts and open connections bounded below files (0: unbounded).
 func newServer(h http.Handler, files uint64) *http.Server {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	var open atomic.Int64
@@ -203,12 +192,11 @@ func newServer(h http.Handler, files uint64) *http.Server {
 			if n := uint64(open.Add(1)); files > 0 && n > files/4 {
 				srv.SetKeepAlivesEnabled(false) // closes the idle connections
 				srv.SetKeepAlivesEnabled(true)
-				for i := 0; uint64(open.Load()) > files/2; i++ {
-					if i == 10 {
-						_ = c.Close()
-						break
-					}
+				for i := 0; i < 10 && uint64(open.Load()) > files/2; i++ {
 					time.Sleep(100 * time.Millisecond)
+				}
+				if uint64(open.Load()) > files/2 {
+					_ = c.Close()
 				}
 			}
 		case http.StateClosed, http.StateHijacked:
@@ -223,29 +211,21 @@ func newRegistry(exporterMetrics bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(versioncollector.NewCollector(exporterName))
 	if exporterMetrics {
-		// go_gc_heap_allocs_bytes_total replaces go_memstats_alloc_bytes_total (docs/metrics.md).
 		goCollector := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/allocs:bytes$`)}))
-		reg.MustRegister(withoutMetric{goCollector, "go_memstats_alloc_bytes_total"},
-			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(withoutAllocTotal{goCollector}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return reg
 }
 
-// withoutMetric is a collector with the metrics of one name left out.
-type withoutMetric struct {
-	prometheus.Collector
-	name string
-}
+// withoutAllocTotal leaves out go_memstats_alloc_bytes_total, which go_gc_heap_allocs_bytes_total replaces (docs/metrics.md).
+type withoutAllocTotal struct{ prometheus.Collector }
 
-func (c withoutMetric) Collect(ch chan<- prometheus.Metric) {
+func (c withoutAllocTotal) Collect(ch chan<- prometheus.Metric) {
 	inner := make(chan prometheus.Metric)
-	go func() {
-		c.Collector.Collect(inner)
-		close(inner)
-	}()
+	go func() { c.Collector.Collect(inner); close(inner) }()
 	for m := range inner {
-		if !strings.Contains(m.Desc().String(), `fqName: "`+c.name+`"`) {
+		if !strings.Contains(m.Desc().String(), `fqName: "go_memstats_alloc_bytes_total"`) {
 			ch <- m
 		}
 	}
@@ -258,25 +238,29 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 	if err != nil {
 		return nil, nil, err
 	}
-	// A limit for each path, so that slow probes cannot starve /metrics.
-	metrics = limitRequests(s.maxRequests, metrics)
+	metrics = limitRequests(s.maxRequests, metrics) // one limit per path: slow probes cannot starve /metrics
 	if !s.disableExporterMetrics {
-		// Outside the limit, so that the 503s it answers are counted.
-		metrics = promhttp.InstrumentMetricHandler(reg, metrics)
+		metrics = promhttp.InstrumentMetricHandler(reg, metrics) // outside the limit, to count its 503s
 	}
 	mux := http.NewServeMux()
 	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, recent: recent, logger: logger,
 		modules: func() []string { return store.Current().ModuleNames() }}
 	if s.metricsPath == "/" {
-		// At the root, metrics answer / alone: another path is a 404 and polls nothing.
-		mux.Handle("/{$}", metrics)
+		mux.Handle("/{$}", metrics) // another path is a 404 and polls nothing
 	} else {
 		mux.Handle(s.metricsPath, metrics)
 		mux.HandleFunc("GET /{$}", ui.landing)
 	}
 	mux.HandleFunc("GET /polls/{id}", ui.poll)
 	mux.HandleFunc("GET /target", ui.target)
-	probe := collector.NewProbeHandler(probeLookup(store), recent, logger.With("handler", "probe"))
+	lookup := func(name string) (collector.ProbeModule, error) { // each module its own version, for reloads
+		m, err := store.Lookup(name)
+		if err != nil {
+			return collector.ProbeModule{}, err
+		}
+		return collector.ProbeModule{Settings: moduleSettings(m), Version: m, CheckTarget: m.CheckTarget}, nil
+	}
+	probe := collector.NewProbeHandler(lookup, recent, logger.With("handler", "probe"))
 	probe.ExternalURL = s.external
 	probe.HoldOffs = s.target.Client.HoldOffs
 	mux.Handle("/probe", limitRequests(s.maxRequests, probe))
@@ -309,20 +293,12 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 	single := client.RedactURL(s.base)
 	s.target.Client.Observer = collector.NewRequestMetrics(reg)
 	stats := collector.NewTargetStats(single, collector.TargetPage(s.external, single, ""))
-	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{
-		Logger: logger.With("target", single), Recent: recent, Name: single,
-		Polls: stats, TimeoutName: "--api.timeout",
-	})
+	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{Logger: logger.With("target", single),
+		Recent: recent, Name: single, Polls: stats, TimeoutName: "--api.timeout"})
 	if err != nil {
 		return nil, "", err
 	}
 	return collector.NewHandler(p, collector.NewMetrics(s.target.InfoFields), stats, reg, s.target.Timeout, logger), single, nil
-}
-
-// sdGroup is one target group of Prometheus' HTTP service discovery.
-type sdGroup struct {
-	Targets []string          `json:"targets"`
-	Labels  map[string]string `json:"labels"`
 }
 
 // serviceDiscovery answers GET /sd: each module's targets without a "*" (or ?module=<name>'s).
@@ -337,10 +313,10 @@ func serviceDiscovery(store *moduleconfig.Store) http.HandlerFunc {
 			}
 			names = []string{only}
 		}
-		groups := []sdGroup{}
+		groups := []map[string]any{}
 		for _, name := range names {
 			if targets := cfg.Modules[name].ConcreteTargets(); len(targets) > 0 {
-				groups = append(groups, sdGroup{targets, map[string]string{"module": name, "__param_module": name}})
+				groups = append(groups, map[string]any{"targets": targets, "labels": map[string]string{"module": name, "__param_module": name}})
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/alecthomas/units"
@@ -25,12 +24,10 @@ import (
 )
 
 const (
-	defaultMaxRequests = 40 // node_exporter's
-	// keyEnv holds the API key itself: with no flag for it, the key never shows in a process list.
-	keyEnv = "DEPLOYMENT_SERVICE_API_KEY"
-	// The demo's detail subset and info field, so that every dashboard panel has data.
-	demoDetailLimit = 5
-	demoInfoField   = "name"
+	defaultMaxRequests = 40                           // node_exporter's
+	keyEnv             = "DEPLOYMENT_SERVICE_API_KEY" // no flag: the key never shows in a process list
+	demoDetailLimit    = 5                            // the demo's subset, so that every dashboard panel has data
+	demoInfoField      = "name"
 )
 
 // flagValues are the command-line settings; module holds those a module of --config.file has too.
@@ -39,7 +36,7 @@ type flagValues struct {
 	key                                  string // from the environment only
 	module                               moduleconfig.Module
 	demo, configCheck                    bool
-	demoFaults                           demoFaults
+	demoFaults                           sampleservice.FaultFlag
 	configFile, metricsPath, externalURL string
 	disableExporterMetrics               bool
 	maxRequests                          int
@@ -70,12 +67,10 @@ func validate(f flagValues) (*settings, error) {
 	case f.demo && !f.locationsGiven:
 		s.target.DetailLimit, s.target.InfoFields = demoDetailLimit, []string{demoInfoField}
 	case f.demo, f.apiURL == "" && f.configFile != "":
-		// The sample service is started later; with only --config.file, /probe has the targets.
 	case f.apiURL == "":
 		return nil, errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
 	default:
-		s.base, err = client.ParseBaseURL(f.apiURL)
-		if errors.Is(err, client.ErrURLCredentials) {
+		if s.base, err = client.ParseBaseURL(f.apiURL); errors.Is(err, client.ErrURLCredentials) {
 			err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
 		}
 		if err != nil {
@@ -112,8 +107,7 @@ func validateLimits(f flagValues) error {
 		{slices.ContainsFunc(loc.DetailIDs, func(id int64) bool { return id < 0 }), "--locations.detail-id: ids are whole numbers from 0"},
 		{len(loc.DetailIDs) > 0 && loc.DetailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
 		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
-		{len(f.demoFaults.specs) > 0 && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
-		// A metrics path that the HTTP mux would reject or that would shadow another endpoint.
+		{f.demoFaults.String() != "" && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
 		{!strings.HasPrefix(p, "/"), fmt.Sprintf("--web.telemetry-path %q must start with /, such as /metrics", p)},
 		{strings.ContainsAny(p, "{}% \t\n?#") || path.Clean(p) != p,
 			fmt.Sprintf("--web.telemetry-path %q must be a plain, clean path, such as /metrics", p)},
@@ -138,47 +132,62 @@ func validateLimits(f flagValues) error {
 
 // httpClientConfig returns the /metrics service's HTTP client settings, with the key unless the file has one.
 func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
-	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
-	if err != nil {
-		return hc, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
+	hc, err := loadHTTPClientConfig(f.httpConfigFile)
+	key, source := strings.TrimSpace(f.key), keyEnv
+	if f.keyFile != "" {
+		source = "--api.key-file"
 	}
-	key := strings.TrimSpace(f.key)
 	switch {
-	case hc.Authorization != nil && f.keyFile != "":
-		return hc, errors.New("--api.http-config.file has an authorization and --api.key-file gives a key too: keep the key in one place")
-	case hc.Authorization != nil && key != "":
-		return hc, fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", keyEnv)
+	case err != nil:
+	case hc.Authorization != nil && (key != "" || f.keyFile != ""):
+		err = fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", source)
 	case hc.Authorization != nil:
 	case key != "" && f.keyFile != "":
-		return hc, fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
+		err = fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
 	case f.keyFile != "":
-		// Read here to fail early, then on every request, so rotation needs no restart.
+		// Read now to fail early; the client reads it again on every request.
 		if _, err = client.ReadKeyFile(f.keyFile); err != nil {
-			return hc, fmt.Errorf("--api.key-file: %w", err)
+			err = fmt.Errorf("--api.key-file: %w", err)
 		}
 		hc.Authorization = &config.Authorization{Type: "Token", CredentialsFile: f.keyFile}
 	case key != "" && !client.ValidKey(key):
-		return hc, fmt.Errorf("%s has control characters such as a line break inside it: set the key alone", keyEnv)
+		err = fmt.Errorf("%s has control characters such as a line break inside it: set the key alone", keyEnv)
 	case key != "":
 		hc.Authorization = &config.Authorization{Type: "Token", Credentials: config.Secret(key)}
 	case f.httpConfigFile != "":
-		return hc, fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
+		err = fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
 	default:
-		return hc, fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
+		err = fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
 	}
-	return hc, nil
+	return hc, err
+}
+
+func loadHTTPClientConfig(file string) (config.HTTPClientConfig, error) {
+	hc, err := moduleconfig.LoadHTTPClientConfig(file)
+	if err != nil {
+		err = fmt.Errorf("--api.http-config.file %s: %w", file, err)
+	}
+	return hc, err
 }
 
 // checkConfig answers --config.check: it prints each problem a start would meet, or OK, and returns the exit code.
 func checkConfig(f flagValues) int {
 	var problems []string
-	if f.configFile == "" && f.httpConfigFile == "" && f.apiURL == "" && !f.demo {
-		problems = append(problems, "--config.check has nothing to check: give --config.file, --api.http-config.file or --api.url")
-	}
 	if f.configFile != "" {
-		problems = append(problems, moduleconfig.Check(f.configFile)...)
+		problems = moduleconfig.Check(f.configFile)
 	}
-	if err := checkMetricsTarget(f); err != nil {
+	var err error
+	switch {
+	case f.apiURL != "" || f.demo:
+		_, err = validate(f)
+	case f.configFile == "" && f.httpConfigFile == "":
+		err = errors.New("--config.check has nothing to check: give --config.file, --api.http-config.file or --api.url")
+	default:
+		if err = validateLimits(f); err == nil {
+			_, err = loadHTTPClientConfig(f.httpConfigFile)
+		}
+	}
+	if err != nil {
 		problems = append(problems, err.Error())
 	}
 	for _, p := range problems {
@@ -191,24 +200,9 @@ func checkConfig(f flagValues) int {
 	return 0
 }
 
-// checkMetricsTarget checks the flags of the service behind /metrics and its HTTP client file, as a start would.
-func checkMetricsTarget(f flagValues) error {
-	if f.apiURL != "" || f.demo {
-		_, err := validate(f)
-		return err
-	}
-	if err := validateLimits(f); err != nil {
-		return err
-	}
-	if _, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile); err != nil {
-		return fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
-	}
-	return nil
-}
-
 // ineffectiveFlags names settings given that cannot have an effect, for a warning.
 func ineffectiveFlags(f flagValues) []string {
-	var out []string
+	var out, given []string
 	m, loc := &f.module, &f.module.Locations
 	keyGiven := strings.TrimSpace(f.key) != "" || f.keyFile != ""
 	if len(loc.InfoFields) > 0 && len(loc.DetailIDs) == 0 && loc.DetailLimit == 0 && (f.demo || f.apiURL != "") {
@@ -223,7 +217,6 @@ func ineffectiveFlags(f flagValues) []string {
 	if f.demo || f.apiURL != "" {
 		return out
 	}
-	var given []string
 	for name, set := range map[string]bool{
 		"--api.key-file (or " + keyEnv + ")": keyGiven,
 		"--locations.detail-id":              len(loc.DetailIDs) > 0,
@@ -252,34 +245,14 @@ func ineffectiveFlags(f flagValues) []string {
 // moduleSettings turns a module, of the file or of the flags, into what a poll of one target needs.
 func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	return collector.TargetSettings{
-		Client: client.Config{
-			HTTPClientConfig: m.HTTPClientConfig,
-			Concurrency:      m.Concurrency,
-			MaxPages:         m.MaxPages,
-			MaxResponseBytes: m.MaxResponseBytes,
-			RateLimit:        m.RateLimit,
-			DisableGzip:      !m.Gzip,
-		},
-		DetailIDs:   m.Locations.DetailIDs,
-		DetailLimit: m.Locations.DetailLimit,
-		InfoFields:  m.Locations.InfoFields,
-		Timeout:     m.Timeout,
-		MinInterval: m.MinInterval,
+		Client: client.Config{HTTPClientConfig: m.HTTPClientConfig, Concurrency: m.Concurrency, MaxPages: m.MaxPages,
+			MaxResponseBytes: m.MaxResponseBytes, RateLimit: m.RateLimit, DisableGzip: !m.Gzip},
+		DetailIDs: m.Locations.DetailIDs, DetailLimit: m.Locations.DetailLimit, InfoFields: m.Locations.InfoFields,
+		Timeout: m.Timeout, MinInterval: m.MinInterval,
 	}
 }
 
-// probeLookup gives /probe the modules of store, each its own version for reloads.
-func probeLookup(store *moduleconfig.Store) collector.ModuleLookup {
-	return func(name string) (collector.ProbeModule, error) {
-		m, err := store.Lookup(name)
-		if err != nil {
-			return collector.ProbeModule{}, err
-		}
-		return collector.ProbeModule{Settings: moduleSettings(m), Version: m, CheckTarget: m.CheckTarget}, nil
-	}
-}
-
-// intFlag is a whole-number flag in decimal: kingpin's Int reads 010 as eight and takes 2.5.
+// intFlag is a whole-number flag: kingpin's Int takes 2.5.
 type intFlag int
 
 func (i *intFlag) Set(s string) error {
@@ -290,7 +263,7 @@ func (i *intFlag) Set(s string) error {
 
 func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
 
-// idsFlag is a repeatable flag of whole numbers in decimal.
+// idsFlag is a repeatable flag of whole numbers in decimal: kingpin's Int64 reads 010 as eight.
 type idsFlag []int64
 
 func (l *idsFlag) Set(s string) error {
@@ -355,55 +328,3 @@ func flagError(app *kingpin.Application, args []string, err error) error {
 	}
 	return err
 }
-
-// demoFaults is the repeatable --demo.fault, ENDPOINT:FAULT; faults of one endpoint add up.
-type demoFaults struct {
-	specs  []string
-	faults map[string]sampleservice.Fault // by endpoint, location_detail/<id> for one location
-}
-
-func (d *demoFaults) Set(s string) error {
-	endpoint, fault, ok := strings.Cut(s, ":")
-	if !ok {
-		return fmt.Errorf("%q is not ENDPOINT:FAULT, such as root:500, locations:429/30 or projects:delay/2.5s", s)
-	}
-	if id, ok := strings.CutPrefix(endpoint, sampleservice.EndpointLocationDetail+"/"); ok {
-		n, err := strconv.ParseUint(id, 10, 31)
-		if err != nil || n == 0 {
-			return fmt.Errorf("%q: the location id is a whole number from 1, such as location_detail/3", s)
-		}
-		endpoint = fmt.Sprintf("%s/%d", sampleservice.EndpointLocationDetail, n) // as spelt in startDemo
-	} else if !slices.Contains([]string{sampleservice.EndpointRoot, sampleservice.EndpointProjects, sampleservice.EndpointLocations, sampleservice.EndpointLocationDetail}, endpoint) {
-		return fmt.Errorf("%q: the endpoint is root, projects, locations, location_detail or location_detail/<id>", s)
-	}
-	f := d.faults[endpoint]
-	kind, arg, withArg := strings.Cut(fault, "/")
-	status, _ := strconv.Atoi(kind)
-	delay, delayErr := time.ParseDuration(arg)
-	_, secondsErr := strconv.ParseUint(arg, 10, 31)
-	switch {
-	case kind == "delay" && delayErr == nil && delay > 0:
-		f.Delay = delay
-	case (kind == "429" || kind == "503") && withArg && secondsErr == nil:
-		f.Status, f.RetryAfter = status, arg
-	case !withArg && slices.Contains([]string{"401", "403", "404", "500", "502", "503"}, kind):
-		f.Status, f.RetryAfter = status, ""
-	case kind == "delay" && strings.Trim(arg, "0123456789.") == "" && arg != "":
-		return fmt.Errorf("%q: the delay has no unit: say delay/%ss or delay/%sms", s, arg, arg)
-	case kind == "429" && arg == "":
-		return fmt.Errorf("%q: the Retry-After seconds are missing: say %s/30 for 30 seconds", s, strings.TrimSuffix(s, "/"))
-	default:
-		return fmt.Errorf("%q: the fault is 401, 403, 404, 500, 502, 503, 429/<seconds>, 503/<seconds> or delay/<duration>, such as delay/2.5s", s)
-	}
-	if d.faults == nil {
-		d.faults = map[string]sampleservice.Fault{}
-	}
-	d.faults[endpoint] = f
-	d.specs = append(d.specs, s)
-	return nil
-}
-
-func (d *demoFaults) String() string { return strings.Join(d.specs, " ") }
-
-// IsCumulative tells kingpin that the flag may be repeated.
-func (*demoFaults) IsCumulative() bool { return true }

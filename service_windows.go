@@ -17,14 +17,13 @@ func runService(run func() int) int {
 	return s.code
 }
 
-// service answers the service manager while the exporter serves.
+// service answers the service manager: Stop and Shutdown end the process at once, and an
+// exporter that stops by itself stops the service with its exit code.
 type service struct {
 	exited chan int
 	code   int
 }
 
-// Execute implements svc.Handler: Stop and Shutdown end the process at once, and an
-// exporter that stops by itself stops the service with its exit code.
 func (s *service) Execute(_ []string, req <-chan svc.ChangeRequest, status chan<- svc.Status) (bool, uint32) {
 	status <- svc.Status{State: svc.Running, Accepts: svc.AcceptStop | svc.AcceptShutdown}
 	for {

@@ -48,8 +48,13 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"duration": func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
 	"page":     func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
 	"ago":      ago,
-	"heldOff":  heldOffText,
 	"sections": sections,
+	"heldOff": func(now time.Time, r *collector.PollRecord) string { // "" once the hold-off is over
+		if !r.HeldOffUntil.After(now) {
+			return ""
+		}
+		return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
+	},
 }).Parse(pagesHTML))
 
 func ago(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() }
@@ -61,14 +66,6 @@ type pages struct {
 	modules                   func() []string
 	recent                    *collector.PollLog
 	logger                    *slog.Logger
-}
-
-// heldOffText tells until when the service asked r's target to hold off, "" if it no longer does.
-func heldOffText(now time.Time, r *collector.PollRecord) string {
-	if !r.HeldOffUntil.After(now) {
-		return ""
-	}
-	return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
 }
 
 // sections lists the polls a target's page shows, each once.
@@ -125,19 +122,16 @@ func (p *pages) target(w http.ResponseWriter, r *http.Request) {
 
 func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
-	if err != nil {
-		http.Error(w, "poll id must be a number", http.StatusBadRequest)
-		return
-	}
 	rec, ok := p.recent.Get(id)
-	if !ok {
+	switch {
+	case err != nil:
+		http.Error(w, "poll id must be a number", http.StatusBadRequest)
+	case !ok:
 		http.Error(w, "no such poll: each target keeps its latest poll and, while it fails, its first failing poll and the one that started a hold-off", http.StatusNotFound)
-		return
-	}
-	if r.URL.Query().Get("format") == "text" {
+	case r.URL.Query().Get("format") == "text":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_ = rec.WriteText(w)
-		return
+	default:
+		p.render(w, "pollpage", map[string]any{"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget})
 	}
-	p.render(w, "pollpage", map[string]any{"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget})
 }

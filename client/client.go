@@ -1,5 +1,4 @@
-// Package client reads the deployment service's JSON API: the root, the
-// project and location lists, and location detail views.
+// Package client reads the deployment service's JSON API: the root, the lists and the detail views.
 package client
 
 import (
@@ -58,7 +57,6 @@ type Client struct {
 	origin  origin
 	http    *http.Client
 	closed  atomic.Bool
-	creds   *credentials
 	limiter *rate.Limiter
 	redact  *secrets
 }
@@ -85,35 +83,26 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact, creds: newCredentials(&cfg)}
-	c.http = &http.Client{Transport: keptRedirect{&originGuard{allowed: c.origin, t: cfg.Transport}}, CheckRedirect: c.checkRedirect}
-	if cfg.RateLimit > 0 {
-		// A burst of one spaces requests evenly.
+	c := &Client{cfg: cfg, origin: originOf(cfg.BaseURL), redact: cfg.Transport.redact}
+	c.http = &http.Client{Transport: &originGuard{allowed: c.origin, t: cfg.Transport}, CheckRedirect: c.checkRedirect}
+	if cfg.RateLimit > 0 { // a burst of one spaces requests evenly
 		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
 	}
 	return c, nil
 }
 
-// keptRedirect blanks a redirect's Location that is no URL, so that net/http answers the 3xx, not an error.
-type keptRedirect struct{ http.RoundTripper }
+// Concurrency returns the most requests a poll sends at once; the poller holds to it.
+func (c *Client) Concurrency() int { return c.cfg.Concurrency }
 
-func (k keptRedirect) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := k.RoundTripper.RoundTrip(req)
-	if err == nil && resp.StatusCode/100 == 3 {
-		if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
-			resp.Header.Set("Location", "")
-		}
-	}
-	return resp, err
-}
+// RateLimited tells whether the client waits for a rate limit's turns, given in the order asked.
+func (c *Client) RateLimited() bool { return c.limiter != nil }
 
 type nopObserver struct{}
 
 func (nopObserver) ObserveRequest(Endpoint, int, time.Duration) {}
 func (nopObserver) ObserveError(Endpoint, Reason)               {}
 
-// Close closes the idle connections of the Client's transport, other Clients' too,
-// and those of its requests in flight as they end. Requests sent after Close still work.
+// Close closes the idle connections of the Client's transport (other Clients' too), and its requests' as they end.
 func (c *Client) Close() {
 	c.closed.Store(true)
 	c.cfg.Transport.closeIdle()
@@ -142,12 +131,10 @@ func (c *Client) Root(ctx context.Context) Result {
 	return Result{Status: status, Duration: time.Since(start), Err: err}
 }
 
-// LocationDetail reads the detail view of one location and returns the requested
-// top-level scalar fields, each cut to 1,024 bytes at a character boundary and "…".
+// LocationDetail reads the detail view of one location and returns the requested top-level scalar fields.
 func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) DetailResult {
 	var res DetailResult
 	u := c.endpointURL("api/projects/locations/" + strconv.FormatInt(id, 10) + "/")
-	// The time from sending, not from waiting for a turn.
 	res.Status, res.Duration, res.Err = c.get(ctx, EndpointLocationDetail, u, 0, func(body io.Reader, _ *http.Response) error {
 		var err error
 		res.Fields, err = decodeObject(body, fields, c.redact)
@@ -156,8 +143,7 @@ func (c *Client) LocationDetail(ctx context.Context, id int64, fields []string) 
 	return res
 }
 
-// decodeFunc reads a bounded, decompressed body; resp gives its headers and URL.
-type decodeFunc func(body io.Reader, resp *http.Response) error
+type decodeFunc func(body io.Reader, resp *http.Response) error // of a bounded, decompressed body
 
 // exchange is one request and its record for the trace.
 type exchange struct {
@@ -169,8 +155,7 @@ type exchange struct {
 	sent time.Time // zero when never sent
 }
 
-// get sends one GET request, hands its body to decode and reports it to the observer and the trace.
-// It returns the status, the time since sending and an *Error.
+// get sends one GET request, hands its body to decode and reports it; it returns the status, the time since sending and an *Error.
 func (c *Client) get(ctx context.Context, ep Endpoint, u *url.URL, page int, decode decodeFunc) (int, time.Duration, error) {
 	x := &exchange{c: c, ctx: ctx, ep: ep}
 	x.rec = TraceRequest{Start: time.Now(), Endpoint: ep, Method: http.MethodGet, Page: page}
@@ -195,30 +180,28 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 	if status, err := c.heldOff(ep); err != nil {
 		return status, err
 	}
-	if err := c.waitTurn(x.ctx); err != nil {
-		return 0, c.fail(ep, ReasonTimeout, 0, err)
-	}
-	// A hold-off may have begun while this request waited.
-	if status, err := c.heldOff(ep); err != nil {
-		return status, err
+	if c.limiter != nil {
+		if err := c.limiter.Wait(x.ctx); err != nil {
+			return 0, c.fail(ep, ReasonTimeout, 0, fmt.Errorf("waiting for the rate limit: %w", err))
+		}
+		if status, err := c.heldOff(ep); err != nil { // begun while this request waited
+			return status, err
+		}
 	}
 	h := http.Header{"Accept": {"application/json"}}
-	if !c.cfg.DisableGzip {
-		// Decompressing ourselves lets the size limit count decompressed bytes.
+	if !c.cfg.DisableGzip { // decompressed here, so that the size limit counts decompressed bytes
 		h.Set("Accept-Encoding", "gzip")
 	}
 	ctx := httptrace.WithClientTrace(x.ctx, x.clientTrace())
 	req := (&http.Request{Method: http.MethodGet, URL: u, Header: h}).WithContext(ctx)
 	x.sent = time.Now()
 	resp, err := c.http.Do(req)
-	if errors.Is(err, ErrKeyUnavailable) {
-		// Never sent and no fault of the service: nothing is counted.
+	if errors.Is(err, ErrKeyUnavailable) { // never sent and no fault of the service: nothing is counted
 		x.sent = time.Time{}
 		return 0, &Error{Endpoint: ep, Err: scrubURLError(err)}
 	}
 	if err != nil {
-		// A request the guard stopped was never sent.
-		if !errors.Is(err, errForeignOrigin) {
+		if !errors.Is(err, errForeignOrigin) { // the guard stopped it before sending
 			c.cfg.Observer.ObserveRequest(ep, 0, time.Since(x.sent))
 		}
 		return 0, c.fail(ep, classify(x.ctx, err), 0, scrubURLError(err))
@@ -228,7 +211,6 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 	return status, err
 }
 
-// clientTrace times the phases of the exchange from its sending.
 func (x *exchange) clientTrace() *httptrace.ClientTrace {
 	p := &x.rec.Phases
 	mark := func(d *time.Duration) {
@@ -254,8 +236,7 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, error) {
 	c := x.c
 	wire := &limitedReader{r: resp.Body}
-	defer func() {
-		// Draining lets the connection be reused, unless the Client was closed.
+	defer func() { // draining lets the connection be reused, unless the Client was closed
 		drained, _ := io.CopyN(io.Discard, resp.Body, drainBytes)
 		_ = resp.Body.Close()
 		if c.closed.Load() {
@@ -274,7 +255,7 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 	return status, nil
 }
 
-// readBody bounds a 2xx body, decompresses it and decodes it; the trace shows the start of an invalid one.
+// readBody bounds, decompresses and decodes a 2xx body.
 func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) error {
 	gz, err := gzipEncoded(resp.Header, x.c.redact.clean)
 	if err != nil {
@@ -310,15 +291,8 @@ func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error 
 	x.rec.BodyExcerpt = c.excerpt(c.readErrorBody(wire, h))
 	x.rec.RetryAfter = c.shown(h.Get("Retry-After"), maxHeaderShown)
 	x.rec.WWWAuthenticate = c.shown(strings.Join(h.Values("WWW-Authenticate"), ", "), maxHeaderShown)
-	why := ""
-	if loc := h.Values("Location"); len(loc) > 0 && status/100 == 3 {
-		x.rec.Location, why = "(not a valid URL)", "redirect to a Location that is no URL not followed"
-		if u, err := url.Parse(loc[0]); err == nil && loc[0] != "" {
-			x.rec.Location, why = c.shown(RedactURL(u), maxShown), ""
-		}
-	}
-	msg := "unexpected status " + http.StatusText(status)
-	if why = cmp.Or(why, c.refusedRedirect(resp)); why != "" {
+	msg, why := "unexpected status "+http.StatusText(status), ""
+	if x.rec.Location, why = c.redirect(resp); why != "" {
 		msg += ": " + why
 	}
 	e := c.fail(x.ep, ReasonHTTPStatus, status, errors.New(msg))
@@ -408,8 +382,7 @@ type gunzipReader struct {
 	zr   gzip.Reader
 }
 
-// gunzipPool keeps decompressors, 45 KB each, for reuse (docs/development.md).
-var gunzipPool sync.Pool
+var gunzipPool sync.Pool // decompressors of 45 KB each (docs/development.md)
 
 func newGunzipReader(wire *limitedReader) (*gunzipReader, error) {
 	g, _ := gunzipPool.Get().(*gunzipReader)
@@ -444,8 +417,7 @@ func (g *gunzipReader) translate(err error) error {
 	return &gzipError{bodyError{msgError{"corrupt gzip stream: " + err.Error(), err}}}
 }
 
-// gzipError reports a corrupt gzip stream, which is no bodyError of the decoder.
-type gzipError struct{ bodyError }
+type gzipError struct{ bodyError } // a corrupt gzip stream, not the decoder's error
 
 func (g *gunzipReader) release() {
 	g.wire = nil

@@ -3,15 +3,11 @@ package client
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
-	"net/http"
-	"slices"
 	"sync"
 	"time"
 )
 
-// maxHoldOffs bounds the hold-offs kept: ten times the /probe pairs.
-const maxHoldOffs = 10_000
+const maxHoldOffs = 10_000 // ten times the /probe pairs
 
 // HoldOffs keeps the hold-offs asked for by a 429 or 503 with Retry-After, by origin and credentials.
 type HoldOffs struct {
@@ -36,8 +32,7 @@ func (h *HoldOffs) extend(key string, until time.Time, status int) time.Time {
 	if ok && !until.After(old.until) {
 		return old.until
 	}
-	if !ok && len(h.m) >= maxHoldOffs {
-		// Make room: drop the hold-offs that have ended, or else the one ending soonest.
+	if !ok && len(h.m) >= maxHoldOffs { // drop the hold-offs that have ended, or else the one ending soonest
 		now, soonest := time.Now(), ""
 		for k, v := range h.m {
 			if !now.Before(v.until) {
@@ -71,65 +66,10 @@ func (c *Client) heldOff(ep Endpoint) (int, error) {
 	return 0, nil
 }
 
-// credentials are a digest of the authorization, secret headers, certificate and proxy credentials, and their files.
-type credentials struct {
-	fixed [sha256.Size]byte
-	files []*fileSecret
-}
-
-func newCredentials(cfg *Config) *credentials {
-	hc, cr, h := &cfg.HTTPClientConfig, &credentials{}, sha256.New()
-	add := func(vals ...string) {
-		for _, v := range vals {
-			h.Write([]byte(v))
-			h.Write([]byte{0})
-		}
-	}
-	if a := hc.Authorization; a != nil {
-		add("authorization", a.Type, string(a.Credentials))
-		cr.addFile(a.CredentialsFile)
-	}
-	if hc.HTTPHeaders != nil {
-		for _, name := range slices.Sorted(maps.Keys(hc.HTTPHeaders.Headers)) {
-			add("header", name)
-			for _, v := range hc.HTTPHeaders.Headers[name].Secrets {
-				add(string(v))
-			}
-			for _, f := range hc.HTTPHeaders.Headers[name].Files {
-				cr.addFile(f)
-			}
-		}
-	}
-	add("certificate", hc.TLSConfig.Cert, hc.TLSConfig.CertFile)
-	if proxy := hc.Proxy(); proxy != nil && cfg.BaseURL != nil {
-		if u, _ := proxy(&http.Request{URL: cfg.BaseURL}); u != nil {
-			add("proxy", u.User.String())
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(hc.ProxyConnectHeader)) {
-		add("proxy header", name)
-		for _, v := range hc.ProxyConnectHeader[name] {
-			add(string(v))
-		}
-	}
-	h.Sum(cr.fixed[:0])
-	return cr
-}
-
-func (cr *credentials) addFile(path string) {
-	if path != "" {
-		cr.files = append(cr.files, &fileSecret{path: path, max: maxKeyFileBytes})
-	}
-}
-
-// holdOffKey names the client's origin and the credentials it sends, never a secret.
+// holdOffKey names the client's origin and a digest of the secrets and certificate it sends.
 func (c *Client) holdOffKey() string {
-	h := sha256.New()
-	h.Write(c.creds.fixed[:])
-	for _, f := range c.creds.files {
-		v, _ := f.read()
-		h.Write([]byte(v))
-		h.Write([]byte{0})
-	}
-	return c.origin.String() + " " + hex.EncodeToString(h.Sum(nil)[:16])
+	_, secrets := c.redact.values()
+	tc := c.cfg.HTTPClientConfig.TLSConfig
+	sum := sha256.Sum256([]byte(secrets + "\x00" + string(tc.Cert) + "\x00" + tc.CertFile))
+	return c.origin.String() + " " + hex.EncodeToString(sum[:16])
 }

@@ -17,14 +17,12 @@ import (
 	"github.com/prometheus/common/config"
 )
 
-// Bounds of the files read for a module.
 const (
 	maxKeyFileBytes = 64 << 10
 	maxCAFileBytes  = 1 << 20
 )
 
-// ReadRegularFile reads a regular file of at most max bytes, opening it without blocking so a FIFO
-// is refused, not waited on. Its errors do not name the file.
+// ReadRegularFile reads a regular file of at most max bytes, refusing a FIFO without waiting on it; its errors do not name the file.
 func ReadRegularFile(path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -91,8 +89,7 @@ func ValidKey(key string) bool {
 	return key != "" && !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
-// fileSecret is a prometheus/common SecretReader of a file of at most max bytes, re-read
-// only when the file's inode, size or time changed.
+// fileSecret is a prometheus/common SecretReader of a file of at most max bytes, re-read when it changes.
 type fileSecret struct {
 	path string
 	max  int64
@@ -113,7 +110,6 @@ func (s *fileSecret) Fetch(context.Context) (string, error) {
 func (s *fileSecret) Description() string { return "file " + s.path }
 func (*fileSecret) Immutable() bool       { return false }
 
-// key returns the secret as a key, or why it cannot be sent.
 func (s *fileSecret) key() (string, error) {
 	key, err := s.read()
 	switch {

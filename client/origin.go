@@ -18,12 +18,11 @@ import (
 // ErrKeyUnavailable is wrapped by the error of a request not sent for want of a usable key or header file.
 var ErrKeyUnavailable = errors.New("the API key is unavailable")
 
-// errForeignOrigin is returned for any request that leaves the base URL's origin.
 var errForeignOrigin = errors.New("refusing to send a request to another origin")
 
 const maxRedirects = 5
 
-// endpointURL joins a path below the base URL, keeping its prefix's escapes.
+// endpointURL joins a path below the base URL, keeping the escapes of its prefix.
 func (c *Client) endpointURL(rel string) *url.URL {
 	u := *c.cfg.BaseURL
 	u.RawPath = strings.TrimRight(c.cfg.BaseURL.EscapedPath(), "/") + "/" + rel
@@ -31,10 +30,7 @@ func (c *Client) endpointURL(rel string) *url.URL {
 	return &u
 }
 
-// origin is the scheme, host and explicit port of a URL.
-type origin struct {
-	scheme, host, port string
-}
+type origin struct{ scheme, host, port string } // the port explicit
 
 func originOf(u *url.URL) origin {
 	scheme := strings.ToLower(u.Scheme)
@@ -53,7 +49,6 @@ func (o origin) foreign() string {
 	return o.String()
 }
 
-// misdirected names another origin than the allowed one, with a guess at the cause.
 func (o origin) misdirected(allowed origin) string {
 	hint := "a reverse proxy not forwarding the Host header?"
 	if o.scheme != allowed.scheme && o.host == allowed.host {
@@ -68,11 +63,18 @@ type originGuard struct {
 	t       *Transport
 }
 
+// RoundTrip also blanks a redirect's Location that is no URL, so that net/http answers the 3xx, not an error.
 func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	err := errForeignOrigin
 	if originOf(req.URL) == g.allowed {
 		if err = g.t.checkKey(); err == nil {
-			return g.t.rt.RoundTrip(req)
+			resp, err := g.t.rt.RoundTrip(req)
+			if err == nil && resp.StatusCode/100 == 3 {
+				if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
+					resp.Header.Set("Location", "")
+				}
+			}
+			return resp, err
 		}
 	}
 	if req.Body != nil {
@@ -81,7 +83,6 @@ func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// checkRedirect follows at most maxRedirects redirects within the Client's origin.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if originOf(req.URL) != c.origin || len(via) >= maxRedirects {
 		return http.ErrUseLastResponse
@@ -89,31 +90,31 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// refusedRedirect explains a redirect the policy did not follow.
-func (c *Client) refusedRedirect(resp *http.Response) string {
-	loc := resp.Header.Get("Location")
-	if loc == "" || resp.Request == nil || resp.StatusCode/100 != 3 {
-		return ""
+// redirect shows the Location of a 3xx answer and says why the redirect was not followed.
+func (c *Client) redirect(resp *http.Response) (shown, why string) {
+	loc := resp.Header.Values("Location")
+	if len(loc) == 0 || resp.StatusCode/100 != 3 {
+		return "", ""
 	}
-	target, err := resp.Request.URL.Parse(loc)
-	if err != nil {
-		return ""
+	u, err := url.Parse(loc[0])
+	if err != nil || loc[0] == "" {
+		return "(not a valid URL)", "redirect to a Location that is no URL not followed"
 	}
+	shown, target := c.shown(RedactURL(u), maxShown), resp.Request.URL.ResolveReference(u)
 	if o := originOf(target); o != c.origin {
 		if loginPath.MatchString(target.Path) || slices.ContainsFunc(loginQuery, target.Query().Has) {
-			return fmt.Sprintf("redirect to a login page at %s not followed: the key is never sent to another origin (is the key accepted, and is the URL the API's rather than a web front-end's?)", o.foreign())
+			return shown, fmt.Sprintf("redirect to a login page at %s not followed: the key is never sent to another origin (is the key accepted, and is the URL the API's rather than a web front-end's?)", o.foreign())
 		}
-		return "redirect to " + o.misdirected(c.origin) + " not followed: the key is never sent to another origin"
+		return shown, "redirect to " + o.misdirected(c.origin) + " not followed: the key is never sent to another origin"
 	}
 	switch resp.StatusCode { // those net/http follows
 	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		return fmt.Sprintf("redirect not followed after %d redirects", maxRedirects)
+		return shown, fmt.Sprintf("redirect not followed after %d redirects", maxRedirects)
 	}
-	return ""
+	return shown, ""
 }
 
-// loginPath and loginQuery mark a URL that is most likely a login page.
-var (
+var ( // a URL that is most likely a login page
 	loginPath  = regexp.MustCompile(`(?i)(^|[/.])(login|signin|sign-in|sso|oauth2?|saml|auth|authorize|cas)([/.]|$)`)
 	loginQuery = []string{"next", "returnTo", "return_to", "redirect_uri", "service"}
 )
@@ -130,7 +131,6 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	return u, validateBaseURL(u)
 }
 
-// validateBaseURL checks that u is an absolute http or https base URL.
 func validateBaseURL(u *url.URL) error {
 	switch {
 	case u == nil:
@@ -139,8 +139,7 @@ func validateBaseURL(u *url.URL) error {
 		return errors.New("not an absolute http or https URL such as https://deploy.example.com")
 	case u.Host == "" || u.Hostname() == "":
 		return errors.New("URL has no host")
-	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }):
-		// Go dials the IDNA form, so what was matched would not be what is dialled.
+	case strings.ContainsFunc(u.Hostname(), func(r rune) bool { return r >= utf8.RuneSelf }): // Go dials the IDNA form
 		return errors.New("URL host must be ASCII: give an internationalised name in its xn-- form")
 	case u.User != nil:
 		return ErrURLCredentials
@@ -191,7 +190,7 @@ func HostWithinBounds(host string) bool {
 
 var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
-// normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash.
+// normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash, RFC 3986 escapes.
 func normalizeBaseURL(u *url.URL) *url.URL {
 	n := *u
 	n.Scheme = strings.ToLower(u.Scheme)
@@ -203,7 +202,6 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 		host += ":" + port
 	}
 	n.Host = host
-	// The escapes of unreserved characters are decoded, the others upper-cased (RFC 3986 section 6.2.2).
 	raw := pctEscape.ReplaceAllStringFunc(strings.TrimRight(u.EscapedPath(), "/"), func(e string) string {
 		v, _ := strconv.ParseUint(e[1:], 16, 8)
 		if c := byte(v); 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
@@ -212,10 +210,7 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 		return strings.ToUpper(e)
 	})
 	n.Path, _ = url.PathUnescape(raw)
-	n.RawPath = ""
-	if raw != n.EscapedPath() {
-		n.RawPath = raw
-	}
+	n.RawPath = raw // used by EscapedPath only where it differs from Path's default encoding
 	return &n
 }
 

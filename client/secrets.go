@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -20,56 +21,61 @@ import (
 // findSecrets keeps every secret of cfg for redaction, and the files the guard checks.
 func (t *Transport) findSecrets(cfg *config.HTTPClientConfig) {
 	s := &secrets{}
-	if a := cfg.Authorization; a != nil && a.CredentialsFile != "" {
-		t.keyFile = &fileSecret{path: a.CredentialsFile, max: maxKeyFileBytes}
-		s.files = append(s.files, t.keyFile)
-	} else if a != nil {
-		s.fixed = append(s.fixed, string(a.Credentials))
-	}
-	if cfg.HTTPHeaders != nil {
-		for _, h := range cfg.HTTPHeaders.Headers {
-			for _, v := range h.Secrets {
-				s.fixed = append(s.fixed, string(v))
-			}
-			for _, f := range h.Files {
-				t.headerFiles = append(t.headerFiles, &fileSecret{path: f, max: maxKeyFileBytes})
-			}
+	Credentials(cfg, func(setting, value, file string) {
+		switch f := (&fileSecret{path: file, max: maxKeyFileBytes}); {
+		case file == "":
+			s.fixed = append(s.fixed, value)
+		case setting == "authorization":
+			t.keyFile, s.files = f, append(s.files, f)
+		default:
+			t.headerFiles, s.files = append(t.headerFiles, f), append(s.files, f)
 		}
-	}
-	s.files = append(s.files, t.headerFiles...)
-	if u := cfg.ProxyURL.URL; u != nil {
-		pw, _ := u.User.Password()
-		s.fixed = append(s.fixed, pw)
-	}
-	if cfg.ProxyFromEnvironment {
-		s.fixed = append(s.fixed, EnvProxyPasswords()...)
-	}
-	for _, vs := range cfg.ProxyConnectHeader {
-		for _, v := range vs {
-			s.fixed = append(s.fixed, string(v))
-		}
-	}
+	})
 	t.redact = s
 }
 
-// EnvProxyPasswords returns the passwords of the proxies that HTTP_PROXY and HTTPS_PROXY name.
-func EnvProxyPasswords() []string {
-	var out []string
+// Credentials calls f with the setting, the inline value and the file of each credential of cfg,
+// everything that lends its holder's authority; headers come in order of name.
+func Credentials(cfg *config.HTTPClientConfig, f func(setting, value, file string)) {
+	if a := cfg.Authorization; a != nil && (a.Credentials != "" || a.CredentialsFile != "") {
+		f("authorization", string(a.Credentials), a.CredentialsFile)
+	}
+	if cfg.HTTPHeaders != nil {
+		for _, name := range slices.Sorted(maps.Keys(cfg.HTTPHeaders.Headers)) {
+			for _, v := range cfg.HTTPHeaders.Headers[name].Secrets {
+				f("http_headers."+name, string(v), "")
+			}
+			for _, file := range cfg.HTTPHeaders.Headers[name].Files {
+				f("http_headers."+name, "", file)
+			}
+		}
+	}
+	if t := cfg.TLSConfig; t.Cert != "" || t.CertFile != "" || t.Key != "" || t.KeyFile != "" {
+		f("tls_config (a client certificate)", "", "")
+	}
+	if u := cfg.ProxyURL.URL; u != nil {
+		if pw, ok := u.User.Password(); ok {
+			f("proxy_url (a password)", pw, "")
+		}
+	}
 	for _, name := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
 		v := os.Getenv(name)
 		if !strings.Contains(v, "://") {
 			v = "http://" + v
 		}
-		if u, err := url.Parse(v); err == nil {
+		if u, err := url.Parse(v); err == nil && cfg.ProxyFromEnvironment {
 			if pw, ok := u.User.Password(); ok {
-				out = append(out, pw)
+				f("proxy_from_environment (a password in HTTP_PROXY or HTTPS_PROXY)", pw, "")
 			}
 		}
 	}
-	return out
+	for _, name := range slices.Sorted(maps.Keys(cfg.ProxyConnectHeader)) {
+		for _, v := range cfg.ProxyConnectHeader[name] {
+			f("proxy_connect_header", string(v), "")
+		}
+	}
 }
 
-// sensitiveParam matches query parameter names whose values are hidden.
 var sensitiveParam = regexp.MustCompile(`(?i)key|token|secret|pass|auth|sig|session|credential`)
 
 // RedactURL renders u without user info and with credential-like query parameters replaced.
@@ -90,8 +96,7 @@ func RedactURL(u *url.URL) string {
 	return c.String()
 }
 
-// Text never shows a run of secretRun characters of a secret or of its hex
-// or base64 forms; a shorter one is hidden as a whole word, one under minSecret not at all.
+// Text never shows a run of secretRun characters of a secret or of its encodings; a shorter one is hidden as a whole word.
 const (
 	secretRun    = 12
 	minSecret    = 4
@@ -108,16 +113,21 @@ type secrets struct {
 	m    *secretMatcher
 }
 
-func (s *secrets) clean(text string) string {
-	if s == nil || text == "" {
-		return text
-	}
+// values returns the secrets as they are now, files read again, and them joined.
+func (s *secrets) values() ([]string, string) {
 	vals := slices.Clone(s.fixed)
 	for _, f := range s.files {
 		v, _ := f.read()
 		vals = append(vals, v)
 	}
-	from := strings.Join(vals, "\x00")
+	return vals, strings.Join(vals, "\x00")
+}
+
+func (s *secrets) clean(text string) string {
+	if s == nil || text == "" {
+		return text
+	}
+	vals, from := s.values()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil || from != s.from {
@@ -126,7 +136,6 @@ func (s *secrets) clean(text string) string {
 	return s.m.redact(text)
 }
 
-// secretMatcher finds secrets in text folded by foldText.
 type secretMatcher struct {
 	runs  map[[secretRun]rune]bool // runs of the long secrets and their forms
 	words [][]rune                 // the short ones whole
@@ -151,8 +160,7 @@ func newSecretMatcher(vals []string) *secretMatcher {
 	return m
 }
 
-// encodings returns v, its hex and its base64 in both alphabets at each of the three
-// alignments, without the characters that depend on the bytes around v.
+// encodings returns v, its hex, and its base64 in both alphabets at each alignment, less the characters that depend on the bytes around v.
 func encodings(v string) []string {
 	forms := []string{v, hex.EncodeToString([]byte(v))}
 	for a := range 3 {
@@ -169,32 +177,24 @@ func (m *secretMatcher) redact(text string) string {
 		return text
 	}
 	rs, at := foldText(text)
-	hidden := make([]bool, len(rs)+1) // the last stays false
-	hide := func(i, j int) {
-		for ; i < j; i++ {
-			hidden[i] = true
-		}
-	}
+	var b strings.Builder
+	done, until := 0, -1 // text[:done] is written, rs[:until] hidden
 	for i := range rs {
+		end := i
 		if i+secretRun <= len(rs) && m.runs[[secretRun]rune(rs[i:])] {
-			hide(i, i+secretRun)
+			end = i + secretRun
 		}
 		for _, w := range m.words {
 			if j := i + len(w); j <= len(rs) && !inWord(rs, i-1) && !inWord(rs, j) && slices.Equal(rs[i:j], w) {
-				hide(i, j)
+				end = max(end, j)
 			}
 		}
-	}
-	var b strings.Builder
-	done := 0
-	for i := 0; i < len(rs); i++ {
-		if hidden[i] {
-			j := i
-			for hidden[j] {
-				j++
+		if end > i {
+			if i > until { // not joined to the stretch before
+				b.WriteString(text[done:at[i]] + secretMarker)
 			}
-			b.WriteString(text[done:at[i]] + secretMarker)
-			done, i = at[j], j
+			until = max(until, end)
+			done = at[until]
 		}
 	}
 	if b.Len() == 0 {
@@ -208,8 +208,8 @@ func inWord(rs []rune, i int) bool {
 	return i >= 0 && i < len(rs) && (unicode.IsLetter(rs[i]) || unicode.IsDigit(rs[i]) || rs[i] == '-' || rs[i] == '_')
 }
 
-// foldText returns text's characters as secrets are compared: escapes decoded, invisible
-// ones dropped, NFKC (the Kelvin sign is K), upper case; at[i] is where the i-th starts, at[len(rs)] = len(text).
+// foldText returns text's characters as secrets are compared (escapes decoded, invisible ones dropped, NFKC, upper case)
+// and where each starts, at[len(rs)] being len(text).
 func foldText(text string) (rs []rune, at []int) {
 	for i := 0; i < len(text); {
 		r, n := unescape(text[i:])

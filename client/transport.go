@@ -20,13 +20,11 @@ type Transport struct {
 	headerFiles []*fileSecret // of http_headers
 }
 
-// NewTransport validates an HTTP client configuration and builds a transport for Config.Transport,
-// keeping one idle connection per host. Only an authorization with credentials is supported.
+// NewTransport validates an HTTP client configuration and builds a transport for Config.Transport.
 func NewTransport(cfg config.HTTPClientConfig, userAgent string) (*Transport, error) {
-	return newTransport(cfg, userAgent, 1)
+	return newTransport(cfg, userAgent, 1) // one idle connection per host
 }
 
-// newTransport is NewTransport keeping up to idle idle connections per host.
 func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Transport, error) {
 	if err := cmp.Or(cfg.Validate(), CheckFiles(&cfg)); err != nil {
 		return nil, fmt.Errorf("http client config: %w", err)
@@ -44,9 +42,8 @@ func newTransport(cfg config.HTTPClientConfig, userAgent string, idle int) (*Tra
 	newRT := func(tlsConfig *tls.Config) (http.RoundTripper, error) {
 		return roundTripper(&cfg, tlsConfig, userAgent, idle), nil
 	}
-	// The files are re-read, so that renewed certificates need no restart.
 	tc := cfg.TLSConfig
-	files := config.TLSRoundTripperSettings{
+	files := config.TLSRoundTripperSettings{ // re-read, so that renewed certificates need no restart
 		CA:   secretReader(config.Secret(tc.CA), tc.CAFile, maxCAFileBytes),
 		Cert: secretReader(config.Secret(tc.Cert), tc.CertFile, maxKeyFileBytes),
 		Key:  secretReader(tc.Key, tc.KeyFile, maxKeyFileBytes),
@@ -68,12 +65,11 @@ func roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Config, userAgent
 		MaxResponseHeaderBytes: 64 << 10, // more is too_large
 		MaxIdleConnsPerHost:    idle,
 		IdleConnTimeout:        5 * time.Minute, // as prometheus/common's, above scrape intervals
-		// Buffers live as long as their connection (docs/development.md).
-		WriteBufferSize:       1 << 10,
-		ReadBufferSize:        2 << 10,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		Protocols:             &http.Protocols{},
+		WriteBufferSize:        1 << 10,         // buffers live as long as their connection (docs/development.md)
+		ReadBufferSize:         2 << 10,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		Protocols:              &http.Protocols{},
 	}
 	base.Protocols.SetHTTP1(true)
 	if cfg.EnableHTTP2 {

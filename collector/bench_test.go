@@ -296,3 +296,22 @@ func BenchmarkSequentialScrapes(b *testing.B) {
 		p.scrape(b)
 	}
 }
+
+// BenchmarkDetailTurns queues and picks the detail views of a subset of
+// 10,000 locations, the oldest check first, as one poll does.
+func BenchmarkDetailTurns(b *testing.B) {
+	const n = 10000
+	p := NewPoller(&Target{Client: newFake(n), DetailLimit: n}, PollerOptions{})
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+		p.checks[ids[i]] = locationState{Checked: time.Unix(int64(n-i), 0)}
+	}
+	for b.Loop() {
+		c := &poll{start: time.Now(), horizon: time.Now().Add(time.Hour), wake: make(chan struct{}, 1), closed: true, subset: make(map[int64]bool)}
+		p.enqueue(c, ids)
+		for range n {
+			p.nextDetail(c)
+		}
+	}
+}

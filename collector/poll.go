@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -27,8 +28,9 @@ type poll struct {
 	waiters, running       int       // scrapes waiting, calls out
 	horizon                time.Time // the latest deadline of its scrapes
 	lists                  map[client.Endpoint]client.ListResult
-	subset, queue          []int64 // detail ids met in this poll; those yet to start
-	closed                 bool    // no more ids will come
+	subset                 map[int64]bool // detail ids met in this poll
+	queue                  []int64        // those yet to start, oldest check first
+	closed                 bool           // no more ids will come
 	longest                time.Duration
 	detailStart, detailEnd time.Time
 	detailStatus           int   // the highest status of the failed views
@@ -87,9 +89,11 @@ func (p *Poller) nextDetail(c *poll) (int64, bool) {
 	for {
 		p.mu.Lock()
 		listed := !p.target.Client.RateLimited() || len(c.lists) == len(upEndpoints) // a rate limit's turns go to the lists first
-		if len(c.queue) > 0 && listed && time.Until(c.horizon)-handoffMargin(c.horizon.Sub(c.start)) >= p.usual(c) {
-			id := slices.MinFunc(c.queue, func(a, b int64) int { return p.checks[a].Checked.Compare(p.checks[b].Checked) })
-			c.queue = slices.DeleteFunc(c.queue, func(q int64) bool { return q == id })
+		left := time.Until(c.horizon) - handoffMargin(c.horizon.Sub(c.start))
+		unknown := c.longest == 0 && p.usualDetail == 0 // no view has answered yet: try while time is left
+		if len(c.queue) > 0 && listed && (left >= p.usual(c) || unknown && left > 0) {
+			id := c.queue[0]
+			c.queue = c.queue[1:]
 			p.mu.Unlock()
 			return id, true
 		}
@@ -125,8 +129,11 @@ func (p *Poller) enqueue(c *poll, ids []int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, id := range ids {
-		if !slices.Contains(c.subset, id) {
-			c.subset, c.queue = append(c.subset, id), append(c.queue, id)
+		if !c.subset[id] {
+			c.subset[id] = true
+			last := p.checks[id].Checked
+			i := sort.Search(len(c.queue), func(i int) bool { return p.checks[c.queue[i]].Checked.After(last) })
+			c.queue = slices.Insert(c.queue, i, id)
 		}
 	}
 	c.poke()
@@ -141,8 +148,14 @@ func (p *Poller) listIn(c *poll, ep client.Endpoint, r client.ListResult) {
 		c.failDetail(0, r.IDErr) // entries without an integer id fail location_detail, not the list
 	}
 	if ep == client.EndpointLocations && !c.closed {
-		if r.Err == nil {
-			maps.DeleteFunc(p.checks, func(id int64, _ locationState) bool { return !slices.Contains(c.subset, id) })
+		room := 0 // a list read whole is the subset; one that failed keeps the latest other checks up to the limit
+		if r.Err != nil {
+			room = p.target.DetailLimit - len(c.subset)
+		}
+		others := slices.DeleteFunc(slices.Collect(maps.Keys(p.checks)), func(id int64) bool { return c.subset[id] })
+		slices.SortFunc(others, func(a, b int64) int { return p.checks[b].Checked.Compare(p.checks[a].Checked) })
+		for _, id := range others[min(max(room, 0), len(others)):] {
+			delete(p.checks, id)
 		}
 		c.closed = true
 	}
@@ -206,9 +219,9 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	// The subset: the ids given, else those of the list read whole, else those met so far and checked before.
 	ids := p.target.DetailIDs
 	if len(ids) == 0 && s.Locations.Known {
-		ids = c.subset
+		ids = slices.Collect(maps.Keys(c.subset))
 	} else if len(ids) == 0 {
-		ids = slices.Compact(slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(p.checks)), c.subset...))))
+		ids = slices.Compact(slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(p.checks)), slices.Collect(maps.Keys(c.subset))...))))
 	}
 	for _, id := range slices.Sorted(slices.Values(ids)) {
 		if ls, ok := p.checks[id]; ok {

@@ -669,6 +669,86 @@ func TestShortScrapesAddNoFailure(t *testing.T) {
 	}
 }
 
+// TestEarlyEndKeepsItsBudget: a poll that ended early because no view left
+// could end by its deadline was cut by lack of time: inside the minimum
+// interval, a scrape with more time polls again rather than reuse it.
+func TestEarlyEndKeepsItsBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(20, string(client.EndpointLocationDetail), time.Second)
+		f.concurrency = 1
+		p := NewPoller(&Target{Client: f, DetailLimit: 20}, PollerOptions{Timeout: time.Minute, MinInterval: time.Hour})
+		<-scrapeAt(p, 3*time.Second)
+		s := (<-scrapeAt(p, 30*time.Second)).Snapshot
+		if lists, _ := f.asked(); len(lists) != 6 || len(s.checkedDetails()) != 20 {
+			t.Errorf("asked %v, %d views checked: want a second poll that checks all 20", lists, len(s.checkedDetails()))
+		}
+	})
+}
+
+// TestStoppedPollAddsNoFailure: a poll that a reload cancels adds no poll
+// failure, even when one of its lists had already failed.
+func TestStoppedPollAddsNoFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(5, "locations", time.Hour)
+		f.status["root"] = http.StatusInternalServerError
+		m := NewTargetStats("", "")
+		p := NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute, Polls: m})
+		answer := scrapeAt(p, 30*time.Second)
+		time.Sleep(time.Second)
+		p.stop()
+		<-answer
+		synctest.Wait()
+		if polls, failures := pollTotals(m); polls != 0 || failures != 0 {
+			t.Errorf("the stopped poll counted %d polls, %d failures; want none", polls, failures)
+		}
+	})
+}
+
+// TestDetailsTriedWhileTheirTimeIsUnknown: while no detail view has ever
+// answered, a poll whose lists took more than half its budget still tries
+// the subset, which fits in the time left.
+func TestDetailsTriedWhileTheirTimeIsUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(5, "locations", 6*time.Second, "location_detail", 100*time.Millisecond)
+		f.concurrency = 1
+		p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2, 3}}, PollerOptions{Timeout: time.Minute})
+		for i := range 2 {
+			s := (<-scrapeAt(p, 10*time.Second)).Snapshot
+			if got := len(s.checkedDetails()); got != 3 || s.Endpoints[client.EndpointLocationDetail].Err != nil {
+				t.Errorf("poll %d: %d detail views checked, location_detail %+v; want all 3, up", i, got, s.Endpoints[client.EndpointLocationDetail])
+			}
+		}
+	})
+}
+
+// shiftingList names new ids on each walk, then fails the walk.
+type shiftingList struct {
+	*fakeService
+	walks int64
+}
+
+func (s *shiftingList) Locations(_ context.Context, _ int, onIDs func([]int64)) client.ListResult {
+	s.walks++
+	onIDs([]int64{10*s.walks + 1, 10*s.walks + 2})
+	return client.ListResult{Result: client.Result{Status: http.StatusInternalServerError, Err: &client.Error{Endpoint: client.EndpointLocations, Reason: client.ReasonHTTPStatus, Status: http.StatusInternalServerError, Err: errors.New("page 2 refused")}}}
+}
+
+// TestFailingListKeepsTheSubsetBounded: a list that names other ids on each
+// walk and never ends well cannot grow the subset past its limit.
+func TestFailingListKeepsTheSubsetBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &shiftingList{fakeService: newFake(0)}
+		p := NewPoller(&Target{Client: s, DetailLimit: 2}, PollerOptions{Timeout: time.Minute})
+		for i := range 10 {
+			snap := (<-scrapeAt(p, 10*time.Second)).Snapshot
+			kept, _ := checked(p, 0)
+			if len(snap.Details) > 2 || len(kept) > 2 {
+				t.Fatalf("poll %d: details of %v, checks kept of %v; want at most 2", i, ids(snap.Details), kept)
+			}
+		}
+	})
+}
+
 func (s *Snapshot) checkedDetails() []locationState {
 	return slices.DeleteFunc(slices.Clone(s.Details), func(d locationState) bool { return d.Checked.Before(s.Start) })
 }

@@ -106,7 +106,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		p.seq++
 		p.call = &poll{
 			start: now, seq: p.seq, horizon: now, trace: &client.Trace{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-			lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0,
+			lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0, subset: make(map[int64]bool),
 		}
 		p.call.ctx, p.call.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), p.call.trace))
 		go p.run(p.call)
@@ -162,7 +162,7 @@ func (p *Poller) finish(c *poll) {
 	now := time.Now()
 	snap := p.snapshot(c, now)
 	abandoned := c.abandoned()
-	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) {
+	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) && len(c.queue) == 0 { // views left for lack of time cut it too
 		snap.budget = 0
 	}
 	if p.call == c {
@@ -178,6 +178,7 @@ func (p *Poller) finish(c *poll) {
 	until, status := p.target.Client.HoldOff()
 	held, was, again := until.After(now), p.throttled, !until.Equal(p.heldUntil)
 	p.throttled, p.heldUntil = held, until
+	dropped := errors.Is(context.Cause(c.ctx), errDropped) // a reload cancelled it: no poll of the pair
 	c.snap = snap
 	p.mu.Unlock()
 	if abandoned {
@@ -197,7 +198,7 @@ func (p *Poller) finish(c *poll) {
 		err := snap.Endpoints[ep].Err
 		return err != nil && !errors.Is(err, errTooLate) && client.ReasonOf(err) != client.ReasonTimeout
 	})
-	p.report(snap, !cut || snap.up() || !outOfTime)
+	p.report(snap, !dropped && (!cut || snap.up() || !outOfTime))
 	close(c.done)
 }
 

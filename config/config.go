@@ -22,12 +22,10 @@ import (
 )
 
 const (
-	defaultModule = "default" // for a /probe that names no module
-	moduleBlock   = "http_client_config"
-	// DefaultTimeout bounds one poll unless a module or --api.timeout says otherwise.
-	DefaultTimeout = 10 * time.Second
-	// MaxFileBytes bounds every configuration file the exporter reads.
-	MaxFileBytes = 1 << 20
+	defaultModule  = "default" // for a /probe that names no module
+	moduleBlock    = "http_client_config"
+	DefaultTimeout = 10 * time.Second // of a poll, unless a module or --api.timeout says otherwise
+	MaxFileBytes   = 1 << 20          // of every configuration file the exporter reads
 )
 
 // Config is the whole file.
@@ -78,8 +76,7 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
-// yamlText is a YAML value as written: a scalar's text, or those of a sequence.
-type yamlText []string
+type yamlText []string // a YAML value as written: a scalar's text, or those of a sequence
 
 func (t *yamlText) UnmarshalYAML(unmarshal func(any) error) error {
 	var s string
@@ -162,8 +159,7 @@ func parse(b []byte, dir string) (*Config, error) {
 	return &cfg, nil
 }
 
-// problems are the errors of a file, one per module that is wrong.
-type problems []error
+type problems []error // of a file, one per module that is wrong
 
 func (p problems) Error() string { return strings.ReplaceAll(errors.Join(p...).Error(), "\n", "; ") }
 
@@ -235,8 +231,7 @@ func (m *Module) check(dir string) error {
 	return nil
 }
 
-// checkHTTPClient holds an HTTP client block, its keys prefixed in errors, to the exporter's
-// Accept and the service's "Authorization: Token <key>" with a good key.
+// checkHTTPClient holds an HTTP client block to the exporter's Accept and the service's "Authorization: Token <key>".
 func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 	var accept error
 	if c.HTTPHeaders != nil {
@@ -276,8 +271,8 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 	return nil
 }
 
-// LoadHTTPClientConfig reads --api.http-config.file (none: the defaults), held to a module's
-// rules and with its files read once, so that a wrong path fails the start. Errors do not name the file.
+// LoadHTTPClientConfig reads --api.http-config.file (none: the defaults) as a module's, reading its files once;
+// its errors do not name the file.
 func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
 	c := commoncfg.DefaultHTTPClientConfig
 	if path == "" {

@@ -15,7 +15,7 @@ import (
 type Store struct {
 	path                         string
 	logger                       *slog.Logger
-	reloading                    chan struct{} // one at a time: an older file never wins
+	reloading                    chan struct{}
 	cfg                          atomic.Pointer[Config]
 	lastSuccess, lastSuccessTime prometheus.Gauge
 }
@@ -38,8 +38,7 @@ func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Stor
 	}
 }
 
-// Reload reads the configuration again; once it has succeeded, the modules
-// in force are those of the file as it was when Reload was called, or later.
+// Reload reads the configuration again, one reload at a time, so that an older file never wins.
 func (s *Store) Reload() error {
 	s.reloading <- struct{}{}
 	defer func() { <-s.reloading }()

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -15,8 +14,7 @@ import (
 
 const anyPort = "*" // the port of a pattern that matches every port
 
-// targetPattern is one entry of a module's targets: a base URL where "*"
-// stands for one whole host label or the port, kept in /probe's spelling.
+// targetPattern is one entry of a module's targets, in /probe's spelling: "*" stands for a whole host label or the port.
 type targetPattern struct {
 	scheme, path string
 	labels       []string
@@ -36,8 +34,7 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 	if strings.Contains(authority, "@") {
 		return p, client.ErrURLCredentials
 	}
-	// net/url refuses "*" as a port, so it is taken off before parsing.
-	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok {
+	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok { // which net/url refuses
 		authority, p.port = a, anyPort
 	}
 	switch port := strings.LastIndex(authority, ":"); {
@@ -82,8 +79,7 @@ func (p targetPattern) matches(target *url.URL) bool {
 	if target.Scheme != p.scheme || target.EscapedPath() != p.path || p.port != anyPort && target.Port() != p.port {
 		return false
 	}
-	// "*" never matches an address for a name, nor a name that some
-	// resolver reads as an address (2130706433, 0x7f.1, 127.1).
+	// "*" never matches an address for a name, nor a name that a resolver reads as an address (0x7f.1, 127.1).
 	kind, labels := hostOf(target)
 	if kind != p.kind || len(labels) != len(p.labels) || !client.HostWithinBounds(target.Hostname()) ||
 		kind == kindName && endsInNumber(labels) && slices.Contains(p.labels, "*") {
@@ -97,8 +93,7 @@ func (p targetPattern) matches(target *url.URL) bool {
 	return true
 }
 
-// hostKind tells a host name from an IPv4 or an IPv6 address.
-type hostKind uint8
+type hostKind uint8 // a host name, an IPv4 or an IPv6 address
 
 const (
 	kindName hostKind = iota
@@ -106,7 +101,6 @@ const (
 	kindIPv6
 )
 
-// hostOf returns the kind of u's host and its labels.
 func hostOf(u *url.URL) (hostKind, []string) {
 	host := u.Hostname()
 	switch {
@@ -152,32 +146,12 @@ func (m *Module) parseTargets() error {
 
 // credentials names the module's settings that lend authority (a proxy's too), or "".
 func (m *Module) credentials() string {
-	c := &m.HTTPClientConfig
 	var what []string
-	if a := c.Authorization; a != nil && (a.Credentials != "" || a.CredentialsFile != "" || a.CredentialsRef != "") {
-		what = append(what, moduleBlock+".authorization")
-	}
-	if c.HTTPHeaders != nil {
-		for _, name := range slices.Sorted(maps.Keys(c.HTTPHeaders.Headers)) {
-			if h := c.HTTPHeaders.Headers[name]; len(h.Secrets) > 0 || len(h.Files) > 0 {
-				what = append(what, moduleBlock+".http_headers."+name)
-			}
+	client.Credentials(&m.HTTPClientConfig, func(setting, _, _ string) {
+		if !slices.Contains(what, moduleBlock+"."+setting) {
+			what = append(what, moduleBlock+"."+setting)
 		}
-	}
-	if t := c.TLSConfig; t.Cert != "" || t.CertFile != "" || t.Key != "" || t.KeyFile != "" {
-		what = append(what, moduleBlock+".tls_config (a client certificate)")
-	}
-	if u := c.ProxyURL.URL; u != nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			what = append(what, moduleBlock+".proxy_url (a password)")
-		}
-	}
-	if c.ProxyFromEnvironment && len(client.EnvProxyPasswords()) > 0 {
-		what = append(what, moduleBlock+".proxy_from_environment (a password in HTTP_PROXY or HTTPS_PROXY)")
-	}
-	if len(c.ProxyConnectHeader) > 0 {
-		what = append(what, moduleBlock+".proxy_connect_header")
-	}
+	})
 	return strings.Join(what, ", ")
 }
 
