@@ -60,10 +60,7 @@ type errorLog func(v ...any)
 func (f errorLog) Println(v ...any) { f(v...) }
 
 func scrapeContext(r *http.Request, limit time.Duration) (context.Context, context.CancelFunc) {
-	ctx := r.Context()
-	if v := r.Header.Get(scrapeTimeoutHeader); v != "" {
-		ctx = context.WithValue(ctx, scrapeTimeoutKey{}, v) // names the limit when the poll reaches it
-	}
+	ctx := context.WithValue(r.Context(), scrapeTimeoutKey{}, r.Header.Get(scrapeTimeoutHeader)) // names the limit a poll reaches
 	return context.WithTimeout(ctx, scrapeBudget(r, limit))
 }
 

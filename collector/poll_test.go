@@ -301,10 +301,7 @@ func TestPollNeverOutlastsTheTimeout(t *testing.T) {
 		{"longer", time.Hour, "3600", limit, "--api.timeout=1s"},
 		{"none", 0, "", limit, "--api.timeout=1s"},
 	} {
-		ctx := context.Background()
-		if tt.header != "" {
-			ctx = context.WithValue(ctx, scrapeTimeoutKey{}, tt.header)
-		}
+		ctx := context.WithValue(context.Background(), scrapeTimeoutKey{}, tt.header)
 		if tt.deadline > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, now.Add(tt.deadline))

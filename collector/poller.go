@@ -204,7 +204,7 @@ func (p *Poller) finish(c *poll) {
 
 func (p *Poller) horizon(ctx context.Context, limit time.Time) (time.Time, string) {
 	if deadline, ok := ctx.Deadline(); ok && deadline.Before(limit) {
-		if h, ok := ctx.Value(scrapeTimeoutKey{}).(string); ok {
+		if h, _ := ctx.Value(scrapeTimeoutKey{}).(string); h != "" {
 			return deadline, fmt.Sprintf("the scrape timeout of %ss (X-Prometheus-Scrape-Timeout-Seconds, less a margin to answer)", h)
 		}
 		return deadline, "the scrape's deadline"
