@@ -176,7 +176,7 @@ func (p *benchPipeline) poll(b *testing.B) *Snapshot {
 	defer cancel()
 	s := p.poller.Poll(ctx)
 	for ep, st := range s.Endpoints {
-		if !st.ok() {
+		if !(st.Err == nil) {
 			b.Fatalf("endpoint %s failed: %v", ep, st.Err)
 		}
 	}

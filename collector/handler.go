@@ -18,8 +18,7 @@ import (
 
 const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 
-// NewHandler serves /metrics: the long-lived gatherer and, unless p is nil, a poll of p within
-// the scrape's budget with t's name and counts; timeout is --api.timeout.
+// NewHandler serves /metrics: longLived and, unless p is nil, a poll of p within the scrape's budget and timeout.
 func NewHandler(p *Poller, m *Metrics, t *TargetStats, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var g prometheus.Gatherers
@@ -61,10 +60,7 @@ type errorLog func(v ...any)
 func (f errorLog) Println(v ...any) { f(v...) }
 
 func scrapeContext(r *http.Request, limit time.Duration) (context.Context, context.CancelFunc) {
-	ctx := r.Context()
-	if v := r.Header.Get(scrapeTimeoutHeader); v != "" {
-		ctx = WithScrapeTimeout(ctx, v)
-	}
+	ctx := context.WithValue(r.Context(), scrapeTimeoutKey{}, r.Header.Get(scrapeTimeoutHeader)) // names the limit a poll reaches
 	return context.WithTimeout(ctx, scrapeBudget(r, limit))
 }
 

@@ -196,8 +196,8 @@ func TestHoldOffMidPollReportsNothingUnsent(t *testing.T) {
 	}
 	for ep, st := range s.Endpoints {
 		sent := r.svc.Requests(string(ep)) > 0
-		if !sent && (st.ok() || st.Status != 429) {
-			t.Errorf("%s was not sent, yet reports up %v with status %d", ep, st.ok(), st.Status)
+		if !sent && ((st.Err == nil) || st.Status != 429) {
+			t.Errorf("%s was not sent, yet reports up %v with status %d", ep, (st.Err == nil), st.Status)
 		}
 	}
 	if _, ok := s.Endpoints[client.EndpointLocationDetail]; !ok {
@@ -213,8 +213,8 @@ func TestUncheckedDetailsAreDown(t *testing.T) {
 	r.poller.Poll(context.Background())
 	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{Status: 500})
 	s := r.poller.Poll(context.Background())
-	if st, ok := s.Endpoints[client.EndpointLocationDetail]; !ok || st.ok() || st.Status != 0 {
-		t.Errorf("location_detail reported %v (up %v, status %d), want down with status 0", ok, st.ok(), st.Status)
+	if st, ok := s.Endpoints[client.EndpointLocationDetail]; !ok || (st.Err == nil) || st.Status != 0 {
+		t.Errorf("location_detail reported %v (up %v, status %d), want down with status 0", ok, (st.Err == nil), st.Status)
 	}
 	if got := ids(s.Details); len(got) != 2 || s.Details[0].Err != nil || s.Details[1].Err != nil {
 		t.Errorf("the locations lost their last results: %v", got)
@@ -283,9 +283,9 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	<-done
 	p := e.poller
 	p.mu.Lock()
-	d := p.view([]int64{1})
+	d, ok := p.checks[1]
 	p.mu.Unlock()
-	if len(d) != 1 || d[0].Err != nil {
+	if !ok || d.Err != nil {
 		t.Errorf("the cancelled view changed its location's last check: %+v", d)
 	}
 }

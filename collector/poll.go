@@ -38,8 +38,7 @@ type poll struct {
 	snap                   *Snapshot
 }
 
-// run starts root and the lists, each in a slot of the semaphore, then detail views as slots
-// free up while one can end before the horizon; the poll ends once no call is out.
+// run starts root and the lists, then detail views while one can end before the horizon, each in a slot.
 func (p *Poller) run(c *poll) {
 	defer c.cancel(nil)
 	api, t := p.target.Client, p.target
@@ -190,7 +189,9 @@ func (p *Poller) checkDetail(c *poll, id int64) {
 	if c.detailStart.IsZero() || start.Before(c.detailStart) {
 		c.detailStart = start
 	}
-	c.detailEnd = maxTime(c.detailEnd, end)
+	if end.After(c.detailEnd) {
+		c.detailEnd = end
+	}
 	if r.Err != nil {
 		c.failDetail(r.Status, r.Err)
 	}
@@ -205,23 +206,19 @@ func (c *poll) abandoned() bool {
 	return errors.Is(cause, errAbandoned) || errors.Is(cause, errDropped)
 }
 
-func (c *poll) count(ep client.Endpoint) Count {
-	r, ok := c.lists[ep]
-	return Count{Value: r.Count, Known: ok && r.Err == nil}
-}
-
 // snapshot turns what has arrived into a Snapshot; lists not yet in are too late.
 func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	s := &Snapshot{
-		Start: c.start, Duration: now.Sub(c.start), Endpoints: make(map[client.Endpoint]endpointState, 4), trace: c.trace,
-		Projects: c.count(client.EndpointProjects), Locations: c.count(client.EndpointLocations), budget: c.horizon.Sub(c.start),
+		Start: c.start, Duration: now.Sub(c.start), Endpoints: make(map[client.Endpoint]endpointState, 4), trace: c.trace, budget: c.horizon.Sub(c.start),
 	}
+	counts := make(map[client.Endpoint]Count, 3) // a list not read whole has no count
 	for _, ep := range upEndpoints {
 		s.Endpoints[ep] = endpointState{Duration: s.Duration, Err: errTooLate}
 		if r, ok := c.lists[ep]; ok {
-			s.Endpoints[ep] = endpointState{Status: r.Status, Duration: r.Duration, Err: r.Err}
+			s.Endpoints[ep], counts[ep] = endpointState{Status: r.Status, Duration: r.Duration, Err: r.Err}, Count{Value: r.Count, Known: r.Err == nil}
 		}
 	}
+	s.Projects, s.Locations = counts[client.EndpointProjects], counts[client.EndpointLocations]
 	// The subset: the ids given, else those of the list read whole, else those met so far and checked before.
 	ids := p.target.DetailIDs
 	if len(ids) == 0 && s.Locations.Known {
@@ -229,7 +226,11 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	} else if len(ids) == 0 {
 		ids = slices.Compact(slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(p.checks)), slices.Collect(maps.Keys(c.subset))...))))
 	}
-	s.Details = p.view(ids)
+	for _, id := range slices.Sorted(slices.Values(ids)) {
+		if ls, ok := p.checks[id]; ok {
+			s.Details = append(s.Details, ls)
+		}
+	}
 	unchecked := endpointState{Err: errNoDetail}
 	if until, status := p.target.Client.HoldOff(); now.Before(until) {
 		s.HoldOffUntil, unchecked = until, endpointState{Status: status, Err: client.ErrHeldOff}
@@ -257,19 +258,46 @@ func (p *Poller) failed(now time.Time, status int, err error) *Snapshot {
 	return p.snapshot(c, now)
 }
 
-func (p *Poller) view(ids []int64) []locationState {
-	var out []locationState
-	for _, id := range slices.Sorted(slices.Values(ids)) {
-		if ls, ok := p.checks[id]; ok {
-			out = append(out, ls)
-		}
-	}
-	return out
+// Snapshot is what one poll of the API found, as plain values.
+type Snapshot struct {
+	Start               time.Time
+	Duration            time.Duration
+	Endpoints           map[client.Endpoint]endpointState
+	Projects, Locations Count
+	Details             []locationState // each subset location's last check, by this poll or an earlier one
+	HoldOffUntil        time.Time       // the end of the hold-off in force; zero if none
+
+	trace  *client.Trace
+	budget time.Duration // of a poll that its deadline cut short; 0 for one that ended on its own
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
+// endpointState is how one endpoint answered during a poll; Status is 0 when no response came.
+type endpointState struct {
+	Status   int
+	Duration time.Duration
+	Err      error
+}
+
+// Count is a list count; Known is false when the list could not be read.
+type Count struct {
+	Value int64
+	Known bool
+}
+
+type locationState struct {
+	ID       int64
+	Status   int
+	Duration time.Duration
+	Err      error
+	Fields   map[string]string
+	Checked  time.Time
+}
+
+var upEndpoints = []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations}
+
+func (s *Snapshot) up() bool {
+	return !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
+		st, ok := s.Endpoints[ep]
+		return !ok || st.Err != nil
+	})
 }

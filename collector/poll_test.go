@@ -301,10 +301,7 @@ func TestPollNeverOutlastsTheTimeout(t *testing.T) {
 		{"longer", time.Hour, "3600", limit, "--api.timeout=1s"},
 		{"none", 0, "", limit, "--api.timeout=1s"},
 	} {
-		ctx := context.Background()
-		if tt.header != "" {
-			ctx = WithScrapeTimeout(ctx, tt.header)
-		}
+		ctx := context.WithValue(context.Background(), scrapeTimeoutKey{}, tt.header)
 		if tt.deadline > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, now.Add(tt.deadline))
@@ -409,8 +406,8 @@ func TestLocationDetailStatus(t *testing.T) {
 				}
 				p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2, 3}}, PollerOptions{Timeout: 10 * time.Second})
 				st := p.Poll(context.Background()).Endpoints[client.EndpointLocationDetail]
-				if st.ok() != tt.up || st.Status != tt.want {
-					t.Errorf("location_detail up %v with %d, want %v with %d", st.ok(), st.Status, tt.up, tt.want)
+				if (st.Err == nil) != tt.up || st.Status != tt.want {
+					t.Errorf("location_detail up %v with %d, want %v with %d", (st.Err == nil), st.Status, tt.up, tt.want)
 				}
 			})
 		})
@@ -438,8 +435,8 @@ func TestLocationDetailWhileViewsAreOut(t *testing.T) {
 				time.AfterFunc(time.Second, cancel)
 				s := p.Poll(ctx)
 				st := s.Endpoints[client.EndpointLocationDetail]
-				if st.ok() != (tt.status == 0) || st.Status != tt.want {
-					t.Errorf("location_detail up %v with %d; want %v with %d", st.ok(), st.Status, tt.status == 0, tt.want)
+				if (st.Err == nil) != (tt.status == 0) || st.Status != tt.want {
+					t.Errorf("location_detail up %v with %d; want %v with %d", (st.Err == nil), st.Status, tt.status == 0, tt.want)
 				}
 				if got := ids(s.Details); !slices.Equal(got, []int64{1}) {
 					t.Errorf("details of %v, want location 1 alone", got)
@@ -714,7 +711,7 @@ func TestDetailsTriedWhileTheirTimeIsUnknown(t *testing.T) {
 		p := NewPoller(&Target{Client: f, DetailIDs: []int64{1, 2, 3}}, PollerOptions{Timeout: time.Minute})
 		for i := range 2 {
 			s := (<-scrapeAt(p, 10*time.Second)).Snapshot
-			if got := len(s.checkedDetails()); got != 3 || !s.Endpoints[client.EndpointLocationDetail].ok() {
+			if got := len(s.checkedDetails()); got != 3 || s.Endpoints[client.EndpointLocationDetail].Err != nil {
 				t.Errorf("poll %d: %d detail views checked, location_detail %+v; want all 3, up", i, got, s.Endpoints[client.EndpointLocationDetail])
 			}
 		}
@@ -747,4 +744,8 @@ func TestFailingListKeepsTheSubsetBounded(t *testing.T) {
 			}
 		}
 	})
+}
+
+func (s *Snapshot) checkedDetails() []locationState {
+	return slices.DeleteFunc(slices.Clone(s.Details), func(d locationState) bool { return d.Checked.Before(s.Start) })
 }

@@ -24,38 +24,24 @@ var (
 // fairBudget is the least time a poll needs: one cut sooner by lack of time alone is not counted.
 const fairBudget = time.Second
 
-// deadlineError ends a poll at its deadline, naming the limit that set it.
-type deadlineError struct{ limit string }
-
-func (e *deadlineError) Error() string { return "the poll reached its deadline, set by " + e.limit }
-
-func (e *deadlineError) Unwrap() error { return context.DeadlineExceeded }
-
 type scrapeTimeoutKey struct{}
-
-// WithScrapeTimeout marks ctx's deadline as set by the scrape timeout header.
-func WithScrapeTimeout(ctx context.Context, header string) context.Context {
-	return context.WithValue(ctx, scrapeTimeoutKey{}, header)
-}
 
 // PollerOptions tunes a Poller; Recent, when set, records every poll under Name (the redacted base URL) and Module.
 type PollerOptions struct {
-	Timeout     time.Duration // bounds a poll, which ends at the latest waiting scrape's deadline
-	MinInterval time.Duration // the least time between two polls' starts; 0 polls every scrape
-	Logger      *slog.Logger
-	Recent      *PollLog
-	Name        string
-	Module      string
-	Polls       pollCounter // counts polls, however many scrapes shared each
-	TimeoutName string      // such as "--api.timeout"
-	AfterPoll   func()      // called once a poll's requests have all ended, before it answers
+	Timeout      time.Duration // bounds a poll, which ends at the latest waiting scrape's deadline
+	MinInterval  time.Duration // the least time between two polls' starts; 0 polls every scrape
+	Logger       *slog.Logger
+	Recent       *PollLog
+	Name, Module string
+	Polls        pollCounter // counts polls, however many scrapes shared each
+	TimeoutName  string      // such as "--api.timeout"
+	AfterPoll    func()      // called once a poll's requests have all ended, before it answers
 }
 
 // pollCounter counts polls; up is deployment_service_up after each.
 type pollCounter interface{ ObservePoll(up bool) }
 
-// Poller owns time for one target: it shares the poll in flight as singleflight shares a call,
-// reuses the last poll inside the minimum interval, and honours hold-offs.
+// Poller shares one target's poll in flight as singleflight shares a call, and keeps its last poll and hold-off.
 type Poller struct {
 	target *Target
 	opts   PollerOptions
@@ -75,10 +61,18 @@ type Poller struct {
 // NewPoller returns a Poller for t.
 func NewPoller(t *Target, opts PollerOptions) *Poller {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
-	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Second
-	}
+	opts.Timeout = cmp.Or(max(opts.Timeout, 0), 10*time.Second)
 	return &Poller{target: t, opts: opts, sem: make(chan struct{}, max(t.Client.Concurrency(), 1)), checks: make(map[int64]locationState)}
+}
+
+func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLimit > 0 }
+
+// idsFromList is how many ids of the location list make the detail subset.
+func (t *Target) idsFromList() int {
+	if len(t.DetailIDs) > 0 {
+		return 0
+	}
+	return t.DetailLimit
 }
 
 // Poll returns a snapshot for one scrape by ctx's deadline; a joined poll runs on until it too.
@@ -90,14 +84,19 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		defer p.mu.Unlock()
 		return p.failed(now, 0, errDropped)
 	}
-	inInterval := p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && p.last.reusableFor(own.Sub(now))
+	budget := own.Sub(now) // a poll its deadline cut serves only scrapes with about its budget
+	inInterval := p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && (p.last.budget == 0 || p.last.budget >= budget-budget/20)
 	if inInterval || now.Before(p.heldEnd) {
 		defer p.mu.Unlock()
-		return p.last.at(now)
+		if s := *p.last; !s.HoldOffUntil.IsZero() && !now.Before(s.HoldOffUntil) {
+			s.HoldOffUntil = time.Time{}
+			return &s
+		}
+		return p.last
 	}
 	if until, status := p.target.Client.HoldOff(); p.call == nil && now.Before(until) {
 		s := p.failed(now, status, client.ErrHeldOff)
-		s.HoldOffUntil, p.heldEnd = until, now.Add(min(max(own.Sub(now), fairBudget), until.Sub(now)))
+		s.HoldOffUntil, p.heldEnd = until, now.Add(min(max(budget, fairBudget), until.Sub(now)))
 		p.seq++
 		p.last, p.lastSeq = s, p.seq
 		p.mu.Unlock()
@@ -105,7 +104,13 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		return s
 	}
 	if p.call == nil {
-		p.start(ctx, now)
+		p.seq++
+		p.call = &poll{
+			start: now, seq: p.seq, horizon: now, trace: &client.Trace{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+			lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0, subset: make(map[int64]bool),
+		}
+		p.call.ctx, p.call.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), p.call.trace))
+		go p.run(p.call)
 	}
 	c := p.call
 	c.waiters++
@@ -122,7 +127,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string) *Snapshot {
 	timer := time.NewTimer(time.Until(handoff))
 	defer timer.Stop()
-	var cause error = &deadlineError{limit: by}
+	cause := fmt.Errorf("the poll reached its deadline, set by %s: %w", by, context.DeadlineExceeded)
 	select {
 	case <-c.done:
 		return c.snap
@@ -152,21 +157,11 @@ func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string
 	return p.snapshot(c, time.Now())
 }
 
-func (p *Poller) start(ctx context.Context, now time.Time) {
-	p.seq++
-	c := &poll{
-		start: now, seq: p.seq, horizon: now, trace: &client.Trace{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0, subset: make(map[int64]bool),
-	}
-	c.ctx, c.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), c.trace))
-	p.call = c
-	go p.run(c)
-}
-
-// finish keeps what c found, counts it unless its caller cut it short, and hands it over.
+// finish keeps what c found, logs it and the hold-off's run, counts it unless its caller cut it short, and hands it over.
 func (p *Poller) finish(c *poll) {
 	p.mu.Lock()
-	snap := p.snapshot(c, time.Now())
+	now := time.Now()
+	snap := p.snapshot(c, now)
 	abandoned := c.abandoned()
 	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) && len(c.queue) == 0 { // views left for lack of time cut it too
 		snap.budget = 0
@@ -181,6 +176,9 @@ func (p *Poller) finish(c *poll) {
 	}
 	p.usualDetail = cmp.Or(c.longest, p.usualDetail)
 	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
+	until, status := p.target.Client.HoldOff()
+	held, was, again := until.After(now), p.throttled, !until.Equal(p.heldUntil)
+	p.throttled, p.heldUntil = held, until
 	dropped := errors.Is(context.Cause(c.ctx), errDropped) // a reload cancelled it: no poll of the pair
 	c.snap = snap
 	p.mu.Unlock()
@@ -189,31 +187,7 @@ func (p *Poller) finish(c *poll) {
 	} else {
 		p.failures.log(p.opts.Logger, snap)
 	}
-	p.logHoldOff()
-	p.report(snap, !dropped && (!cut || snap.up() || !snap.onlyOutOfTime()))
-	close(c.done)
-}
-
-func (p *Poller) horizon(ctx context.Context, limit time.Time) (time.Time, string) {
-	if deadline, ok := ctx.Deadline(); ok && deadline.Before(limit) {
-		if h, ok := ctx.Value(scrapeTimeoutKey{}).(string); ok {
-			return deadline, fmt.Sprintf("the scrape timeout of %ss (X-Prometheus-Scrape-Timeout-Seconds, less a margin to answer)", h)
-		}
-		return deadline, "the scrape's deadline"
-	}
-	return limit, fmt.Sprintf("%s=%s", p.opts.TimeoutName, p.opts.Timeout)
-}
-
-// logHoldOff logs when a run of hold-offs begins, is asked again and ends.
-func (p *Poller) logHoldOff() {
-	until, status := p.target.Client.HoldOff()
-	held := until.After(time.Now())
-	p.mu.Lock()
-	was, again := p.throttled, !until.Equal(p.heldUntil)
-	p.throttled, p.heldUntil = held, until
-	p.mu.Unlock()
-	when := until.UTC().Format(time.RFC3339)
-	switch {
+	switch when := until.UTC().Format(time.RFC3339); {
 	case held && !was:
 		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", when)
 	case held && again:
@@ -221,6 +195,22 @@ func (p *Poller) logHoldOff() {
 	case !held && was:
 		p.opts.Logger.Info("The service no longer asks to hold off")
 	}
+	outOfTime := !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
+		err := snap.Endpoints[ep].Err
+		return err != nil && !errors.Is(err, errTooLate) && client.ReasonOf(err) != client.ReasonTimeout
+	})
+	p.report(snap, !dropped && (!cut || snap.up() || !outOfTime))
+	close(c.done)
+}
+
+func (p *Poller) horizon(ctx context.Context, limit time.Time) (time.Time, string) {
+	if deadline, ok := ctx.Deadline(); ok && deadline.Before(limit) {
+		if h, _ := ctx.Value(scrapeTimeoutKey{}).(string); h != "" {
+			return deadline, fmt.Sprintf("the scrape timeout of %ss (X-Prometheus-Scrape-Timeout-Seconds, less a margin to answer)", h)
+		}
+		return deadline, "the scrape's deadline"
+	}
+	return limit, fmt.Sprintf("%s=%s", p.opts.TimeoutName, p.opts.Timeout)
 }
 
 // takeLocations carries over the checks of a poller that a reload replaced.

@@ -187,10 +187,9 @@ func TestProbeDebugView(t *testing.T) {
 	}
 	for _, want := range []string{
 		// The module's effective settings.
-		"Module default:\n    timeout 5s (the scrape timeout header lowers it), min_interval 0s\n",
-		"concurrency 4, rate_limit 50/s, max_pages 1000, max_response_bytes 67108864, gzip true",
-		"detail subset: the first 2 locations of the list, info fields [id]",
-		"key: Token, given inline", "TLS: server_name deploy.example.com",
+		"Module default (the scrape timeout header lowers its timeout):\n", "\ntimeout: 5s\n", "\nconcurrency: 4\n",
+		"\nrate_limit: 50\n", "\ngzip: true\n", "  detail_limit: 2\n", "    type: Token\n    credentials: <secret>\n",
+		"    server_name: deploy.example.com\n",
 		// The poll, with the phases of each request.
 		"module default", ": ok\n",
 		"root GET " + srv.URL + "/api/ -> status 200",

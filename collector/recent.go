@@ -64,10 +64,7 @@ func makeRecord(target, module string, s *Snapshot, reqs []client.TraceRequest, 
 	if dropped > 0 {
 		rec.Notes = append(rec.Notes, fmt.Sprintf("%d more requests were not kept.", dropped))
 	}
-	rec.HeldOffUntil = rec.metUntil
-	if s.HoldOffUntil.After(rec.metUntil) {
-		rec.HeldOffUntil = s.HoldOffUntil
-	}
+	rec.HeldOffUntil = slices.MaxFunc([]time.Time{rec.metUntil, s.HoldOffUntil}, time.Time.Compare)
 	rec.State, rec.Summary = rec.summarize(s, reqs)
 	slices.SortStableFunc(reqs, func(a, b client.TraceRequest) int {
 		return cmp.Or(cmp.Compare(slices.Index(client.Endpoints, a.Endpoint), slices.Index(client.Endpoints, b.Endpoint)),
@@ -133,21 +130,15 @@ func (rec *PollRecord) row(r client.TraceRequest) Row {
 
 // WriteText writes rec as plain text, for /polls/<id>?format=text and /probe?debug=true.
 func (rec *PollRecord) WriteText(w io.Writer) error {
-	text := fmt.Sprintf("Poll %d of %s", rec.ID, rec.Target)
-	if rec.Module != "" {
-		text += ", module " + rec.Module
-	}
-	text += fmt.Sprintf("\nStarted %s, took %s: %s\n", rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration.Round(time.Microsecond), rec.Summary)
-	for _, n := range rec.Notes {
-		text += n + "\n"
-	}
+	lines := append([]string{fmt.Sprintf("Poll %d of %s%s\nStarted %s, took %s: %s", rec.ID, rec.Target, strings.TrimSuffix(", module "+rec.Module, ", module "),
+		rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration.Round(time.Microsecond), rec.Summary)}, rec.Notes...)
 	if rec.HoldOffPoll != 0 {
-		text += fmt.Sprintf("Poll %d met the answer that started the hold-off: /polls/%d\n", rec.HoldOffPoll, rec.HoldOffPoll)
+		lines = append(lines, fmt.Sprintf("Poll %d met the answer that started the hold-off: /polls/%d", rec.HoldOffPoll, rec.HoldOffPoll))
 	}
 	for _, r := range rec.Rows {
-		text += "\n" + r.Text + "\n"
+		lines = append(lines, "\n"+r.Text)
 	}
-	_, err := io.WriteString(w, text)
+	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
 	return err
 }
 

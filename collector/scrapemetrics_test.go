@@ -138,12 +138,15 @@ func TestRepeatedDetailIDsAreOneLocation(t *testing.T) {
 // hold-off ended, as --api.min-interval does: none is in force any more.
 func TestHoldOffEndsInAReusedPoll(t *testing.T) {
 	now := time.Now()
+	p := NewPoller(&Target{Client: newFake(0)}, PollerOptions{MinInterval: time.Hour})
 	s := &Snapshot{Start: now, HoldOffUntil: now.Add(time.Minute)}
-	if got := s.at(now.Add(time.Second)); got != s {
+	p.last = s
+	if got := p.Poll(context.Background()); got != s {
 		t.Error("a snapshot inside its hold-off was copied")
 	}
-	later := s.at(now.Add(2 * time.Minute))
-	if !later.HoldOffUntil.IsZero() {
+	s.HoldOffUntil = now.Add(-time.Second)
+	later := p.Poll(context.Background())
+	if later == s || !later.HoldOffUntil.IsZero() {
 		t.Errorf("hold-off until %v served after it ended", later.HoldOffUntil)
 	}
 	if s.HoldOffUntil.IsZero() {

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/prometheus/common/config"
+	"go.yaml.in/yaml/v2"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
@@ -34,18 +34,7 @@ type Service interface {
 	Close()
 }
 
-func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLimit > 0 }
-
-// idsFromList is how many ids of the location list make the detail subset.
-func (t *Target) idsFromList() int {
-	if len(t.DetailIDs) > 0 {
-		return 0
-	}
-	return t.DetailLimit
-}
-
-// TargetSettings is what a poll of one service needs besides its URL: the
-// command-line flags for /metrics, or a module of the configuration file for /probe.
+// TargetSettings is what a poll of one service needs besides its URL: the flags, or a module of the file.
 type TargetSettings struct {
 	Client               client.Config // BaseURL left empty
 	DetailIDs            []int64
@@ -70,74 +59,30 @@ func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poll
 // uniqueIDs drops repeated ids, keeping the first of each: one location, one set of series.
 func uniqueIDs(ids []int64) []int64 {
 	seen := make(map[int64]bool, len(ids))
-	out := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(ids), func(id int64) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 }
 
-// WriteSettingsText writes the settings a poll of one target runs with, as
-// the debug view of /probe shows them; never a secret.
+// WriteSettingsText writes a target's settings as YAML in the file's keys, secrets as <secret>, as blackbox's debug view does.
 func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
 	c := s.Client.WithDefaults()
-	hc := &c.HTTPClientConfig
-	subset := "none"
-	switch {
-	case len(s.DetailIDs) > 0:
-		subset = fmt.Sprintf("ids %v", s.DetailIDs)
-	case s.DetailLimit > 0:
-		subset = fmt.Sprintf("the first %d locations of the list", s.DetailLimit)
+	out, err := yaml.Marshal(struct {
+		HTTP             config.HTTPClientConfig `yaml:"http_client_config"`
+		Timeout          time.Duration           `yaml:"timeout"`
+		Concurrency      int                     `yaml:"concurrency"`
+		MaxPages         int                     `yaml:"max_pages"`
+		MaxResponseBytes int64                   `yaml:"max_response_bytes"`
+		RateLimit        float64                 `yaml:"rate_limit"`
+		Gzip             bool                    `yaml:"gzip"`
+		MinInterval      time.Duration           `yaml:"min_interval"`
+		Locations        map[string]any          `yaml:"locations"`
+	}{c.HTTPClientConfig, s.Timeout, c.Concurrency, c.MaxPages, c.MaxResponseBytes, c.RateLimit, !c.DisableGzip, s.MinInterval,
+		map[string]any{"detail_ids": s.DetailIDs, "detail_limit": s.DetailLimit, "info_fields": s.InfoFields}})
+	if err == nil {
+		_, err = fmt.Fprintf(w, "Module %s (the scrape timeout header lowers its timeout):\n%s", module, out)
 	}
-	if len(s.InfoFields) > 0 {
-		subset += fmt.Sprintf(", info fields %v", s.InfoFields)
-	}
-	key := "none (no Authorization header)"
-	if a := hc.Authorization; a != nil && a.CredentialsFile != "" {
-		key = a.Type + ", read from " + a.CredentialsFile
-	} else if a != nil {
-		key = a.Type + ", given inline"
-	}
-	rate := "none"
-	if c.RateLimit > 0 {
-		rate = strconv.FormatFloat(c.RateLimit, 'g', -1, 64) + "/s"
-	}
-	proxy := ""
-	if hc.ProxyURL.URL != nil {
-		proxy = "    proxy: " + client.RedactURL(hc.ProxyURL.URL) + "\n"
-	} else if hc.ProxyFromEnvironment {
-		proxy = "    proxy: from the environment\n"
-	}
-	_, err := fmt.Fprintf(w, "Module %s:\n    timeout %s (the scrape timeout header lowers it), min_interval %s\n"+
-		"    concurrency %d, rate_limit %s, max_pages %d, max_response_bytes %d, gzip %v\n"+
-		"    detail subset: %s\n    key: %s\n    TLS: %s\n%s",
-		module, s.Timeout, s.MinInterval, c.Concurrency, rate, c.MaxPages, c.MaxResponseBytes,
-		!c.DisableGzip, subset, key, tlsText(hc.TLSConfig), proxy)
 	return err
-}
-
-// tlsText sums up a TLS configuration without its secrets.
-func tlsText(t config.TLSConfig) string {
-	var out []string
-	fields := [][2]string{
-		{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"server_name", t.ServerName}, {"min_version", t.MinVersion.String()},
-	}
-	for _, f := range fields {
-		if f[1] != "" && f[1] != "0" {
-			out = append(out, f[0]+" "+f[1])
-		}
-	}
-	if t.CA != "" {
-		out = append(out, "ca inline")
-	}
-	if t.InsecureSkipVerify {
-		out = append(out, "insecure_skip_verify (certificates NOT checked)")
-	}
-	if len(out) == 0 {
-		return "system roots, default verification"
-	}
-	return strings.Join(out, ", ")
 }

@@ -4,10 +4,14 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"log/slog"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -57,7 +61,8 @@ func failures(s *Snapshot) string {
 		}
 		names[kind], statuses[kind] = append(names[kind], name), status
 	}
-	detailIDs, checked := map[string][]int64{}, s.checkedDetails()
+	detailIDs := map[string][]int64{}
+	checked := slices.DeleteFunc(slices.Clone(s.Details), func(d locationState) bool { return d.Checked.Before(s.Start) }) // in this poll
 	for _, d := range checked {
 		if d.Err != nil && !errors.Is(d.Err, client.ErrHeldOff) {
 			k := failureKind(d.Err, d.Status)
@@ -113,9 +118,17 @@ func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (strin
 	if notSent != nil || !rec.metUntil.IsZero() {
 		words = append(words, heldWords(rec.heldStatus, rec.HeldOffUntil, rec.retryAfter))
 	}
-	bad := len(words)
-	if slow := slowWords(reqs); slow != "" {
-		words = append(words, slow)
+	bad, worst, slow := len(words), map[client.Endpoint]time.Duration{}, []string(nil)
+	for _, r := range reqs {
+		worst[r.Endpoint] = max(worst[r.Endpoint], r.Phases.FirstByte)
+	}
+	for _, ep := range client.Endpoints {
+		if worst[ep] > 2*time.Second { // the first byte's wait that DeploymentServiceAPISlow calls slow
+			slow = append(slow, fmt.Sprintf("%s %s", ep, worst[ep].Round(time.Millisecond)))
+		}
+	}
+	if slow != nil {
+		words = append(words, "slow: "+strings.Join(slow, ", "))
 	}
 	switch {
 	case !s.up():
@@ -130,11 +143,8 @@ func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (strin
 
 // idList names the first few ids, and how many of all they are.
 func idList(ids []int64, all int) string {
-	var names []string
-	for _, id := range ids[:min(len(ids), 5)] {
-		names = append(names, strconv.FormatInt(id, 10))
-	}
-	s := strings.Join(names, ", ")
+	s := strings.Trim(fmt.Sprint(ids[:min(len(ids), 5)]), "[]")
+	s = strings.ReplaceAll(s, " ", ", ")
 	if len(ids) > 5 {
 		s += fmt.Sprintf(" and %d more", len(ids)-5)
 	}
@@ -144,22 +154,58 @@ func idList(ids []int64, all int) string {
 	return s
 }
 
-// slowWords names the endpoints whose first byte came after 2 s, the wait DeploymentServiceAPISlow calls slow.
-func slowWords(reqs []client.TraceRequest) string {
-	var slow []string
+// failureLog logs one short line per poll: warn when a failure starts or changes kind, debug while it lasts, info when it ends.
+type failureLog struct {
+	mu          sync.Mutex
+	kind, since string // how the run of failures goes, and when it began, in RFC 3339
+	polls       int
+}
+
+// log writes the line a complete poll calls for; a poll that sent nothing tells nothing new.
+func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
+	var kinds []string
+	errText := ""
 	for _, ep := range client.Endpoints {
-		var worst time.Duration
-		for _, r := range reqs {
-			if r.Endpoint == ep && r.Phases.FirstByte > 2*time.Second {
-				worst = max(worst, r.Phases.FirstByte)
+		if st := s.Endpoints[ep]; st.Err != nil && !errors.Is(st.Err, client.ErrHeldOff) && !errors.Is(st.Err, errNoDetail) {
+			kinds = append(kinds, string(ep)+" "+failureKind(st.Err, st.Status))
+			if ue := (*url.Error)(nil); errText == "" && errors.As(st.Err, &ue) { // the target label names the URL
+				errText = strings.Replace(st.Err.Error(), " "+strconv.Quote(ue.URL), "", 1)
 			}
-		}
-		if worst > 0 {
-			slow = append(slow, fmt.Sprintf("%s %s", ep, worst.Round(time.Millisecond)))
+			errText = cmp.Or(errText, st.Err.Error())
 		}
 	}
-	if slow == nil {
-		return ""
+	kind := strings.Join(kinds, ", ")
+	_, summary := (&PollRecord{HeldOffUntil: s.HoldOffUntil}).summarize(s, nil)
+	summary = bounded(summary, 400)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case kind == "" && !s.up():
+		logger.Debug("Poll sent nothing", "summary", summary)
+	case kind == "" && f.kind == "":
+	case kind == "":
+		logger.Info("Poll recovered", "failing_since", f.since, "failed_polls", f.polls)
+		f.kind, f.polls = "", 0
+	case kind == f.kind:
+		f.polls++
+		logger.Debug("Poll still failing", "summary", summary, "failing_since", f.since, "failed_polls", f.polls)
+	default:
+		if f.kind == "" {
+			f.since = s.Start.UTC().Format(time.RFC3339)
+		}
+		f.kind, f.polls = kind, f.polls+1
+		logger.Warn("Poll failed", "summary", summary, "failing_since", f.since, "err", bounded(errText, 300))
 	}
-	return "slow: " + strings.Join(slow, ", ")
+}
+
+// logName bounds a target's name for the log: a long one keeps its start and a hash of the whole, to stay distinct.
+func logName(s string) string { return bounded(s, 160) }
+
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return fmt.Sprintf("%s…(%08x)", strings.ToValidUTF8(s[:n-16], ""), h.Sum32())
 }
