@@ -409,10 +409,10 @@ func TestProbeTwoServicesEndToEnd(t *testing.T) {
 }
 
 // TestProbeFamiliesEndToEnd probes two services through the binary, one
-// well and one failing, twice each: every answer carries the families of
-// /metrics for its own target (request counters and histogram included,
-// counted per target), names its target, and holds nothing of the
-// exporter's own; /metrics holds none of the targets' metrics.
+// well and one failing, twice each: every answer carries the per-scrape
+// families and the poll counters of its own target, names its target, and
+// holds neither request families nor anything of the exporter's own;
+// /metrics holds none of the targets' metrics.
 func TestProbeFamiliesEndToEnd(t *testing.T) {
 	good, err := sampleservice.Start(sampleservice.Options{Key: "e2e-key-fam", Locations: 7})
 	if err != nil {
@@ -435,8 +435,8 @@ func TestProbeFamiliesEndToEnd(t *testing.T) {
 		"deployment_service_up", "deployment_service_endpoint_up", "deployment_service_endpoint_duration_seconds",
 		"deployment_service_endpoint_status_code", "deployment_service_location_up", "deployment_service_location_detail_duration_seconds",
 		"deployment_service_location_info", "deployment_service_scrape_duration_seconds", "deployment_service_poll_timestamp_seconds",
-		"deployment_service_hold_off_until_timestamp_seconds", "deployment_service_requests_total",
-		"deployment_service_request_errors_total", "deployment_service_request_duration_seconds", "deployment_service_target_info",
+		"deployment_service_hold_off_until_timestamp_seconds", "deployment_service_polls_total",
+		"deployment_service_poll_failures_total", "deployment_service_target_info",
 	}
 	for _, tt := range []struct {
 		name, url string
@@ -444,18 +444,15 @@ func TestProbeFamiliesEndToEnd(t *testing.T) {
 	}{
 		{"good", good.URL(), []string{
 			"deployment_service_up 1",
-			`deployment_service_requests_total{code="200",endpoint="projects"} 2`,
-			`deployment_service_requests_total{code="200",endpoint="location_detail"} 2`,
-			`deployment_service_request_duration_seconds_count{endpoint="root"} 2`,
-			`deployment_service_request_errors_total{endpoint="projects",reason="http_status"} 0`,
+			"deployment_service_polls_total 2",
+			"deployment_service_poll_failures_total 0",
 			`deployment_service_target_info{url="` + good.URL() + `"} 1`,
 		}},
 		{"failing", bad.URL() + "/", []string{
 			"deployment_service_up 0",
-			`deployment_service_requests_total{code="500",endpoint="projects"} 2`,
-			`deployment_service_requests_total{code="200",endpoint="root"} 2`,
-			`deployment_service_request_errors_total{endpoint="projects",reason="http_status"} 2`,
-			`deployment_service_request_errors_total{endpoint="root",reason="timeout"} 0`,
+			"deployment_service_polls_total 2",
+			"deployment_service_poll_failures_total 2",
+			`deployment_service_endpoint_failure_info{endpoint="projects",reason="http_status"} 1`,
 			`deployment_service_target_info{url="` + bad.URL() + `"} 1`,
 		}},
 	} {
@@ -481,6 +478,9 @@ func TestProbeFamiliesEndToEnd(t *testing.T) {
 			for name := range names {
 				if !strings.HasPrefix(name, "deployment_service_") || strings.HasPrefix(name, "deployment_service_exporter_") {
 					t.Errorf("the probe carries %s, which is the exporter's own", name)
+				}
+				if strings.HasPrefix(name, "deployment_service_request") {
+					t.Errorf("the probe carries %s, which is for --api.url alone", name)
 				}
 			}
 			if t.Failed() {
@@ -658,7 +658,7 @@ const (
 // checkOpenMetrics holds body to the OpenMetrics 1.0 text format as far as
 // this exporter's metrics go: families not interleaved, counters typed
 // without _total and sampled with it, histogram samples with le and a +Inf
-// bucket for each series, parseable values, and # EOF as the last line.
+// bucket for each series, no _created, parseable values, and # EOF last.
 // prometheus/common v0.72 has no OpenMetrics parser, so the rules that
 // Prometheus' parser enforces and that our metrics could break are here.
 func checkOpenMetrics(body string) error {
@@ -667,11 +667,11 @@ func checkOpenMetrics(body string) error {
 		return errors.New("the body does not end with # EOF and a line break")
 	}
 	suffixes := map[string][]string{
-		"counter":   {"_total", "_created"},
+		"counter":   {"_total"},
 		"gauge":     {""},
 		"unknown":   {""},
-		"histogram": {"_bucket", "_count", "_sum", "_created"},
-		"summary":   {"", "_count", "_sum", "_created"},
+		"histogram": {"_bucket", "_count", "_sum"},
+		"summary":   {"", "_count", "_sum"},
 		"info":      {"_info"},
 	}
 	typed := map[string]bool{}
@@ -794,7 +794,7 @@ func TestContentNegotiation(t *testing.T) {
 	endpoints := map[string]endpoint{
 		"/metrics of the single target":    {single.URL + "/metrics", "deployment_service_up", true},
 		"/metrics without a single target": {probeOnly.URL + "/metrics", "deployment_service_exporter_build_info", false},
-		"/probe":                           {probeOnly.URL + "/probe?target=" + url.QueryEscape(svc.URL()), "deployment_service_up", true},
+		"/probe":                           {probeOnly.URL + "/probe?target=" + url.QueryEscape(svc.URL()), "deployment_service_up", false},
 	}
 	// The first scrape fills the histogram, so that every family shows.
 	fetch(t, endpoints["/metrics of the single target"].url, nil)
@@ -857,15 +857,10 @@ func TestContentNegotiation(t *testing.T) {
 						t.Fatalf("invalid OpenMetrics: %v\n%s", err, body)
 					}
 					// The same samples as in the text format: no counter
-					// renamed, none lost; OpenMetrics adds when each
-					// counter and histogram began (_created).
+					// renamed, none lost, no _created added.
 					got := sampleNames(string(body))
-					maps.DeleteFunc(got, func(name string, _ bool) bool { return strings.HasSuffix(name, "_created") })
 					if want := sampleNames(string(text)); !maps.Equal(got, want) {
 						t.Errorf("OpenMetrics has samples %v,\ntext format %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
-					}
-					if !strings.Contains(string(body), "_created ") {
-						t.Error("OpenMetrics counters carry no _created")
 					}
 				case strings.HasPrefix(tt.wantType, "application/vnd.google.protobuf"):
 					checkNativeHistogram(t, body, e.histogram)

@@ -23,12 +23,11 @@ import (
 const probeTargets = 1000
 
 // probeFamilies are the families every /probe answer must carry beside
-// deployment_service_up: the request metrics kept per target and module,
+// deployment_service_up: the poll counters kept per target and module,
 // and the target's name.
 var probeFamilies = []string{
-	"deployment_service_requests_total{",
-	"deployment_service_request_errors_total{",
-	"deployment_service_request_duration_seconds_bucket{",
+	"deployment_service_polls_total ",
+	"deployment_service_poll_failures_total ",
 	"deployment_service_target_info{",
 }
 

@@ -108,12 +108,23 @@ func (d *decoder) field(f string, seen map[string]bool, out map[string]string, r
 	if err != nil {
 		return withContext(err, "field %q", f)
 	}
-	value := redact.clean(string(v))
+	value := printable(redact.clean(string(v)))
 	if len(value) > maxFieldValue {
 		value = runeCut(value, maxFieldValue) + fieldEllipsis
 	}
 	out[f] = value
 	return nil
+}
+
+// printable makes s valid UTF-8 with U+FFFD for each control character but
+// the line feed, before any cut, so that a field stays within its bound.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\n' && (r < 0x20 || r >= 0x7f && r <= 0x9f) {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
 }
 
 func runeCut(s string, n int) string {

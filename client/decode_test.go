@@ -447,6 +447,9 @@ func TestDecodeObjectLongFields(t *testing.T) {
 		{"escaped characters at the cut", `"a` + strings.Repeat(`\u00e9`, 600) + `"`, "a" + strings.Repeat("é", 511) + "…"},
 		{"surrogate pairs at the cut", `"` + strings.Repeat(`\ud83d\ude00`, 300) + `"`, strings.Repeat("\U0001F600", 256) + "…"},
 		{"invalid UTF-8 is replaced before the cut", `"` + strings.Repeat("\xff", 400) + `"`, strings.Repeat("\uFFFD", 341) + "…"},
+		{"control characters are replaced before the cut", `"` + strings.Repeat(`\u0001`, 600) + `"`, strings.Repeat("\uFFFD", 341) + "…"},
+		{"control characters among text at the cut", `"` + strings.Repeat(`a\u007f`, 600) + `"`, strings.Repeat("a\uFFFD", 256) + "…"},
+		{"control characters but the line feed", `"tab\there\u0000\u007f\u0085\u009f\r\u001b[0m two\nlines"`, "tab\uFFFDhere\uFFFD\uFFFD\uFFFD\uFFFD\uFFFD\uFFFD[0m two\nlines"},
 		{"long number", strings.Repeat("7", 2000), strings.Repeat("7", maxFieldValue) + "…"},
 		{"number longer than the scanner keeps", "-" + strings.Repeat("1", maxStringValue+10) + ".5e3", "-" + strings.Repeat("1", maxFieldValue-1) + "…"},
 	} {

@@ -46,10 +46,9 @@ func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer
 		return
 	}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:                            scrapeErrorLog{ctx: r.Context(), logger: logger},
-		ErrorHandling:                       promhttp.ContinueOnError,
-		EnableOpenMetrics:                   true,
-		EnableOpenMetricsTextCreatedSamples: true,
+		ErrorLog:          scrapeErrorLog{ctx: r.Context(), logger: logger},
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
 		// zstd first: promhttp breaks the tie in Prometheus's "zstd,gzip" by this order.
 		OfferedCompressions: []promhttp.Compression{promhttp.Zstd, promhttp.Gzip, promhttp.Identity},
 	}).ServeHTTP(w, r)

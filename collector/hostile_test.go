@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +11,10 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/config"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
@@ -81,14 +86,14 @@ func TestCallerCutPollsAreNoFailures(t *testing.T) {
 	r.poller.Poll(ctx)
 	// Every poll is recorded once it has been counted, or not.
 	waitFor(t, func() bool { r := recent.Recent(); return len(r) == 1 && r[0].ID == 11 })
-	if _, n := pollCounts(r.requests); n != 0 {
-		t.Errorf("%d poll failures from scrapes that left no time to poll", n)
+	if _, n := pollTotals(r.requests.pollCounts); n != 0 {
+		t.Errorf("%v poll failures from scrapes that left no time to poll", n)
 	}
 
-	polls, _ := pollCounts(r.requests)
+	polls, _ := pollTotals(r.requests.pollCounts)
 	r.scrape(t, "")
-	if n, _ := pollCounts(r.requests); n != polls+1 {
-		t.Errorf("a scrape with time added %d polls, want 1", n-polls)
+	if n, _ := pollTotals(r.requests.pollCounts); n != polls+1 {
+		t.Errorf("a scrape with time added %v polls, want 1", n-polls)
 	}
 }
 
@@ -127,41 +132,52 @@ func TestHeldOffScrapesSharePolls(t *testing.T) {
 	}
 }
 
-// TestReloadCancelsADroppedPairsPoll: once a reload has dropped a pair,
-// its poll in flight sends nothing more, and a scrape that took the pair
-// before the reload polls nothing with it.
+// TestReloadCancelsADroppedPairsPoll: once a reload no longer allows a
+// pair, its poll in flight sends nothing more, counts no failure, and a
+// scrape that took the pair before the reload polls nothing with it.
 func TestReloadCancelsADroppedPairsPoll(t *testing.T) {
-	svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
-	srv := httptest.NewServer(svc)
-	defer srv.Close()
-	settings := keySettings("k-probe")
-	settings.Client.Concurrency = 1
-	settings.DetailIDs = []int64{1, 2, 3, 4}
-	l := &versionedLookup{settings: settings}
-	h := NewProbeHandler(l.lookup, nil, nil)
-	g := svc.Hold()
-	t.Cleanup(g.Open)
-	query := "target=" + url.QueryEscape(srv.URL)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		probe(t, h, query)
-	}()
-	await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
-	h.mu.Lock()
-	e := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}]
-	h.mu.Unlock()
-	l.bump()
-	h.Prune()
-	g.Open()
-	<-done
-	if n := svc.TotalRequests(); n != 1 {
-		t.Errorf("the dropped pair's poll sent %d requests after the one in flight", n-1)
-	}
-
-	s := e.poller.Poll(context.Background())
-	if n := svc.TotalRequests(); n != 1 || s.up() {
-		t.Errorf("the dropped pair polled again: %d requests, up %v", n-1, s.up())
+	for _, tt := range []struct {
+		name   string
+		reload func(*versionedLookup)
+	}{
+		{"credentials changed", revokeKey},
+		{"module gone", func(l *versionedLookup) { l.gone = true }},
+		{"target no longer listed", func(l *versionedLookup) { l.check = func(*url.URL) error { return errors.New("not listed") } }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
+			srv := httptest.NewServer(svc)
+			defer srv.Close()
+			settings := keySettings("k-probe")
+			settings.Client.Concurrency = 1
+			settings.DetailIDs = []int64{1, 2, 3, 4}
+			l := &versionedLookup{settings: settings}
+			h := NewProbeHandler(l.lookup, nil, nil)
+			g := svc.Hold()
+			t.Cleanup(g.Open)
+			query := "target=" + url.QueryEscape(srv.URL)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				probe(t, h, query)
+			}()
+			await(t, g, func(c sampleservice.GateCounts) bool { return c.Held == 1 })
+			e := defaultEntry(t, h, mustTarget(t, srv.URL))
+			l.change(tt.reload)
+			h.Prune()
+			g.Open()
+			<-done
+			if n := svc.TotalRequests(); n != 1 {
+				t.Errorf("the dropped pair's poll sent %d requests after the one in flight", n-1)
+			}
+			s := e.poller.Poll(context.Background())
+			if n := svc.TotalRequests(); n != 1 || s.up() {
+				t.Errorf("the dropped pair polled again: %d requests, up %v", n-1, s.up())
+			}
+			if polls, _ := pollTotals(e.polls); polls != 0 {
+				t.Errorf("the cancelled poll was counted: %v polls", polls)
+			}
+		})
 	}
 }
 
@@ -216,7 +232,7 @@ func TestHeldOffPollLastsASecond(t *testing.T) {
 	// bubble's clock, which starts in 2000.
 	r.gather(t)
 	synctest.Test(t, func(t *testing.T) {
-		m := newRequestMetrics()
+		m := newPollCounts(prometheus.NewRegistry())
 		p := NewPoller(r.target, PollerOptions{Timeout: time.Minute, Polls: m})
 		tiny := func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
@@ -228,19 +244,19 @@ func TestHeldOffPollLastsASecond(t *testing.T) {
 		tiny()
 		time.Sleep(900 * time.Millisecond)
 		tiny()
-		if got, _ := pollCounts(m); got != 1 {
-			t.Errorf("two scrapes within a second counted %d held-off polls, want 1", got)
+		if got, _ := pollTotals(m); got != 1 {
+			t.Errorf("two scrapes within a second counted %v held-off polls, want 1", got)
 		}
 		time.Sleep(200 * time.Millisecond)
 		tiny()
-		if _, got := pollCounts(m); got != 2 {
-			t.Errorf("a scrape a second later counted %d failed polls in all, want 2", got)
+		if _, got := pollTotals(m); got != 2 {
+			t.Errorf("a scrape a second later counted %v failed polls in all, want 2", got)
 		}
 	})
 }
 
 // TestReloadIsNoLocationsFailure: a detail view that a reload cancels
-// leaves its location's last result, which the pair's next poller keeps.
+// (the module's credentials changed) leaves its location's last result.
 func TestReloadIsNoLocationsFailure(t *testing.T) {
 	svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
 	srv := httptest.NewServer(svc)
@@ -249,6 +265,7 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	h := NewProbeHandler(l.lookup, nil, nil)
 	query := "target=" + url.QueryEscape(srv.URL)
 	probe(t, h, query) // the detail view's usual time is known from now on
+	e := defaultEntry(t, h, mustTarget(t, srv.URL))
 	g := svc.Hold(sampleservice.EndpointLocationDetail)
 	t.Cleanup(g.Open)
 	done := make(chan struct{})
@@ -260,23 +277,17 @@ func TestReloadIsNoLocationsFailure(t *testing.T) {
 	// Held well past its usual time, the view would be slow on its own if
 	// its poll ended at a deadline.
 	time.Sleep(50 * time.Millisecond)
-	l.bump()
+	l.change(func(l *versionedLookup) {
+		l.settings.Client.HTTPClientConfig.HTTPHeaders = &config.Headers{Headers: map[string]config.Header{"X-Team": {Secrets: []config.Secret{"blue"}}}}
+	})
 	h.Prune()
 	<-done
-	h.mu.Lock()
-	kept := h.pollers[targetKey{target: mustTarget(t, srv.URL).String(), module: "default"}].poller.keptLocations()
-	h.mu.Unlock()
-	if kept == nil {
-		t.Fatal("the reload kept no location checks")
-	}
-	if d := kept.view([]int64{1}); len(d) != 1 || d[0].Err != nil {
+	if d := e.poller.keptLocations().view([]int64{1}); len(d) != 1 || d[0].Err != nil {
 		t.Errorf("the cancelled view changed its location's last check: %+v", d)
 	}
 }
 
-// pollCounts reads m's poll counters.
-func pollCounts(m *RequestMetrics) (polls, failures uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.polls, m.pollFailures
+// pollTotals reads c's poll counters.
+func pollTotals(c pollCounts) (polls, failures float64) {
+	return testutil.ToFloat64(c.polls), testutil.ToFloat64(c.failures)
 }

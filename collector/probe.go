@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -55,16 +56,18 @@ type probeModule struct {
 	version   any
 	transport *client.Transport
 	metrics   *Metrics
+	http      config.HTTPClientConfig
 }
 
-// probeEntry is one target and module pair; a stale one, stopped by a reload, keeps its location checks for its successor.
+// probeEntry is one target and module pair; its counters live while the cache keeps the pair.
 type probeEntry struct {
+	target   *url.URL
 	module   *probeModule
 	poller   *Poller
-	requests *RequestMetrics
-	reg      *prometheus.Registry // requests and target_info
+	polls    pollCounts
+	reg      *prometheus.Registry // the poll counters and target_info
 	lastUsed time.Time
-	stale    bool
+	stale    bool // replaced at its next use: a reload changed its module
 }
 
 // NewProbeHandler returns a /probe handler; recent may be nil.
@@ -154,16 +157,14 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 		old.lastUsed = time.Now()
 		return old, m, 0, nil
 	} else if ok {
-		old.retire()
+		old.retire(!sameCredentials(old.module.http, m.Settings.Client.HTTPClientConfig))
 	}
-	e, err := h.newEntry(target, name, key.module, m)
+	e, err := h.newEntry(target, name, key.module, m, old)
 	if err != nil {
 		err = fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
 		return nil, m, http.StatusBadRequest, err
 	}
-	if ok {
-		e.poller.takeLocations(old.poller.keptLocations())
-	} else if len(h.pollers) >= maxProbeTargets {
+	if !ok && len(h.pollers) >= maxProbeTargets {
 		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b targetKey) int {
 			return h.pollers[a].lastUsed.Compare(h.pollers[b].lastUsed)
 		})
@@ -174,40 +175,52 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 	return e, m, 0, nil
 }
 
-// newEntry builds the pair of target, named so once redacted, and module m.
-func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeModule) (*probeEntry, error) {
+// newEntry builds the pair of target, named so once redacted, and module m; it takes over old's counters and checks.
+func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeModule, old *probeEntry) (*probeEntry, error) {
 	shared, ok := h.modules[module]
 	if !ok || !reflect.DeepEqual(shared.version, m.Version) {
 		t, err := client.NewTransport(m.Settings.Client.HTTPClientConfig, m.Settings.Client.UserAgent)
 		if err != nil {
 			return nil, err
 		}
-		shared = &probeModule{version: m.Version, transport: t, metrics: NewMetrics(m.Settings.InfoFields)}
+		shared = &probeModule{version: m.Version, transport: t, metrics: NewMetrics(m.Settings.InfoFields), http: m.Settings.Client.HTTPClientConfig}
 		h.modules[module] = shared
 	}
-	e := &probeEntry{module: shared, requests: newRequestMetrics(), lastUsed: time.Now()}
-	e.reg = prometheus.NewRegistry()
-	e.reg.MustRegister(e.requests, NewTargetInfo(name, TargetPage(h.ExternalURL, name, module)))
+	e := &probeEntry{target: target, module: shared, lastUsed: time.Now()}
+	if old != nil {
+		e.reg, e.polls = old.reg, old.polls
+	} else {
+		e.reg = prometheus.NewRegistry()
+		e.polls = newPollCounts(e.reg)
+		e.reg.MustRegister(NewTargetInfo(name, TargetPage(h.ExternalURL, name, module)))
+	}
 	s := m.Settings
-	s.Client.Transport, s.Client.Observer, s.Client.HoldOffs = shared.transport, e.requests, h.HoldOffs
+	s.Client.Transport, s.Client.HoldOffs = shared.transport, h.HoldOffs
 	var err error
 	e.poller, err = NewTargetPoller(target, s, PollerOptions{
 		Logger: h.logger.With("target", name, "module", module), Recent: h.recent, Name: name, Module: module,
-		Polls: e.requests, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
+		Polls: e.polls, TimeoutName: fmt.Sprintf("the timeout of module %q", module),
 	})
+	if err == nil && old != nil {
+		e.poller.takeLocations(old.poller.keptLocations())
+	}
 	return e, err
 }
 
-// Prune stops, after a reload, the pollers whose module changed and drops those whose module is gone.
+// Prune applies a reload: it cancels and drops the pairs the reload no longer allows,
+// and marks those whose module changed otherwise for replacement, leaving their polls in flight alone.
 func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for key, e := range h.pollers {
-		if m, err := h.lookup(key.module); err != nil || !reflect.DeepEqual(e.module.version, m.Version) {
-			e.retire()
-			if err != nil {
-				delete(h.pollers, key)
-			}
+		m, err := h.lookup(key.module)
+		revoked := err != nil || m.CheckTarget != nil && m.CheckTarget(e.target) != nil ||
+			!sameCredentials(e.module.http, m.Settings.Client.HTTPClientConfig)
+		if revoked {
+			e.retire(true)
+			delete(h.pollers, key)
+		} else if !reflect.DeepEqual(e.module.version, m.Version) {
+			e.retire(false)
 		}
 	}
 	for name, m := range h.modules {
@@ -217,9 +230,21 @@ func (h *ProbeHandler) Prune() {
 	}
 }
 
-// retire stops e's poll and closes its connections once no request is in flight.
-func (e *probeEntry) retire() {
+// retire marks e for replacement and closes its idle connections; revoke cancels its poll in flight too.
+func (e *probeEntry) retire(revoke bool) {
 	e.stale = true
-	e.poller.stop()
+	if revoke {
+		e.poller.stop()
+	}
 	e.poller.target.Client.Close()
+}
+
+// sameCredentials tells whether a and b lend the same authority (CONTRACT.md, "Credentials").
+func sameCredentials(a, b config.HTTPClientConfig) bool {
+	creds := func(c config.HTTPClientConfig) []any {
+		t := c.TLSConfig
+		return []any{c.Authorization, c.BasicAuth, c.OAuth2, c.BearerToken, c.BearerTokenFile, c.HTTPHeaders,
+			t.Cert, t.CertFile, t.Key, t.KeyFile, c.ProxyURL, c.NoProxy, c.ProxyFromEnvironment, c.ProxyConnectHeader}
+	}
+	return reflect.DeepEqual(creds(a), creds(b))
 }

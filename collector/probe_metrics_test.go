@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/http"
@@ -44,43 +45,6 @@ func probeGatherer(t *testing.T, h http.Handler, query string) prometheus.Gather
 	})
 }
 
-const (
-	requestsHelp = `# HELP deployment_service_requests_total Requests sent to the deployment service API, by HTTP status code (none when no response came).
-# TYPE deployment_service_requests_total counter
-`
-	requestErrorsHelp = `# HELP deployment_service_request_errors_total Failed requests to the deployment service API, by reason.
-# TYPE deployment_service_request_errors_total counter
-`
-)
-
-// requestsText is the exposition of requests_total with n requests per
-// endpoint, all with the given code.
-func requestsText(code string, n int) string {
-	var b strings.Builder
-	b.WriteString(requestsHelp)
-	for _, ep := range client.Endpoints {
-		fmt.Fprintf(&b, "deployment_service_requests_total{code=%q,endpoint=%q} %d\n", code, ep, n)
-	}
-	return b.String()
-}
-
-// errorsText is the exposition of request_errors_total: every endpoint ×
-// reason pair, n for the given reason, 0 for the others.
-func errorsText(reason client.Reason, n int) string {
-	var b strings.Builder
-	b.WriteString(requestErrorsHelp)
-	for _, ep := range client.Endpoints {
-		for _, r := range client.Reasons {
-			v := 0
-			if r == reason {
-				v = n
-			}
-			fmt.Fprintf(&b, "deployment_service_request_errors_total{endpoint=%q,reason=%q} %d\n", ep, r, v)
-		}
-	}
-	return b.String()
-}
-
 // closedURL is the URL of a port on 127.0.0.1 where nothing listens.
 func closedURL(t *testing.T) string {
 	t.Helper()
@@ -100,90 +64,87 @@ func everyEndpoint(svc *sampleservice.Service, f sampleservice.Fault) {
 	}
 }
 
-// TestProbeCountsFailedRequests probes a failing service three times:
-// the third answer holds the requests and errors of all three polls, for
-// every endpoint (root, both lists and the one detail view).
-func TestProbeCountsFailedRequests(t *testing.T) {
+// TestEndpointFailureInfo: /metrics and /probe answer why each down
+// endpoint is down, with the same reason and cause; the last of the
+// scrapes is compared.
+func TestEndpointFailureInfo(t *testing.T) {
+	const help = `# HELP deployment_service_endpoint_failure_info Why the endpoint was down in this scrape: the failure reason (or held_off, not_checked) and, for network failures and timeouts, their cause; always 1.
+# TYPE deployment_service_endpoint_failure_info gauge
+`
+	every := func(reason, cause string, eps ...client.Endpoint) string {
+		var b strings.Builder
+		for _, ep := range eps {
+			if cause != "" {
+				fmt.Fprintf(&b, "deployment_service_endpoint_failure_info{cause=%q,endpoint=%q,reason=%q} 1\n", cause, ep, reason)
+			} else {
+				fmt.Fprintf(&b, "deployment_service_endpoint_failure_info{endpoint=%q,reason=%q} 1\n", ep, reason)
+			}
+		}
+		return b.String()
+	}
+	lists := []client.Endpoint{client.EndpointLocations, client.EndpointProjects, client.EndpointRoot}
+	all := append([]client.Endpoint{client.EndpointLocationDetail}, lists...)
 	tests := []struct {
-		name   string
-		fault  sampleservice.Fault
-		key    string // the module's key; the service's is "k-probe"
-		down   bool   // the target's port is closed
-		code   string
-		reason client.Reason
+		name        string
+		fault       map[string]sampleservice.Fault
+		down        bool // the service's port is closed
+		detailLimit int  // else the subset is location 1, or none with noSubset
+		noSubset    bool
+		timeout     time.Duration
+		scrapes     int
+		want        string
 	}{
-		{name: "500", fault: sampleservice.Fault{Status: 500}, code: "500", reason: client.ReasonHTTPStatus},
-		{name: "401", key: "wrong-key", code: "401", reason: client.ReasonHTTPStatus},
-		{name: "429", fault: sampleservice.Fault{Status: 429}, code: "429", reason: client.ReasonHTTPStatus},
-		{name: "refused", down: true, code: "none", reason: client.ReasonNetwork},
+		{name: "healthy", want: ""},
+		{name: "500", fault: map[string]sampleservice.Fault{"*": {Status: 500}}, want: every("http_status", "", all...)},
+		{name: "refused", down: true, want: every("network", client.CauseConnectionRefused, all...)},
+		{name: "timeout", fault: map[string]sampleservice.Fault{"*": {Delay: time.Hour}}, noSubset: true,
+			timeout: 300 * time.Millisecond, want: every("timeout", client.CauseTimeout, lists...)},
+		{name: "held off", fault: map[string]sampleservice.Fault{"*": {Status: 429, RetryAfter: "3600"}}, scrapes: 2,
+			want: every("held_off", "", all...)},
+		{name: "details not checked", fault: map[string]sampleservice.Fault{sampleservice.EndpointLocations: {Status: 500}},
+			detailLimit: 2, want: every("not_checked", "", client.EndpointLocationDetail) + every("http_status", "", client.EndpointLocations)},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
-			srv := httptest.NewServer(svc)
-			defer srv.Close()
-			everyEndpoint(svc, tt.fault)
-			target := srv.URL
-			if tt.down {
-				target = closedURL(t)
+		ids := []int64{1}
+		if tt.noSubset || tt.detailLimit > 0 {
+			ids = nil
+		}
+		r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 5}, detailIDs: ids, detailLimit: tt.detailLimit, timeout: tt.timeout})
+		for ep, f := range tt.fault {
+			if ep == "*" {
+				everyEndpoint(r.svc, f)
+			} else {
+				r.svc.SetFault(ep, f)
 			}
-			key := "k-probe"
-			if tt.key != "" {
-				key = tt.key
-			}
-			h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": keySettings(key)}), nil, nil)
-			query := "target=" + url.QueryEscape(target)
-			for range 2 {
-				probe(t, h, query)
-			}
-			if err := testutil.GatherAndCompare(probeGatherer(t, h, query),
-				strings.NewReader(requestsText(tt.code, 3)+errorsText(tt.reason, 3)),
-				"deployment_service_requests_total", "deployment_service_request_errors_total"); err != nil {
-				t.Error(err)
-			}
-		})
+		}
+		if tt.down {
+			r.srv.Close()
+		}
+		s := keySettings(r.svc.Key())
+		s.DetailIDs, s.DetailLimit, s.InfoFields = ids, tt.detailLimit, nil
+		s.Timeout = cmp.Or(tt.timeout, 30*time.Second)
+		paths := map[string]http.Handler{"metrics": r.handler, "probe": NewProbeHandler(staticLookup(map[string]TargetSettings{"default": s}), nil, nil)}
+		for name, h := range paths {
+			t.Run(tt.name+"/"+name, func(t *testing.T) {
+				query := "target=" + url.QueryEscape(r.srv.URL+r.svc.Prefix())
+				for range max(tt.scrapes, 1) - 1 {
+					probe(t, h, query)
+				}
+				want := tt.want
+				if want != "" {
+					want = help + want
+				}
+				if err := testutil.GatherAndCompare(probeGatherer(t, h, query), strings.NewReader(want),
+					"deployment_service_endpoint_failure_info"); err != nil {
+					t.Error(err)
+				}
+			})
+		}
 	}
 }
 
-// TestProbeCountsTimeouts: requests cut short by the poll's deadline are
-// counted as sent without an answer, and as timeouts. The poll ends at its
-// deadline whatever the machine's speed; the test waits for each poll to
-// have ended before it looks.
-func TestProbeCountsTimeouts(t *testing.T) {
-	svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
-	srv := httptest.NewServer(svc)
-	defer srv.Close()
-	everyEndpoint(svc, sampleservice.Fault{Delay: time.Hour})
-	s := keySettings("k-probe")
-	s.Timeout = 200 * time.Millisecond
-	h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": s}), nil, nil)
-	target, err := client.ParseTarget(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := defaultEntry(t, h, target)
-	var body string
-	for i := range 2 {
-		_, body = probe(t, h, "target="+url.QueryEscape(srv.URL))
-		// The poll's requests are counted once it has cut them.
-		waitFor(t, func() bool {
-			return testutil.CollectAndCompare(e.requests, strings.NewReader(requestsText("none", i+1)+errorsText(client.ReasonTimeout, i+1)),
-				"deployment_service_requests_total", "deployment_service_request_errors_total") == nil
-		})
-	}
-	if err := testutil.CollectAndCompare(e.requests,
-		strings.NewReader(requestsText("none", 2)+errorsText(client.ReasonTimeout, 2)),
-		"deployment_service_requests_total", "deployment_service_request_errors_total"); err != nil {
-		t.Error(err)
-	}
-	if !strings.Contains(body, `deployment_service_request_errors_total{endpoint="root",reason="timeout"} `) {
-		t.Errorf("the probe does not answer the timeouts:\n%s", body)
-	}
-}
-
-// TestProbeAnswersEveryFamily: a probe answers every deployment_service_*
-// family of /metrics but the exporter's own, with the error counters
-// pre-initialised, and nothing exporter-internal.
+// TestProbeAnswersEveryFamily: a probe answers the per-scrape families, the
+// poll counters and target_info: no request families, nothing exporter-internal.
 func TestProbeAnswersEveryFamily(t *testing.T) {
 	svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
 	srv := httptest.NewServer(svc)
@@ -211,9 +172,6 @@ func TestProbeAnswersEveryFamily(t *testing.T) {
 		"deployment_service_poll_timestamp_seconds",
 		"deployment_service_polls_total",
 		"deployment_service_projects",
-		"deployment_service_request_duration_seconds",
-		"deployment_service_request_errors_total",
-		"deployment_service_requests_total",
 		"deployment_service_scrape_duration_seconds",
 		"deployment_service_target_info",
 		"deployment_service_up",
@@ -225,14 +183,14 @@ func TestProbeAnswersEveryFamily(t *testing.T) {
 	if err := testutil.GatherAndCompare(probeGatherer(t, h, "target="+url.QueryEscape(srv.URL+"/")), strings.NewReader(`# HELP deployment_service_target_info The deployment service this answer is about, named by its base URL (redacted: no user info, credential-like query values cut out); always 1.
 # TYPE deployment_service_target_info gauge
 deployment_service_target_info{url="`+srv.URL+`"} 1
-`+errorsText(client.ReasonTimeout, 0)), "deployment_service_target_info", "deployment_service_request_errors_total"); err != nil {
+`), "deployment_service_target_info"); err != nil {
 		t.Error(err)
 	}
 	// Lint the answer as Prometheus would read it.
 	e := defaultEntry(t, h, mustTarget(t, srv.URL))
-	problems, err := testutil.CollectAndLint(e.requests)
+	problems, err := testutil.GatherAndLint(e.reg)
 	if err != nil || len(problems) > 0 {
-		t.Errorf("lint of the request metrics: %v %v", err, problems)
+		t.Errorf("lint of the poll counters: %v %v", err, problems)
 	}
 }
 
@@ -256,34 +214,40 @@ func mustTarget(t *testing.T, raw string) *url.URL {
 	return u
 }
 
-// versionedLookup serves one module, "default", whose version the test
-// moves on to mimic a reload that changed it.
+// versionedLookup serves one module, "default", which the test changes
+// to mimic a reload: its settings, the targets it allows, or its removal.
 type versionedLookup struct {
 	mu       sync.Mutex
 	settings TargetSettings
 	version  int
+	gone     bool
+	check    func(*url.URL) error
 }
 
 func (l *versionedLookup) lookup(name string) (ProbeModule, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if name != "" && name != "default" {
+	if l.gone || name != "" && name != "default" {
 		return ProbeModule{}, fmt.Errorf("unknown module %q", name)
 	}
-	return ProbeModule{Settings: l.settings, Version: l.version}, nil
+	return ProbeModule{Settings: l.settings, Version: l.version, CheckTarget: l.check}, nil
 }
 
-func (l *versionedLookup) bump() {
+func (l *versionedLookup) bump() { l.change(func(*versionedLookup) {}) }
+
+// change applies f to the module, as a reload of a changed file does.
+func (l *versionedLookup) change(f func(*versionedLookup)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	f(l)
 	l.version++
 }
 
-// TestProbeCountersRestartWithThePair: the counters of a pair live as
-// long as its poller. Evicted from the cache, or replaced because a reload
-// changed its module, it starts again from zero (a counter reset, which
-// rate() handles).
-func TestProbeCountersRestartWithThePair(t *testing.T) {
+// TestProbeCountersLiveWithThePair: the poll counters of a pair last while
+// the cache keeps it, through reloads that change its module's timeout. Evicted,
+// or dropped because its credentials changed, it starts again from zero
+// (a counter reset, which rate() handles).
+func TestProbeCountersLiveWithThePair(t *testing.T) {
 	svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
 	srv := httptest.NewServer(svc)
 	defer srv.Close()
@@ -296,8 +260,7 @@ func TestProbeCountersRestartWithThePair(t *testing.T) {
 	query := "target=" + url.QueryEscape(srv.URL)
 	check := func(when string, n int) {
 		t.Helper()
-		if err := testutil.GatherAndCompare(probeGatherer(t, h, query), strings.NewReader(errorsText(client.ReasonHTTPStatus, n)),
-			"deployment_service_request_errors_total"); err != nil {
+		if err := testutil.GatherAndCompare(probeGatherer(t, h, query), strings.NewReader(pollCounters(n, n)), pollCounterNames...); err != nil {
 			t.Errorf("%s: %v", when, err)
 		}
 	}
@@ -305,12 +268,14 @@ func TestProbeCountersRestartWithThePair(t *testing.T) {
 	check("second probe", 2)
 	probe(t, h, "target="+url.QueryEscape(other.URL)) // evicts srv's pair
 	check("first probe after eviction", 1)
-	l.bump()
-	check("first probe after the module changed", 1)
-	check("second probe after the module changed", 2)
-	l.bump()
+	l.change(func(l *versionedLookup) { l.settings.Timeout = 4 * time.Second })
+	check("first probe after the timeout changed", 2)
+	l.change(func(l *versionedLookup) { l.settings.Timeout = 3 * time.Second })
 	h.Prune()
-	check("first probe after a reload pruned the pair", 1)
+	check("first probe after a reload changed the timeout", 3)
+	l.change(revokeKey)
+	h.Prune()
+	check("first probe after a reload changed the credentials", 1)
 }
 
 // countedServer serves svc on 127.0.0.1 and counts the connections open
@@ -435,7 +400,123 @@ func TestTargetsOfAModuleShareItsTransport(t *testing.T) {
 
 // errorCount reads one request_errors_total counter.
 func (m *RequestMetrics) errorCount(ep client.Endpoint, reason client.Reason) float64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return float64(m.errors[[2]string{string(ep), string(reason)}])
+	return testutil.ToFloat64(m.errors.WithLabelValues(string(ep), string(reason)))
+}
+
+// revokeKey gives the module another key, which revokes its pairs.
+func revokeKey(l *versionedLookup) { l.settings.Client = keySettings("k-other").Client }
+
+// acceptHeaders are the Accept headers Prometheus sends: 3.x (both name
+// escapings), 2.49 and later, 2.23 to 2.48, and with native histograms.
+var acceptHeaders = map[string]string{
+	"Prometheus 3":           "application/openmetrics-text;version=1.0.0;escaping=underscores;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=underscores;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1",
+	"Prometheus 3, UTF-8":    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1",
+	"Prometheus 2.49":        "application/openmetrics-text;version=1.0.0;q=0.4,application/openmetrics-text;version=0.0.1;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1",
+	"Prometheus 2.23":        "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+	"native histograms":      "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5,application/openmetrics-text;version=1.0.0;q=0.4,application/openmetrics-text;version=0.0.1;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1",
+	"no Accept (curl, a UI)": "",
+}
+
+// scrapeAs answers one scrape of h as Prometheus with accept would make it:
+// its sample lines (each protobuf metric as one line of its family's name).
+func scrapeAs(t *testing.T, h http.Handler, query, accept string) []string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/probe?"+query, nil)
+	req.Header.Set("Accept", accept)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var samples []string
+	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/vnd.google.protobuf") {
+		dec := expfmt.NewDecoder(rec.Body, expfmt.ResponseFormat(rec.Header()))
+		for mf := new(dto.MetricFamily); dec.Decode(mf) == nil; mf = new(dto.MetricFamily) {
+			for range mf.GetMetric() {
+				samples = append(samples, mf.GetName())
+			}
+		}
+		return samples
+	}
+	for line := range strings.Lines(rec.Body.String()) {
+		if line != "\n" && !strings.HasPrefix(line, "#") {
+			samples = append(samples, line)
+		}
+	}
+	return samples
+}
+
+// TestSamplesPerScrape: a /probe answer, in every format Prometheus asks
+// for, holds at most 30 samples and 4 more per location of the subset,
+// healthy or failing, with neither request families nor _created samples;
+// /metrics carries the request families, without _created either.
+func TestSamplesPerScrape(t *testing.T) {
+	for _, subset := range []int{0, 5} {
+		r := newRig(t, rigOptions{service: sampleservice.Options{Locations: 8}, detailLimit: subset, infoFields: []string{"name"}})
+		s := keySettings(r.svc.Key())
+		s.DetailIDs, s.DetailLimit, s.InfoFields = nil, subset, []string{"name"}
+		h := NewProbeHandler(staticLookup(map[string]TargetSettings{"default": s}), nil, nil)
+		query := "target=" + url.QueryEscape(r.srv.URL+r.svc.Prefix())
+		limit := 30 + 4*subset
+		for _, state := range []string{"healthy", "failing"} {
+			if state == "failing" {
+				everyEndpoint(r.svc, sampleservice.Fault{Status: 500})
+			}
+			for who, accept := range acceptHeaders {
+				t.Run(fmt.Sprintf("subset %d/%s/%s", subset, state, who), func(t *testing.T) {
+					samples := scrapeAs(t, h, query, accept)
+					t.Logf("/probe: %d samples", len(samples))
+					if len(samples) > limit || len(samples) < 10 {
+						t.Errorf("/probe answered %d samples, want at most %d:\n%s", len(samples), limit, strings.Join(samples, ""))
+					}
+					all := strings.Join(samples, "")
+					if strings.Contains(all, "_created") || strings.Contains(all, "deployment_service_request") {
+						t.Errorf("/probe answered _created or request samples:\n%s", all)
+					}
+					all = strings.Join(scrapeAs(t, r.handler, "", accept), "")
+					for _, family := range []string{"deployment_service_requests_total", "deployment_service_request_errors_total", "deployment_service_request_duration_seconds"} {
+						if !strings.Contains(all, family) {
+							t.Errorf("/metrics lacks %s", family)
+						}
+					}
+					if strings.Contains(all, "_created") {
+						t.Errorf("/metrics answered _created samples:\n%s", all)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestReloadKeepsPollsInFlight: 50 reloads that alternate the module's
+// timeout, amid 200 probes whose polls are all in flight, fail none of them.
+func TestReloadKeepsPollsInFlight(t *testing.T) {
+	svc := sampleservice.New(sampleservice.Options{Key: "k-probe", Locations: 5})
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	g := svc.Hold(sampleservice.EndpointRoot)
+	t.Cleanup(g.Open)
+	l := &versionedLookup{settings: keySettings("k-probe")}
+	h := NewProbeHandler(l.lookup, nil, nil)
+	query := "target=" + url.QueryEscape(srv.URL)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	down := 0
+	for i := range 50 {
+		for range 4 {
+			wg.Go(func() {
+				if _, body := probe(t, h, query); !strings.Contains(body, "\ndeployment_service_up 1\n") {
+					mu.Lock()
+					down++
+					mu.Unlock()
+				}
+			})
+		}
+		// A poll of this round's module is in flight before the reload.
+		await(t, g, func(c sampleservice.GateCounts) bool { return c.Arrived > i })
+		l.change(func(l *versionedLookup) { l.settings.Timeout = time.Duration(10-i%2) * time.Second })
+		h.Prune()
+	}
+	g.Open()
+	wg.Wait()
+	if down > 0 {
+		t.Errorf("%d of 200 probes answered up 0 across reloads that changed only a timeout", down)
+	}
 }

@@ -2,10 +2,10 @@
 package collector
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -17,7 +17,7 @@ import (
 type Metrics struct {
 	up, endpointUp, endpointDuration, endpointStatus, projects, locations *family
 	locationUp, locationDuration, locationInfo, locationChecked           *family
-	scrapeDuration, pollTimestamp, holdOffUntil                           *family
+	scrapeDuration, pollTimestamp, holdOffUntil, failureInfo              *family
 }
 
 // family is the name, help and label names of one gauge family.
@@ -46,6 +46,7 @@ func NewMetrics(infoFields []string) *Metrics {
 		scrapeDuration:   f("scrape_duration_seconds", "Wall time of the whole poll of the API."),
 		pollTimestamp:    f("poll_timestamp_seconds", "Unix time at which the poll behind this answer started."),
 		holdOffUntil:     f("hold_off_until_timestamp_seconds", "Unix time until which the exporter sends the service nothing because a 429 or 503 asked it to wait (Retry-After); 0 when no hold-off is in force."),
+		failureInfo:      f("endpoint_failure_info", "Why the endpoint was down in this scrape: the failure reason (or held_off, not_checked) and, for network failures and timeouts, their cause; always 1.", "endpoint", "reason", "cause"),
 	}
 }
 
@@ -57,6 +58,10 @@ func (m *Metrics) each(s *Snapshot, emit func(f *family, v float64, labels ...st
 			emit(m.endpointUp, boolValue(st.ok()), string(ep))
 			emit(m.endpointDuration, st.Duration.Seconds(), string(ep))
 			emit(m.endpointStatus, float64(st.Status), string(ep))
+			if !st.ok() {
+				reason, cause := reasonAndCause(st.Err)
+				emit(m.failureInfo, 1, string(ep), reason, cause)
+			}
 		}
 	}
 	// A list that could not be read has no count: absent, never zero.
@@ -75,7 +80,7 @@ func (m *Metrics) each(s *Snapshot, emit func(f *family, v float64, labels ...st
 			fields := m.locationInfo.labels[1:] // the info fields, after location_id
 			labels := append(make([]string, 0, 1+len(fields)), id)
 			for _, f := range fields {
-				labels = append(labels, labelValue(d.Fields[f]))
+				labels = append(labels, d.Fields[f])
 			}
 			emit(m.locationInfo, 1, labels...)
 		}
@@ -102,9 +107,11 @@ func (m *Metrics) gatherer(s *Snapshot) prometheus.Gatherer {
 				byFamily[f] = mf
 				out = append(out, mf)
 			}
-			metric := &dto.Metric{Gauge: &dto.Gauge{Value: &v}, Label: make([]*dto.LabelPair, len(labels))}
+			metric := &dto.Metric{Gauge: &dto.Gauge{Value: &v}}
 			for i, l := range labels {
-				metric.Label[i] = &dto.LabelPair{Name: &f.labels[i], Value: &l}
+				if l != "" { // an empty label is no label
+					metric.Label = append(metric.Label, &dto.LabelPair{Name: &f.labels[i], Value: &l})
+				}
 			}
 			slices.SortFunc(metric.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 			mf.Metric = append(mf.Metric, metric)
@@ -113,15 +120,17 @@ func (m *Metrics) gatherer(s *Snapshot) prometheus.Gatherer {
 	})
 }
 
-// labelValue makes text from the service a valid UTF-8 label value with
-// U+FFFD for each control character but the line feed, which the formats escape.
-func labelValue(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r != '\n' && (r < 0x20 || r >= 0x7f && r <= 0x9f) {
-			return utf8.RuneError
-		}
-		return r
-	}, s)
+// reasonAndCause are the labels of endpoint_failure_info for an endpoint's error.
+func reasonAndCause(err error) (reason, cause string) {
+	switch {
+	case errors.Is(err, client.ErrHeldOff):
+		return "held_off", ""
+	case errors.Is(err, errTooLate):
+		return string(client.ReasonTimeout), client.CauseTimeout
+	case client.ReasonOf(err) != "":
+		return string(client.ReasonOf(err)), client.CauseOf(err)
+	}
+	return "not_checked", "" // never sent: no detail view checked, no key, a dropped pair
 }
 
 func boolValue(b bool) float64 {
