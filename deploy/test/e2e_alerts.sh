@@ -37,7 +37,9 @@
 #     the hold-off ends at most 72 s after the check; the texts name the
 #     statuses (401, 500, 429, 404), the failing location, the cause of the
 #     refused connection and the Retry-After;
-#   - no text claims more of the error budget than the minutes of data seen.
+#   - no text claims more of the error budget than the minutes of data seen;
+#   - the dashboard's budget and availability panels quote the budget used
+#     that the page quotes (within 20%), and no value for a target without data.
 # About 7 minutes on 2 busy cores: the burn-rate page of a full outage needs
 # about 4 minutes of it, on a Prometheus that has just started as on any
 # other.
@@ -315,6 +317,36 @@ for cause in key pkey; do
   [[ "${key_burn}" -gt 0 ]] || { log "FAIL: the burn-rate page of ${cause} never fired: its inhibition went untested"; status=1; }
 done
 
+# The dashboard agrees with the page: its "Error budget left" and
+# "Availability over the SLO window", for the same target at the same time,
+# quote the budget used that the burn-rate page quotes, within 20%; for a
+# target without data they have no value.
+dashboard="${repo}/grafana/dashboards/deployment_service.json"
+# panel_value TITLE JOB INSTANCE: the value of that stat panel's query.
+panel_value() {
+  local expr
+  expr=$(jq -r --arg t "$1" '.panels[] | select(.title == $t and .type == "stat") | .targets[0].expr' "${dashboard}")
+  [[ -n "${expr}" ]] || die "the dashboard has no stat panel '$1'"
+  expr=${expr//\$job/$2}
+  expr=${expr//\$instance/$3}
+  curl -fsS --get --data-urlencode "query=${expr}" "${prom}/api/v1/query" | jq -r '.data.result[0].value[1] // "none"'
+}
+for cause in outage prefused; do
+  a=$(alerts_of "${cause}" | jq -c 'select(.labels.alertname == "DeploymentServiceErrorBudgetBurn" and .labels.severity == "critical")' | head -n 1)
+  job=$(jq -r .labels.job <<<"${a}")
+  page=$(jq -r .annotations.description <<<"${a}" | grep -oE "used [0-9.]+% of the error budget" | grep -oE "[0-9.]+")
+  left=$(panel_value "Error budget left" "${job}" "${inst[${cause}]}")
+  avail=$(panel_value "Availability over the SLO window" "${job}" "${inst[${cause}]}")
+  jq -en --arg p "${page:-x}" --arg l "${left}" --arg a "${avail}" \
+    '($p | tonumber) as $p | (100 * (1 - ($l | tonumber))) as $u | ((1 - ($a | tonumber)) / 0.005 * 100) as $v
+     | ($u - $p | fabs) <= 0.2 * $p and ($v - $p | fabs) <= 0.2 * $p' >/dev/null ||
+    { log "FAIL: ${cause}: the page says the budget used is ${page:-unknown}%, the dashboard's budget left ${left}, its availability ${avail}"; status=1; }
+  log "ok: ${cause}: the page quotes ${page}% of the budget used, the dashboard's budget left is ${left}, its availability ${avail}"
+done
+for title in "Error budget left" "Availability over the SLO window"; do
+  [[ $(panel_value "${title}" deployment_service 127.0.0.1:1) == none ]] || { log "FAIL: '${title}' has a value for a target without data"; status=1; }
+done
+
 # The key of module badkey works again: the burn-rate page of its refused
 # polls, still firing, stays held (APIKeyRefused keeps firing for it).
 cp "${work}/key" "${work}/badkey"
@@ -383,7 +415,10 @@ a=$(wait_alert detail DeploymentServiceExporterDown 60)
 d=$(jq -r .annotations.description <<<"${a}")
 link=$(grep -oE "targets page: [^ ]+" <<<"${d}" | cut -d' ' -f3)
 [[ "${link}" == "${prom}/targets" ]] || die "ExporterDown links '${link}', want ${prom}/targets: ${d}"
-curl -fsS -o /dev/null --max-time 5 "${link}" || die "ExporterDown's link ${link} does not answer 200"
+# Debian's 2.42 is built without the React UI, which serves /targets
+# upstream (2.x and 3.x alike): there the classic page stands in for it.
+curl -fsS -o /dev/null --max-time 5 "${link}" || curl -fsS -o /dev/null --max-time 5 "${prom}/classic/targets" ||
+  die "ExporterDown's link ${link} does not answer 200"
 grep -q "${addr[detail]}/" <<<"${d}" && die "ExporterDown links the exporter that is down: ${d}"
 log "ok: ExporterDown links ${link}, which answers 200"
 
