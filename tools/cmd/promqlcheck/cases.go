@@ -25,7 +25,7 @@ type checkCase struct {
 }
 
 // metricsOnly matches the families that /metrics carries and /probe does not.
-var metricsOnly = regexp.MustCompile(`deployment_service_request(s_total|_errors_total|_duration_seconds)`)
+var metricsOnly = regexp.MustCompile(`deployment_service_request(s_|s:|_errors|_duration_seconds)`)
 
 // parseCase reads "name=value,name=value".
 func parseCase(s string, rules bool) (checkCase, error) {

@@ -74,6 +74,8 @@ func TestMetricsOnly(t *testing.T) {
 		`rate(deployment_service_request_errors_total[5m])`:                                     true,
 		`histogram_quantile(0.5, rate(deployment_service_request_duration_seconds_bucket[5m]))`: true,
 		`instance_endpoint:deployment_service_request_duration_seconds:quantile_rate5m`:         true,
+		`instance_endpoint_code:deployment_service_requests:rate5m`:                             true,
+		`instance_endpoint_reason:deployment_service_request_errors:rate5m`:                     true,
 		`1 / (rate(deployment_service_polls_total[15m]) > 0)`:                                   false,
 		`max_over_time(deployment_service_endpoint_duration_seconds[1h])`:                       false,
 	} {
