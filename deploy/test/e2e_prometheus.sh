@@ -108,7 +108,7 @@ YAML
   for j in "${metrics_jobs[@]}"; do
     args+=(-target "job=${j},instance=${exporter_addr}" -vars "exporter_job=${j}")
   done
-  for url in "${probe_urls[@]}"; do args+=(-target "job=${probe_job},instance=${url}"); done
+  for url in "${probe_urls[@]}"; do args+=(-probe-target "job=${probe_job},instance=${url}"); done
 
   status=0
   "${promqlcheck}" "${args[@]}" || status=$?

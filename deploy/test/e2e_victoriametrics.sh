@@ -89,7 +89,7 @@ wait_http "http://127.0.0.1:${vmalert_port}/health" 60 || die "vmalert did not b
 
 promqlcheck_args "${vm_url}" $((1 + ${#probe_urls[@]}))
 args+=(-recorded -target "job=deployment_service,instance=${exporter_addr}" -vars "exporter_job=deployment_service")
-for url in "${probe_urls[@]}"; do args+=(-target "job=deployment_service_probe,instance=${url}"); done
+for url in "${probe_urls[@]}"; do args+=(-probe-target "job=deployment_service_probe,instance=${url}"); done
 status=0
 "${promqlcheck}" "${args[@]}" || status=1
 check_discovery victoriametrics "${vm_url}" deployment_service_probe || status=1

@@ -96,6 +96,8 @@ func TestChecks(t *testing.T) {
 			wantError: "/probe must copy __param_target to instance"},
 		{name: "probe job", old: "replacement: deployment_service_probe", new: "replacement: deployment_service",
 			wantError: `/probe must set job="deployment_service_probe"`},
+		{name: "probe module label", old: "targetLabel: module\n          replacement: \"staging\"", new: "targetLabel: module\n          replacement: \"default\"",
+			wantError: `ServiceMonitor dse-staging: /probe must set module="staging"`},
 		{name: "probe module unknown", old: `- "staging"`, new: `- "prod"`,
 			wantError: `module "prod" is not in the exporter's --config.file`},
 		{name: "probe target", old: `- "https://deploy-staging.example.com"`, new: `- "deploy-staging.example.com"`,

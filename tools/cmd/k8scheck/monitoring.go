@@ -114,6 +114,8 @@ func (c *checker) probeEndpoint(sm *monitoringv1.ServiceMonitor, ep *monitoringv
 			(r.Replacement == nil || *r.Replacement == "$1" || *r.Replacement == "${1}")
 	}), "ServiceMonitor %s: /probe must copy __param_target to instance, so series name the service, not the exporter's pod", sm.Name)
 	c.expect(setsLabel(ep.RelabelConfigs, "job", c.probeJob), "ServiceMonitor %s: /probe must set job=%q", sm.Name, c.probeJob)
+	c.expect(module == "" || setsLabel(ep.RelabelConfigs, "module", module),
+		"ServiceMonitor %s: /probe must set module=%q, which tells the alerts and the SLO the target's modules apart", sm.Name, module)
 	for _, r := range ep.RelabelConfigs {
 		c.expect(r.TargetLabel != "__param_target" && r.TargetLabel != "__param_module" && r.TargetLabel != "__address__",
 			"ServiceMonitor %s: a relabeling overwrites %s, which the params set", sm.Name, r.TargetLabel)

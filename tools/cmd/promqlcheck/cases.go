@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -20,7 +21,11 @@ import (
 type checkCase struct {
 	pins  map[string]string
 	rules bool
+	probe bool // a /probe target, which has no request families
 }
+
+// metricsOnly matches the families that /metrics carries and /probe does not.
+var metricsOnly = regexp.MustCompile(`deployment_service_request(s_|s:|_errors|_duration_seconds)`)
 
 // parseCase reads "name=value,name=value".
 func parseCase(s string, rules bool) (checkCase, error) {

@@ -65,3 +65,22 @@ func TestFormatSelected(t *testing.T) {
 		t.Errorf("multi-value variable: %q, want %q", got, want)
 	}
 }
+
+// TestMetricsOnly: the recording rules of the request families, which a
+// /probe target has no data for, and no other.
+func TestMetricsOnly(t *testing.T) {
+	for expr, want := range map[string]bool{
+		`sum by (job) (rate(deployment_service_requests_total[5m]))`:                            true,
+		`rate(deployment_service_request_errors_total[5m])`:                                     true,
+		`histogram_quantile(0.5, rate(deployment_service_request_duration_seconds_bucket[5m]))`: true,
+		`instance_endpoint:deployment_service_request_duration_seconds:quantile_rate5m`:         true,
+		`instance_endpoint_code:deployment_service_requests:rate5m`:                             true,
+		`instance_endpoint_reason:deployment_service_request_errors:rate5m`:                     true,
+		`1 / (rate(deployment_service_polls_total[15m]) > 0)`:                                   false,
+		`max_over_time(deployment_service_endpoint_duration_seconds[1h])`:                       false,
+	} {
+		if got := metricsOnly.MatchString(expr); got != want {
+			t.Errorf("metricsOnly(%q) = %v, want %v", expr, got, want)
+		}
+	}
+}

@@ -42,6 +42,7 @@ type options struct {
 	interval     time.Duration
 	rng          time.Duration
 	targets      stringList
+	probeTargets stringList
 	varCases     stringList
 	recorded     bool
 }
@@ -57,6 +58,7 @@ func main() {
 	flag.DurationVar(&o.interval, "interval", 15*time.Second, "value of $__interval")
 	flag.DurationVar(&o.rng, "range", time.Hour, "value of $__range")
 	flag.Var(&o.targets, "target", "name=value,... of one target: dashboard variables and recording rule labels (repeatable)")
+	flag.Var(&o.probeTargets, "probe-target", "as -target, for a /probe target: recording rules that read the request families (on /metrics only) are not required to have data for it")
 	flag.Var(&o.varCases, "vars", "name=value,... of dashboard variables to check the dashboards with (repeatable)")
 	flag.BoolVar(&o.recorded, "recorded", false, "also require the series each recording rule writes to have data (waiting for them up to -wait-timeout)")
 	flag.Parse()
@@ -77,6 +79,14 @@ func run(o options) int {
 		if err != nil {
 			return fail(err)
 		}
+		cases = append(cases, c)
+	}
+	for _, t := range o.probeTargets {
+		c, err := parseCase(t, true)
+		if err != nil {
+			return fail(err)
+		}
+		c.probe = true
 		cases = append(cases, c)
 	}
 	for _, t := range o.varCases {
@@ -183,7 +193,7 @@ func checkCase1(ctx context.Context, p *prom, c checkCase, o options, varLists [
 				continue
 			}
 			vars = varsByDashboard[q.dashboard]
-		case c.rules && q.kind == mustHaveData:
+		case c.rules && q.kind == mustHaveData && !(c.probe && metricsOnly.MatchString(q.expr)):
 			vars = map[string]string{}
 		default:
 			continue
