@@ -55,7 +55,7 @@ type listPage struct {
 
 // decodeListPage reads a list body, an array of objects or an envelope, keeping the ids of its first wantIDs entries.
 func decodeListPage(r io.Reader, wantIDs int) (page listPage, err error) {
-	d, wantIDs := newDecoder(r), max(wantIDs, 0)
+	d := newDecoder(r)
 	if d.dec.PeekKind() == '{' {
 		err = d.envelope(&page, wantIDs)
 	} else {
@@ -199,15 +199,17 @@ func (d *decoder) unquote(v []byte) []byte {
 	return d.buf
 }
 
-// expect reads a value of kind want, or a null (then nil), or fails with what.
+// expect reads a value of kind want (of an object or array, its first delimiter), or a null (then nil) where a scalar is wanted, or fails with what.
 func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
 	switch k, err := d.peek(); {
 	case err != nil:
 		return nil, err
-	case k == 'n':
+	case k == 'n' && want != '{' && want != '[':
 		return nil, d.read()
 	case k != want:
 		return nil, d.wrongKind(k, what)
+	case k == '{' || k == '[':
+		return nil, d.read()
 	}
 	return d.value()
 }
@@ -221,19 +223,9 @@ func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	return shapeError("%s, got %s", what, kind)
 }
 
-// open reads the delimiter that starts a value of kind want, or fails with what.
-func (d *decoder) open(want jsontext.Kind, what string) error {
-	if k, err := d.peek(); err != nil {
-		return err
-	} else if k != want {
-		return d.wrongKind(k, what)
-	}
-	return d.read()
-}
-
 // object reads an object, or fails with what, calling member to read each member's value.
 func (d *decoder) object(what string, member func(name []byte) error) error {
-	err := d.open('{', what)
+	_, err := d.expect('{', what)
 	for err == nil {
 		var k jsontext.Kind
 		if k, err = d.peek(); err == nil && k == '}' {
@@ -307,7 +299,7 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 
 // entries reads the array of a list, or fails with what, keeping the ids of its first wantIDs entries.
 func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
-	err := d.open('[', what)
+	_, err := d.expect('[', what)
 	for err == nil {
 		var k jsontext.Kind
 		switch k, err = d.peek(); {
@@ -394,10 +386,7 @@ func (c *clipReader) Read(p []byte) (int, error) {
 		w := n
 		if c.cut {
 			w = 0
-			for i := 0; i < n; i++ {
-				if i += c.drop(p[i:n]); i == n {
-					break
-				}
+			for i := range n {
 				keep, bad := c.step(p[i])
 				if bad != nil {
 					err = bad
@@ -414,27 +403,6 @@ func (c *clipReader) Read(p []byte) (int, error) {
 		}
 	}
 	return 0, c.err
-}
-
-// drop returns how many bytes at the start of p lengthen a run past maxRun.
-func (c *clipReader) drop(p []byte) int {
-	i := 0
-	switch {
-	case c.run <= maxRun || c.esc != 0:
-	case c.inStr:
-		for i < len(p) && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\' {
-			i++
-		}
-	case c.class == ' ':
-		for i < len(p) && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r') {
-			i++
-		}
-	case c.class == '0':
-		for i < len(p) && p[i] >= '0' && p[i] <= '9' {
-			i++
-		}
-	}
-	return i
 }
 
 // step moves the state over b and tells whether to keep it; it fails on an invalid escape it would drop.
