@@ -35,12 +35,9 @@ func (c *Client) Locations(ctx context.Context, wantIDs int, onIDs func([]int64)
 
 // list walks a list view page by page until it holds a count and the ids it needs.
 func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int, onIDs func([]int64)) (res ListResult) {
-	start := time.Now()
-	defer func() { res.Duration = time.Since(start) }()
-
-	u := c.endpointURL(rel)
+	defer func(start time.Time) { res.Duration = time.Since(start) }(time.Now())
 	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{}}
-	for u != nil {
+	for u := c.endpointURL(rel); u != nil; {
 		u = w.read(u)
 	}
 	return w.res
@@ -99,13 +96,10 @@ func (w *pageWalk) read(u *url.URL) *url.URL {
 		res.Err = w.c.fail(w.ep, ReasonPagination, res.Status, err)
 		msg = fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err)
 	case next != nil:
-		from := "the Link header's next"
-		if page.HasNext {
-			from = "next"
-		}
+		from := map[bool]string{true: "next", false: "the Link header's next"}[page.HasNext]
 		msg = fmt.Sprintf("%d entries; following %s to %s", page.Entries, from, w.c.redact.clean(RedactURL(next)))
 	}
-	w.c.note(w.ctx, w.ep, res.Pages, msg, err != nil)
+	traceFrom(w.ctx).add(TraceRequest{Start: time.Now(), Endpoint: w.ep, Page: res.Pages, Note: msg, NoteFailed: err != nil})
 	return next
 }
 
@@ -160,10 +154,6 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 		return nil, fmt.Errorf("list has more than %d pages (the page limit)", c.cfg.MaxPages)
 	}
 	return u, nil
-}
-
-func (c *Client) note(ctx context.Context, ep Endpoint, page int, msg string, failed bool) {
-	traceFrom(ctx).add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg, NoteFailed: failed})
 }
 
 var errBadLink = errors.New(`not of the RFC 8288 form <URL>; rel="next"`)
