@@ -70,14 +70,15 @@ func decodeListPage(r io.Reader, wantIDs int) (page listPage, err error) {
 // decodeObject reads a JSON object body and returns the requested top-level scalar fields, cleaned and cut.
 func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]string, error) {
 	d := newDecoder(r)
-	out := make(map[string]string, len(fields))
-	seen := make(map[string]bool, len(fields))
+	out, seen := make(map[string]string, len(fields)), make([]bool, len(fields))
 	err := d.end(d.object("expected a JSON object", func(name []byte) error {
-		i := slices.Index(fields, string(name))
-		if i < 0 {
-			return d.skip()
+		if i := slices.Index(fields, string(name)); i >= 0 && !seen[i] {
+			seen[i] = true
+			return d.field(fields[i], out, redact)
+		} else if i >= 0 {
+			return shapeError("field %q appears twice", name)
 		}
-		return d.field(fields[i], seen, out, redact)
+		return d.skip()
 	}))
 	if err != nil {
 		return nil, err
@@ -85,18 +86,13 @@ func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]str
 	return out, nil
 }
 
-func (d *decoder) field(f string, seen map[string]bool, out map[string]string, redact *secrets) error {
-	if seen[f] {
-		return shapeError("field %q appears twice", f)
-	}
-	seen[f] = true
-	k, err := d.peek()
+func (d *decoder) field(f string, out map[string]string, redact *secrets) error {
 	var v []byte
-	switch {
-	case err != nil:
-	case k == 't' || k == 'f':
+	var err error
+	switch k := d.dec.PeekKind(); k { // an error comes with the next read
+	case 't', 'f':
 		v, err = []byte(k.String()), d.read()
-	case k == '"' || k == '0':
+	case '"', '0', jsontext.KindInvalid:
 		if v, err = d.value(); err == nil && k == '"' {
 			v = d.unquote(v)
 		}
@@ -114,8 +110,7 @@ func (d *decoder) field(f string, seen map[string]bool, out map[string]string, r
 	return nil
 }
 
-// printable makes s valid UTF-8 with U+FFFD for each control character but
-// the line feed, before any cut, so that a field stays within its bound.
+// printable makes s valid UTF-8 with U+FFFD for each control character but the line feed, before any cut.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r != '\n' && (r < 0x20 || r >= 0x7f && r <= 0x9f) {
@@ -171,14 +166,6 @@ func (d *decoder) fail(err error) error {
 	return &bodyError{msgError{fmt.Sprintf("%s at offset %d", msg, se.ByteOffset), se}}
 }
 
-func (d *decoder) peek() (jsontext.Kind, error) {
-	if k := d.dec.PeekKind(); k != jsontext.KindInvalid {
-		return k, nil
-	}
-	_, err := d.dec.ReadToken()
-	return 0, d.fail(err)
-}
-
 // read reads a delimiter, null, true or false.
 func (d *decoder) read() error {
 	_, err := d.dec.ReadToken()
@@ -201,9 +188,7 @@ func (d *decoder) unquote(v []byte) []byte {
 
 // expect reads a value of kind want (of an object or array, its first delimiter), or a null (then nil) where a scalar is wanted, or fails with what.
 func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
-	switch k, err := d.peek(); {
-	case err != nil:
-		return nil, err
+	switch k := d.dec.PeekKind(); {
 	case k == 'n' && want != '{' && want != '[':
 		return nil, d.read()
 	case k != want:
@@ -227,15 +212,11 @@ func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 func (d *decoder) object(what string, member func(name []byte) error) error {
 	_, err := d.expect('{', what)
 	for err == nil {
-		var k jsontext.Kind
-		if k, err = d.peek(); err == nil && k == '}' {
+		if d.dec.PeekKind() == '}' {
 			return d.read()
 		}
 		var name []byte
-		if err == nil {
-			name, err = d.value()
-		}
-		if err == nil {
+		if name, err = d.value(); err == nil {
 			err = member(d.unquote(name))
 		}
 	}
@@ -301,9 +282,7 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
 	_, err := d.expect('[', what)
 	for err == nil {
-		var k jsontext.Kind
-		switch k, err = d.peek(); {
-		case err != nil:
+		switch k := d.dec.PeekKind(); {
 		case k == ']':
 			return d.read()
 		case k != '{':
@@ -354,8 +333,8 @@ func parseID(v []byte) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// clipReader bounds the tokenizer's buffer, which holds a whole token: it cuts each run of string
-// characters, digits or whitespace after maxRun, checking what it drops as the tokenizer would.
+// clipReader bounds the tokenizer's buffer, which holds a whole token, by cutting each run of string
+// characters, digits or whitespace after maxRun; it checks what it drops as the tokenizer would.
 type clipReader struct {
 	r     io.Reader
 	dec   *jsontext.Decoder
