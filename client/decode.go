@@ -14,9 +14,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// errInvalidBody is wrapped by every error about a body not of the expected JSON shape.
-var errInvalidBody = errors.New("invalid body")
-
 const (
 	maxStringValue = 16 << 10           // the "next" link
 	maxRun         = maxStringValue + 1 // a run of string, digits or space the tokenizer sees

@@ -15,15 +15,9 @@ import (
 	"unicode/utf8"
 )
 
-// ErrKeyUnavailable is wrapped by the error of a request not sent for want of a usable key or header file.
-var ErrKeyUnavailable = errors.New("the API key is unavailable")
-
 var (
-	errForeignOrigin = errors.New("refusing to send a request to another origin")
-	// ErrURLCredentials is the error of a base URL with a user or password in it.
-	ErrURLCredentials = errors.New("URL must not carry credentials")
-	defaultPorts      = map[string]string{"http": "80", "https": "443"}
-	pctEscape         = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
+	defaultPorts = map[string]string{"http": "80", "https": "443"}
+	pctEscape    = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
 	// A URL that is most likely a login page.
 	loginPath  = regexp.MustCompile(`(?i)(^|[/.])(login|signin|sign-in|sso|oauth2?|saml|auth|authorize|cas)([/.]|$)`)
 	loginQuery = []string{"next", "returnTo", "return_to", "redirect_uri", "service"}

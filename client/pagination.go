@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -155,8 +154,6 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 	}
 	return u, nil
 }
-
-var errBadLink = errors.New(`not of the RFC 8288 form <URL>; rel="next"`)
 
 var (
 	linkTarget = regexp.MustCompile(`^<([^>]*)>[ \t]*`)
