@@ -105,11 +105,8 @@ func (w *pageWalk) read(u *url.URL) *url.URL {
 // noteIDs adds a page's ids to the result and onIDs, and reports missing ones.
 func (w *pageWalk) noteIDs(page listPage) {
 	res := &w.res
-	if len(page.IDs) > 0 {
-		res.IDs = append(res.IDs, page.IDs...)
-		if w.onIDs != nil {
-			w.onIDs(page.IDs)
-		}
+	if res.IDs = append(res.IDs, page.IDs...); len(page.IDs) > 0 && w.onIDs != nil {
+		w.onIDs(page.IDs)
 	}
 	if page.NoID > 0 && res.IDErr == nil {
 		err := fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
@@ -131,28 +128,26 @@ func pageKey(u *url.URL) [sha256.Size]byte {
 
 // nextPage resolves and checks a next link: same origin, not seen, within the page limit.
 func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]bool, pages int) (*url.URL, error) {
-	if len(next) > maxStringValue {
-		return nil, fmt.Errorf("next link after page %d is longer than %d bytes", pages, maxStringValue)
-	}
-	if strings.TrimSpace(next) == "" {
-		return nil, fmt.Errorf("next link after page %d is empty, which names the page itself (a pagination loop; null or no link ends a list)", pages)
-	}
 	u, err := cur.Parse(next)
-	if err != nil {
-		return nil, fmt.Errorf("next link after page %d is not a URL", pages)
-	}
-	if o := originOf(u); o != c.origin {
-		return nil, fmt.Errorf("next link after page %d points to %s", pages, o.misdirected(c.origin))
-	}
-	// Credentials in a link would replace the key.
-	u.User, u.Fragment, u.RawFragment = nil, "", ""
-	if seen[pageKey(u)] {
-		return nil, fmt.Errorf("next link after page %d points to a page already read (a pagination loop)", pages)
-	}
-	if pages >= c.cfg.MaxPages {
+	var why string
+	switch {
+	case len(next) > maxStringValue:
+		why = fmt.Sprintf("is longer than %d bytes", maxStringValue)
+	case strings.TrimSpace(next) == "":
+		why = "is empty, which names the page itself (a pagination loop; null or no link ends a list)"
+	case err != nil:
+		why = "is not a URL"
+	case originOf(u) != c.origin:
+		why = "points to " + originOf(u).misdirected(c.origin)
+	case seen[pageKey(u)]:
+		why = "points to a page already read (a pagination loop)"
+	case pages >= c.cfg.MaxPages:
 		return nil, fmt.Errorf("list has more than %d pages (the page limit)", c.cfg.MaxPages)
+	default:
+		u.User, u.Fragment, u.RawFragment = nil, "", "" // credentials in a link would replace the key
+		return u, nil
 	}
-	return u, nil
+	return nil, fmt.Errorf("next link after page %d %s", pages, why)
 }
 
 var (
