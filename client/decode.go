@@ -224,15 +224,12 @@ func (d *decoder) object(what string, member func(name []byte) error) error {
 func (d *decoder) end(err error) error {
 	if err != nil {
 		return err
-	}
-	_, err = d.dec.ReadToken()
-	switch {
-	case err == io.EOF:
+	} else if _, err = d.dec.ReadToken(); err == nil {
+		return shapeError("another value after the top-level value at offset %d", d.dec.InputOffset())
+	} else if err == io.EOF {
 		return nil
-	case err != nil:
-		return d.fail(err)
 	}
-	return shapeError("another value after the top-level value at offset %d", d.dec.InputOffset())
+	return d.fail(err)
 }
 
 // envelope reads a paginated envelope, whose members read may appear once.
@@ -362,17 +359,15 @@ func (c *clipReader) Read(p []byte) (int, error) {
 		w := n
 		if c.cut {
 			w = 0
-			for i := range n {
-				keep, bad := c.step(p[i])
-				if bad != nil {
-					err = bad
-					break
-				}
-				if keep {
+			var keep bool
+			var bad error
+			for i := 0; i < n && bad == nil; i++ {
+				if keep, bad = c.step(p[i]); keep {
 					p[w] = p[i]
 					w++
 				}
 			}
+			err = cmp.Or(bad, err)
 		}
 		if c.err = err; w > 0 || err != nil {
 			return w, err
