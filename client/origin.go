@@ -145,10 +145,8 @@ func validateBaseURL(u *url.URL) error {
 	case u.Fragment != "":
 		return errors.New("URL must not have a fragment")
 	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return errors.New("URL port must be a number from 1 to 65535")
-		}
+	if n, err := strconv.Atoi(cmp.Or(u.Port(), "1")); err != nil || n < 1 || n > 65535 {
+		return errors.New("URL port must be a number from 1 to 65535")
 	}
 	return nil
 }
@@ -158,18 +156,16 @@ func ParseTarget(raw string) (*url.URL, error) {
 	if len(raw) > MaxTargetBytes {
 		return nil, fmt.Errorf("URL is longer than %d bytes", MaxTargetBytes)
 	}
-	u, err := ParseBaseURL(raw)
-	if err != nil {
+	switch u, err := ParseBaseURL(raw); {
+	case err != nil:
 		return nil, err
-	}
-	host := u.Hostname()
-	if strings.Contains(host, "%") {
+	case strings.Contains(u.Hostname(), "%"):
 		return nil, errors.New("URL host must not be an IPv6 address with a zone (%25)")
-	}
-	if !HostWithinBounds(host) {
+	case !HostWithinBounds(u.Hostname()):
 		return nil, fmt.Errorf("URL host is longer than %d bytes or has a label longer than %d", maxHostBytes, maxLabelBytes)
+	default:
+		return normalizeBaseURL(u), nil
 	}
-	return normalizeBaseURL(u), nil
 }
 
 // HostWithinBounds tells whether host is within maxHostBytes and maxLabelBytes.
