@@ -14,9 +14,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// errInvalidBody is wrapped by every error about a body not of the expected JSON shape.
-var errInvalidBody = errors.New("invalid body")
-
 const (
 	maxStringValue = 16 << 10           // the "next" link
 	maxRun         = maxStringValue + 1 // a run of string, digits or space the tokenizer sees
@@ -55,7 +52,7 @@ type listPage struct {
 
 // decodeListPage reads a list body, an array of objects or an envelope, keeping the ids of its first wantIDs entries.
 func decodeListPage(r io.Reader, wantIDs int) (page listPage, err error) {
-	d, wantIDs := newDecoder(r), max(wantIDs, 0)
+	d := newDecoder(r)
 	if d.dec.PeekKind() == '{' {
 		err = d.envelope(&page, wantIDs)
 	} else {
@@ -70,14 +67,15 @@ func decodeListPage(r io.Reader, wantIDs int) (page listPage, err error) {
 // decodeObject reads a JSON object body and returns the requested top-level scalar fields, cleaned and cut.
 func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]string, error) {
 	d := newDecoder(r)
-	out := make(map[string]string, len(fields))
-	seen := make(map[string]bool, len(fields))
+	out, seen := make(map[string]string, len(fields)), make([]bool, len(fields))
 	err := d.end(d.object("expected a JSON object", func(name []byte) error {
-		i := slices.Index(fields, string(name))
-		if i < 0 {
-			return d.skip()
+		if i := slices.Index(fields, string(name)); i >= 0 && !seen[i] {
+			seen[i] = true
+			return d.field(fields[i], out, redact)
+		} else if i >= 0 {
+			return shapeError("field %q appears twice", name)
 		}
-		return d.field(fields[i], seen, out, redact)
+		return d.skip()
 	}))
 	if err != nil {
 		return nil, err
@@ -85,18 +83,13 @@ func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]str
 	return out, nil
 }
 
-func (d *decoder) field(f string, seen map[string]bool, out map[string]string, redact *secrets) error {
-	if seen[f] {
-		return shapeError("field %q appears twice", f)
-	}
-	seen[f] = true
-	k, err := d.peek()
+func (d *decoder) field(f string, out map[string]string, redact *secrets) error {
 	var v []byte
-	switch {
-	case err != nil:
-	case k == 't' || k == 'f':
+	var err error
+	switch k := d.dec.PeekKind(); k { // an error comes with the next read
+	case 't', 'f':
 		v, err = []byte(k.String()), d.read()
-	case k == '"' || k == '0':
+	case '"', '0', jsontext.KindInvalid:
 		if v, err = d.value(); err == nil && k == '"' {
 			v = d.unquote(v)
 		}
@@ -114,8 +107,7 @@ func (d *decoder) field(f string, seen map[string]bool, out map[string]string, r
 	return nil
 }
 
-// printable makes s valid UTF-8 with U+FFFD for each control character but
-// the line feed, before any cut, so that a field stays within its bound.
+// printable makes s valid UTF-8 with U+FFFD for each control character but the line feed, before any cut.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r != '\n' && (r < 0x20 || r >= 0x7f && r <= 0x9f) {
@@ -171,14 +163,6 @@ func (d *decoder) fail(err error) error {
 	return &bodyError{msgError{fmt.Sprintf("%s at offset %d", msg, se.ByteOffset), se}}
 }
 
-func (d *decoder) peek() (jsontext.Kind, error) {
-	if k := d.dec.PeekKind(); k != jsontext.KindInvalid {
-		return k, nil
-	}
-	_, err := d.dec.ReadToken()
-	return 0, d.fail(err)
-}
-
 // read reads a delimiter, null, true or false.
 func (d *decoder) read() error {
 	_, err := d.dec.ReadToken()
@@ -199,15 +183,15 @@ func (d *decoder) unquote(v []byte) []byte {
 	return d.buf
 }
 
-// expect reads a value of kind want, or a null (then nil), or fails with what.
+// expect reads a value of kind want (of an object or array, its first delimiter), or a null (then nil) where a scalar is wanted, or fails with what.
 func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
-	switch k, err := d.peek(); {
-	case err != nil:
-		return nil, err
-	case k == 'n':
+	switch k := d.dec.PeekKind(); {
+	case k == 'n' && want != '{' && want != '[':
 		return nil, d.read()
 	case k != want:
 		return nil, d.wrongKind(k, what)
+	case k == '{' || k == '[':
+		return nil, d.read()
 	}
 	return d.value()
 }
@@ -221,29 +205,15 @@ func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
 	return shapeError("%s, got %s", what, kind)
 }
 
-// open reads the delimiter that starts a value of kind want, or fails with what.
-func (d *decoder) open(want jsontext.Kind, what string) error {
-	if k, err := d.peek(); err != nil {
-		return err
-	} else if k != want {
-		return d.wrongKind(k, what)
-	}
-	return d.read()
-}
-
 // object reads an object, or fails with what, calling member to read each member's value.
 func (d *decoder) object(what string, member func(name []byte) error) error {
-	err := d.open('{', what)
+	_, err := d.expect('{', what)
 	for err == nil {
-		var k jsontext.Kind
-		if k, err = d.peek(); err == nil && k == '}' {
+		if d.dec.PeekKind() == '}' {
 			return d.read()
 		}
 		var name []byte
-		if err == nil {
-			name, err = d.value()
-		}
-		if err == nil {
+		if name, err = d.value(); err == nil {
 			err = member(d.unquote(name))
 		}
 	}
@@ -254,15 +224,12 @@ func (d *decoder) object(what string, member func(name []byte) error) error {
 func (d *decoder) end(err error) error {
 	if err != nil {
 		return err
-	}
-	_, err = d.dec.ReadToken()
-	switch {
-	case err == io.EOF:
+	} else if _, err = d.dec.ReadToken(); err == nil {
+		return shapeError("another value after the top-level value at offset %d", d.dec.InputOffset())
+	} else if err == io.EOF {
 		return nil
-	case err != nil:
-		return d.fail(err)
 	}
-	return shapeError("another value after the top-level value at offset %d", d.dec.InputOffset())
+	return d.fail(err)
 }
 
 // envelope reads a paginated envelope, whose members read may appear once.
@@ -307,11 +274,9 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 
 // entries reads the array of a list, or fails with what, keeping the ids of its first wantIDs entries.
 func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
-	err := d.open('[', what)
+	_, err := d.expect('[', what)
 	for err == nil {
-		var k jsontext.Kind
-		switch k, err = d.peek(); {
-		case err != nil:
+		switch k := d.dec.PeekKind(); {
 		case k == ']':
 			return d.read()
 		case k != '{':
@@ -362,8 +327,8 @@ func parseID(v []byte) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// clipReader bounds the tokenizer's buffer, which holds a whole token: it cuts each run of string
-// characters, digits or whitespace after maxRun, checking what it drops as the tokenizer would.
+// clipReader bounds the tokenizer's buffer, which holds a whole token, by cutting each run of string
+// characters, digits or whitespace after maxRun; it checks what it drops as the tokenizer would.
 type clipReader struct {
 	r     io.Reader
 	dec   *jsontext.Decoder
@@ -394,47 +359,21 @@ func (c *clipReader) Read(p []byte) (int, error) {
 		w := n
 		if c.cut {
 			w = 0
-			for i := 0; i < n; i++ {
-				if i += c.drop(p[i:n]); i == n {
-					break
-				}
-				keep, bad := c.step(p[i])
-				if bad != nil {
-					err = bad
-					break
-				}
-				if keep {
+			var keep bool
+			var bad error
+			for i := 0; i < n && bad == nil; i++ {
+				if keep, bad = c.step(p[i]); keep {
 					p[w] = p[i]
 					w++
 				}
 			}
+			err = cmp.Or(bad, err)
 		}
 		if c.err = err; w > 0 || err != nil {
 			return w, err
 		}
 	}
 	return 0, c.err
-}
-
-// drop returns how many bytes at the start of p lengthen a run past maxRun.
-func (c *clipReader) drop(p []byte) int {
-	i := 0
-	switch {
-	case c.run <= maxRun || c.esc != 0:
-	case c.inStr:
-		for i < len(p) && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\' {
-			i++
-		}
-	case c.class == ' ':
-		for i < len(p) && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r') {
-			i++
-		}
-	case c.class == '0':
-		for i < len(p) && p[i] >= '0' && p[i] <= '9' {
-			i++
-		}
-	}
-	return i
 }
 
 // step moves the state over b and tells whether to keep it; it fails on an invalid escape it would drop.

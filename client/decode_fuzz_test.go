@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -368,7 +369,12 @@ func referenceObject(data []byte, fields []string) (map[string]string, error) {
 			if err := json.Unmarshal(v, &s); err != nil {
 				return nil, err
 			}
-			out[f] = referenceCut(s)
+			out[f] = referenceCut(strings.Map(func(r rune) rune { // control characters but the line feed are U+FFFD
+				if unicode.IsControl(r) && r != '\n' {
+					return utf8.RuneError
+				}
+				return r
+			}, s))
 		case c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f':
 			out[f] = referenceCut(string(v))
 		}

@@ -41,10 +41,19 @@ const (
 
 var Endpoints = []Endpoint{EndpointRoot, EndpointProjects, EndpointLocations, EndpointLocationDetail}
 
-// ErrHeldOff is wrapped by errors of requests not sent during a hold-off.
-var ErrHeldOff = errors.New("holding off after the service asked to retry later")
-
-var errTooLarge = errors.New("response body exceeds the size limit")
+var (
+	// ErrHeldOff is wrapped by errors of requests not sent during a hold-off.
+	ErrHeldOff = errors.New("holding off after the service asked to retry later")
+	// ErrKeyUnavailable is wrapped by the error of a request not sent for want of a usable key or header file.
+	ErrKeyUnavailable = errors.New("the API key is unavailable")
+	// ErrURLCredentials is the error of a base URL with a user or password in it.
+	ErrURLCredentials = errors.New("URL must not carry credentials")
+	errTooLarge       = errors.New("response body exceeds the size limit")
+	errForeignOrigin  = errors.New("refusing to send a request to another origin")
+	// errInvalidBody is wrapped by every error about a body not of the expected JSON shape.
+	errInvalidBody = errors.New("invalid body")
+	errBadLink     = errors.New(`not of the RFC 8288 form <URL>; rel="next"`)
+)
 
 // Error describes a failed request, never with the key, headers or body.
 type Error struct {

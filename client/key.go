@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,16 +61,13 @@ func CheckFiles(cfg *config.HTTPClientConfig) (err error) {
 			err = fmt.Errorf("%s: cannot read %s: %w", key, path, e)
 		}
 	}
-	if a := cfg.Authorization; a != nil {
-		check("authorization.credentials_file", a.CredentialsFile, maxKeyFileBytes)
-	}
-	if cfg.HTTPHeaders != nil {
-		for _, name := range slices.Sorted(maps.Keys(cfg.HTTPHeaders.Headers)) {
-			for _, f := range cfg.HTTPHeaders.Headers[name].Files {
-				check("http_headers."+name+".files", f, maxKeyFileBytes)
-			}
+	Credentials(cfg, func(setting, _, file string) {
+		key := setting + ".files"
+		if setting == "authorization" {
+			key = "authorization.credentials_file"
 		}
-	}
+		check(key, file, maxKeyFileBytes)
+	})
 	check("tls_config.ca_file", cfg.TLSConfig.CAFile, maxCAFileBytes)
 	check("tls_config.cert_file", cfg.TLSConfig.CertFile, maxKeyFileBytes)
 	check("tls_config.key_file", cfg.TLSConfig.KeyFile, maxKeyFileBytes)

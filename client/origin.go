@@ -15,12 +15,21 @@ import (
 	"unicode/utf8"
 )
 
-// ErrKeyUnavailable is wrapped by the error of a request not sent for want of a usable key or header file.
-var ErrKeyUnavailable = errors.New("the API key is unavailable")
+var (
+	defaultPorts = map[string]string{"http": "80", "https": "443"}
+	pctEscape    = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
+	// A URL that is most likely a login page.
+	loginPath  = regexp.MustCompile(`(?i)(^|[/.])(login|signin|sign-in|sso|oauth2?|saml|auth|authorize|cas)([/.]|$)`)
+	loginQuery = []string{"next", "returnTo", "return_to", "redirect_uri", "service"}
+)
 
-var errForeignOrigin = errors.New("refusing to send a request to another origin")
-
-const maxRedirects = 5
+// Bounds of a /probe target; the host's are a DNS name's (RFC 1035).
+const (
+	MaxTargetBytes = 2048
+	maxHostBytes   = 253
+	maxLabelBytes  = 63
+	maxRedirects   = 5
+)
 
 // endpointURL joins a path below the base URL, keeping the escapes of its prefix.
 func (c *Client) endpointURL(rel string) *url.URL {
@@ -37,16 +46,12 @@ func originOf(u *url.URL) origin {
 	return origin{scheme, strings.ToLower(u.Hostname()), cmp.Or(u.Port(), defaultPorts[scheme])}
 }
 
+// String renders the origin with its host bounded, as one from the service may not be.
 func (o origin) String() string {
-	return o.scheme + "://" + net.JoinHostPort(o.host, o.port)
-}
-
-// foreign renders an origin from the service for a message, its host bounded.
-func (o origin) foreign() string {
 	if len(o.host) > maxHostBytes {
 		o.host = o.host[:maxHostBytes] + "…"
 	}
-	return o.String()
+	return o.scheme + "://" + net.JoinHostPort(o.host, o.port)
 }
 
 func (o origin) misdirected(allowed origin) string {
@@ -54,7 +59,7 @@ func (o origin) misdirected(allowed origin) string {
 	if o.scheme != allowed.scheme && o.host == allowed.host {
 		hint = "a TLS-terminating proxy not sending X-Forwarded-Proto?"
 	}
-	return fmt.Sprintf("%s, another origin than %s (%s)", o.foreign(), allowed, hint)
+	return fmt.Sprintf("%s, another origin than %s (%s)", o, allowed, hint)
 }
 
 // originGuard stops a request to another origin, or without a usable key, before a credential is added.
@@ -103,7 +108,7 @@ func (c *Client) redirect(resp *http.Response) (shown, why string) {
 	shown, target := c.shown(RedactURL(u), maxShown), resp.Request.URL.ResolveReference(u)
 	if o := originOf(target); o != c.origin {
 		if loginPath.MatchString(target.Path) || slices.ContainsFunc(loginQuery, target.Query().Has) {
-			return shown, fmt.Sprintf("redirect to a login page at %s not followed: the key is never sent to another origin (is the key accepted, and is the URL the API's rather than a web front-end's?)", o.foreign())
+			return shown, fmt.Sprintf("redirect to a login page at %s not followed: the key is never sent to another origin (is the key accepted, and is the URL the API's rather than a web front-end's?)", o)
 		}
 		return shown, "redirect to " + o.misdirected(c.origin) + " not followed: the key is never sent to another origin"
 	}
@@ -113,14 +118,6 @@ func (c *Client) redirect(resp *http.Response) (shown, why string) {
 	}
 	return shown, ""
 }
-
-var ( // a URL that is most likely a login page
-	loginPath  = regexp.MustCompile(`(?i)(^|[/.])(login|signin|sign-in|sso|oauth2?|saml|auth|authorize|cas)([/.]|$)`)
-	loginQuery = []string{"next", "returnTo", "return_to", "redirect_uri", "service"}
-)
-
-// ErrURLCredentials is the error of a base URL with a user or password in it.
-var ErrURLCredentials = errors.New("URL must not carry credentials")
 
 // ParseBaseURL parses and checks a base URL; its errors never repeat the input.
 func ParseBaseURL(raw string) (*url.URL, error) {
@@ -148,38 +145,27 @@ func validateBaseURL(u *url.URL) error {
 	case u.Fragment != "":
 		return errors.New("URL must not have a fragment")
 	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return errors.New("URL port must be a number from 1 to 65535")
-		}
+	if n, err := strconv.Atoi(cmp.Or(u.Port(), "1")); err != nil || n < 1 || n > 65535 {
+		return errors.New("URL port must be a number from 1 to 65535")
 	}
 	return nil
 }
-
-// Bounds of a /probe target; the host's are a DNS name's (RFC 1035).
-const (
-	MaxTargetBytes = 2048
-	maxHostBytes   = 253
-	maxLabelBytes  = 63
-)
 
 // ParseTarget checks a /probe target as ParseBaseURL does and within the bounds above, and returns it in one spelling.
 func ParseTarget(raw string) (*url.URL, error) {
 	if len(raw) > MaxTargetBytes {
 		return nil, fmt.Errorf("URL is longer than %d bytes", MaxTargetBytes)
 	}
-	u, err := ParseBaseURL(raw)
-	if err != nil {
+	switch u, err := ParseBaseURL(raw); {
+	case err != nil:
 		return nil, err
-	}
-	host := u.Hostname()
-	if strings.Contains(host, "%") {
+	case strings.Contains(u.Hostname(), "%"):
 		return nil, errors.New("URL host must not be an IPv6 address with a zone (%25)")
-	}
-	if !HostWithinBounds(host) {
+	case !HostWithinBounds(u.Hostname()):
 		return nil, fmt.Errorf("URL host is longer than %d bytes or has a label longer than %d", maxHostBytes, maxLabelBytes)
+	default:
+		return normalizeBaseURL(u), nil
 	}
-	return normalizeBaseURL(u), nil
 }
 
 // HostWithinBounds tells whether host is within maxHostBytes and maxLabelBytes.
@@ -187,8 +173,6 @@ func HostWithinBounds(host string) bool {
 	return len(host) <= maxHostBytes &&
 		!slices.ContainsFunc(strings.Split(host, "."), func(l string) bool { return len(l) > maxLabelBytes })
 }
-
-var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
 // normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash, RFC 3986 escapes.
 func normalizeBaseURL(u *url.URL) *url.URL {
@@ -213,5 +197,3 @@ func normalizeBaseURL(u *url.URL) *url.URL {
 	n.RawPath = raw // used by EscapedPath only where it differs from Path's default encoding
 	return &n
 }
-
-var pctEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)

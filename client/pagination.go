@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,12 +34,9 @@ func (c *Client) Locations(ctx context.Context, wantIDs int, onIDs func([]int64)
 
 // list walks a list view page by page until it holds a count and the ids it needs.
 func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int, onIDs func([]int64)) (res ListResult) {
-	start := time.Now()
-	defer func() { res.Duration = time.Since(start) }()
-
-	u := c.endpointURL(rel)
+	defer func(start time.Time) { res.Duration = time.Since(start) }(time.Now())
 	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{}}
-	for u != nil {
+	for u := c.endpointURL(rel); u != nil; {
 		u = w.read(u)
 	}
 	return w.res
@@ -99,24 +95,18 @@ func (w *pageWalk) read(u *url.URL) *url.URL {
 		res.Err = w.c.fail(w.ep, ReasonPagination, res.Status, err)
 		msg = fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err)
 	case next != nil:
-		from := "the Link header's next"
-		if page.HasNext {
-			from = "next"
-		}
+		from := map[bool]string{true: "next", false: "the Link header's next"}[page.HasNext]
 		msg = fmt.Sprintf("%d entries; following %s to %s", page.Entries, from, w.c.redact.clean(RedactURL(next)))
 	}
-	w.c.note(w.ctx, w.ep, res.Pages, msg, err != nil)
+	traceFrom(w.ctx).add(TraceRequest{Start: time.Now(), Endpoint: w.ep, Page: res.Pages, Note: msg, NoteFailed: err != nil})
 	return next
 }
 
 // noteIDs adds a page's ids to the result and onIDs, and reports missing ones.
 func (w *pageWalk) noteIDs(page listPage) {
 	res := &w.res
-	if len(page.IDs) > 0 {
-		res.IDs = append(res.IDs, page.IDs...)
-		if w.onIDs != nil {
-			w.onIDs(page.IDs)
-		}
+	if res.IDs = append(res.IDs, page.IDs...); len(page.IDs) > 0 && w.onIDs != nil {
+		w.onIDs(page.IDs)
 	}
 	if page.NoID > 0 && res.IDErr == nil {
 		err := fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
@@ -138,35 +128,27 @@ func pageKey(u *url.URL) [sha256.Size]byte {
 
 // nextPage resolves and checks a next link: same origin, not seen, within the page limit.
 func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]bool, pages int) (*url.URL, error) {
-	if len(next) > maxStringValue {
-		return nil, fmt.Errorf("next link after page %d is longer than %d bytes", pages, maxStringValue)
-	}
-	if strings.TrimSpace(next) == "" {
-		return nil, fmt.Errorf("next link after page %d is empty, which names the page itself (a pagination loop; null or no link ends a list)", pages)
-	}
 	u, err := cur.Parse(next)
-	if err != nil {
-		return nil, fmt.Errorf("next link after page %d is not a URL", pages)
-	}
-	if o := originOf(u); o != c.origin {
-		return nil, fmt.Errorf("next link after page %d points to %s", pages, o.misdirected(c.origin))
-	}
-	// Credentials in a link would replace the key.
-	u.User, u.Fragment, u.RawFragment = nil, "", ""
-	if seen[pageKey(u)] {
-		return nil, fmt.Errorf("next link after page %d points to a page already read (a pagination loop)", pages)
-	}
-	if pages >= c.cfg.MaxPages {
+	var why string
+	switch {
+	case len(next) > maxStringValue:
+		why = fmt.Sprintf("is longer than %d bytes", maxStringValue)
+	case strings.TrimSpace(next) == "":
+		why = "is empty, which names the page itself (a pagination loop; null or no link ends a list)"
+	case err != nil:
+		why = "is not a URL"
+	case originOf(u) != c.origin:
+		why = "points to " + originOf(u).misdirected(c.origin)
+	case seen[pageKey(u)]:
+		why = "points to a page already read (a pagination loop)"
+	case pages >= c.cfg.MaxPages:
 		return nil, fmt.Errorf("list has more than %d pages (the page limit)", c.cfg.MaxPages)
+	default:
+		u.User, u.Fragment, u.RawFragment = nil, "", "" // credentials in a link would replace the key
+		return u, nil
 	}
-	return u, nil
+	return nil, fmt.Errorf("next link after page %d %s", pages, why)
 }
-
-func (c *Client) note(ctx context.Context, ep Endpoint, page int, msg string, failed bool) {
-	traceFrom(ctx).add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: page, Note: msg, NoteFailed: failed})
-}
-
-var errBadLink = errors.New(`not of the RFC 8288 form <URL>; rel="next"`)
 
 var (
 	linkTarget = regexp.MustCompile(`^<([^>]*)>[ \t]*`)

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -139,24 +138,21 @@ func (c *Client) excerpt(body []byte) string {
 			return c.shown(strings.TrimSpace(s), maxExcerpt)
 		}
 	}
-	return c.shown(strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD")), maxExcerpt)
+	return c.shown(strings.TrimSpace(string(body)), maxExcerpt)
 }
 
 func (c *Client) readErrorBody(wire *limitedReader, h http.Header) []byte {
 	wire.n = errorBodyBytes
-	raw, _ := io.ReadAll(io.LimitReader(wire, errorBodyBytes)) // spares wire's probe for one byte more
-	switch gz, err := gzipEncoded(h, c.redact.clean); {
-	case err != nil:
+	body := io.LimitReader(wire, errorBodyBytes) // spares wire's probe for one byte more
+	if gz, err := gzipEncoded(h, c.redact.clean); err != nil {
 		return nil
-	case !gz:
-		return raw
+	} else if gz {
+		if body, err = gzip.NewReader(body); err != nil {
+			return nil
+		}
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil
-	}
-	plain, _ := io.ReadAll(io.LimitReader(zr, errorBodyBytes))
-	return plain
+	b, _ := io.ReadAll(io.LimitReader(body, errorBodyBytes))
+	return b
 }
 
 // cutText cuts s to at most limit bytes, "…" included, at a character start.
