@@ -62,9 +62,9 @@ func roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Config, userAgent
 	base := &http.Transport{
 		Proxy:                  cfg.Proxy(),
 		ProxyConnectHeader:     cfg.GetProxyConnectHeader(),
-		TLSClientConfig:        tlsConfig,
-		DisableCompression:     true,     // the client decompresses, bounded
-		MaxResponseHeaderBytes: 64 << 10, // more is too_large
+		TLSClientConfig:        tlsConfig.Clone(), // each pool's own: HTTP/2 setup writes to it
+		DisableCompression:     true,              // the client decompresses, bounded
+		MaxResponseHeaderBytes: 64 << 10,          // more is too_large
 		MaxIdleConnsPerHost:    idle,
 		IdleConnTimeout:        5 * time.Minute, // as prometheus/common's, above scrape intervals
 		WriteBufferSize:        1 << 10,         // buffers live as long as their connection (docs/development.md)
