@@ -130,7 +130,7 @@ func largeHeaders(t *table, b *binaries) error {
 		wg.Go(func() {
 			target := fmt.Sprintf("%s/t%d", h.URL, i)
 			body, err := e.get(context.Background(), "/probe?target="+url.QueryEscape(target))
-			if err == nil && !strings.Contains(body, `deployment_service_request_errors_total{endpoint="root",reason="too_large"} 1`) {
+			if err == nil && !strings.Contains(body, `deployment_service_endpoint_failure_info{endpoint="root",reason="too_large"}`) {
 				err = fmt.Errorf("probe %d: the root answer is not too_large", i)
 			}
 			errs <- err
