@@ -152,7 +152,8 @@ type exchange struct {
 	ep   Endpoint
 	mu   sync.Mutex // guards rec.Phases, set by the transport's goroutines
 	rec  TraceRequest
-	sent time.Time // zero when never sent
+	sent time.Time       // zero when never sent
+	conn *statusLineConn // the connection of a plain HTTP/1 request
 }
 
 // get sends one GET request, hands its body to decode and reports it; it returns the status, the time since sending and an *Error.
@@ -201,14 +202,28 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 		return 0, &Error{Endpoint: ep, Err: scrubURLError(err)}
 	}
 	if err != nil {
-		if !errors.Is(err, errForeignOrigin) { // the guard stopped it before sending
-			c.cfg.Observer.ObserveRequest(ep, 0, time.Since(x.sent))
+		reason, status := classify(x.ctx, err), 0
+		if s := x.unreadRedirect(); reason == ReasonNetwork && s != 0 {
+			reason, status, err = ReasonHTTPStatus, s, fmt.Errorf("unexpected status %s: its headers are malformed, so it is not followed", http.StatusText(s))
 		}
-		return 0, c.fail(ep, classify(x.ctx, err), 0, scrubURLError(err))
+		if !errors.Is(err, errForeignOrigin) { // the guard stopped it before sending
+			c.cfg.Observer.ObserveRequest(ep, status, time.Since(x.sent))
+		}
+		return status, c.fail(ep, reason, status, scrubURLError(err))
 	}
 	status, err := x.readResponse(resp, decode)
 	c.cfg.Observer.ObserveRequest(ep, status, time.Since(x.sent))
 	return status, err
+}
+
+// unreadRedirect returns the status of a redirect whose headers net/http refused (a control character in its Location), else 0.
+func (x *exchange) unreadRedirect() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.conn == nil || x.conn.status()/100 != 3 {
+		return 0
+	}
+	return x.conn.status()
 }
 
 func (x *exchange) clientTrace() *httptrace.ClientTrace {
@@ -229,6 +244,7 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 			x.mu.Lock()
 			defer x.mu.Unlock()
 			p.Reused = info.Reused
+			x.conn, _ = info.Conn.(*statusLineConn)
 		},
 	}
 }

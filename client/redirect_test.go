@@ -32,15 +32,22 @@ func (o *statusObserver) ObserveError(_ Endpoint, r Reason) {
 // reason http_status, as any redirect not followed.
 func TestUnfollowedRedirectKeepsItsStatus(t *testing.T) {
 	for name, loc := range map[string]string{
-		"a control character": "/api/\tnext/", // the one HTTP lets through
+		"a tab":               "/api/\tnext/", // the one control character HTTP lets through
+		"a control character": "/api/\x01next/",
+		"a delete":            "/api/\x7fnext/",
 		"a broken host":       "http://[::1/api/",
 		"a bad escape":        "/api/%zz/",
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeAPI(t, "")
-			f.handle("/api/", func(w http.ResponseWriter, _ *http.Request) {
-				w.Header()["Location"] = []string{loc}
-				w.WriteHeader(http.StatusTemporaryRedirect)
+			f.handle("/api/", func(w http.ResponseWriter, _ *http.Request) { // written raw: net/http would not send all of these
+				conn, buf, err := w.(http.Hijacker).Hijack()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				_, _ = buf.WriteString("HTTP/1.1 307 Temporary Redirect\r\nLocation: " + loc + "\r\nContent-Length: 0\r\n\r\n")
+				_ = buf.Flush()
 			})
 			obs := &statusObserver{}
 			r := f.client(t, func(c *Config) { c.Observer = obs }).Root(context.Background())

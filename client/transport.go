@@ -2,10 +2,14 @@ package client
 
 import (
 	"cmp"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/config"
@@ -72,6 +76,7 @@ func roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Config, userAgent
 		TLSHandshakeTimeout:    10 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		Protocols:              &http.Protocols{},
+		DialContext:            dialStatusLine,
 	}
 	base.Protocols.SetHTTP1(true)
 	if cfg.EnableHTTP2 {
@@ -129,3 +134,49 @@ func (t *Transport) WithOwnPool() (*Transport, error) {
 
 // CloseIdle closes the connections of the transport's pool that carry no request.
 func (t *Transport) CloseIdle() { t.closeIdle() }
+
+var dialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // http.DefaultTransport's
+
+func dialStatusLine(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &statusLineConn{Conn: conn}, nil
+}
+
+// statusLineConn keeps the start of the latest answer read over a plain HTTP connection: when net/http
+// refuses that answer's headers (a control character in a Location), its status is known from here alone.
+type statusLineConn struct {
+	net.Conn
+	mu   sync.Mutex
+	head []byte
+}
+
+func (c *statusLineConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.head = c.head[:0] // a new request: its answer comes next
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+func (c *statusLineConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	if len(c.head) < 12 {
+		c.head = append(c.head, b[:min(n, 12-len(c.head))]...)
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+// status returns the status of the latest answer's status line, 0 when it is not an HTTP/1 one.
+func (c *statusLineConn) status() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	code, err := strconv.Atoi(string(c.head[min(len(c.head), 9):]))
+	if len(c.head) < 12 || string(c.head[:7]) != "HTTP/1." || c.head[8] != ' ' || err != nil {
+		return 0
+	}
+	return code
+}
