@@ -120,25 +120,17 @@ func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 	return nil
 }
 
-// load reads and checks the file at path (none: no modules); its errors name the file.
+// load reads and checks the file at path (none: no modules), with file names relative to its directory.
+// Its errors do not name the file; those of modules are problems.
 func load(path string) (*Config, error) {
+	var cfg Config
 	if path == "" {
-		return &Config{}, nil
+		return &cfg, nil
 	}
 	b, err := client.ReadRegularFile(path, MaxFileBytes)
-	var cfg *Config
-	if err == nil {
-		cfg, err = parse(b, filepath.Dir(path))
-	}
 	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, err
 	}
-	return cfg, nil
-}
-
-// parse reads a configuration from b, with file names relative to dir.
-func parse(b []byte, dir string) (*Config, error) {
-	var cfg Config
 	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
 		return nil, explainYAML(err)
 	}
@@ -149,7 +141,7 @@ func parse(b []byte, dir string) (*Config, error) {
 	for _, name := range cfg.ModuleNames() {
 		if m := cfg.Modules[name]; m == nil {
 			errs = append(errs, fmt.Errorf("module %q is empty: give it settings, or {} for the defaults", name))
-		} else if err := m.check(dir); err != nil {
+		} else if err := m.check(filepath.Dir(path)); err != nil {
 			errs = append(errs, fmt.Errorf("module %q: %w", name, err))
 		}
 	}
@@ -231,36 +223,24 @@ func (m *Module) check(dir string) error {
 	return nil
 }
 
-// checkHTTPClient holds an HTTP client block to the exporter's Accept and the service's "Authorization: Token <key>".
+// checkHTTPClient holds an HTTP client block, whose fields prefix names, to the exporter's Accept
+// and the service's "Authorization: Token <key>".
 func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
-	var accept error
-	if c.HTTPHeaders != nil {
-		for name := range c.HTTPHeaders.Headers {
-			if http.CanonicalHeaderKey(name) == "Accept" {
-				accept = fmt.Errorf("%shttp_headers: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", prefix)
-			}
-		}
-	}
+	accept := func(name string) bool { return http.CanonicalHeaderKey(name) == "Accept" }
 	a := c.Authorization
 	switch {
-	case accept != nil && prefix != "": // a module's headers come before its scheme, the file's after it
-		return accept
-	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
-		msg := "the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token"
-		if prefix != "" {
-			msg = moduleBlock + ": " + msg
-		}
-		return errors.New(msg)
+	case c.HTTPHeaders != nil && slices.ContainsFunc(slices.Collect(maps.Keys(c.HTTPHeaders.Headers)), accept):
+		return fmt.Errorf("%shttp_headers: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", prefix)
+	case c.BasicAuth != nil || c.OAuth2 != nil: // bearer_token is an authorization of type Bearer once read
+		return fmt.Errorf("%sbasic_auth and oauth2 are refused: the service takes a Token key, so use authorization with type: Token and credentials_file", prefix)
+	case c.ProxyURL.URL != nil && !slices.Contains([]string{"http", "https", "socks5", "socks5h"}, c.ProxyURL.Scheme):
+		return fmt.Errorf("%sproxy_url must be an http, https or socks5 URL, such as http://proxy.example.com:3128", prefix)
 	case a == nil:
-		return accept
-	case a.Type == "Bearer":
-		return fmt.Errorf("%sauthorization.type must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", prefix)
+		return nil
 	case a.Type != "Token":
-		return fmt.Errorf("%sauthorization.type must be Token (spelled so), the service's scheme", prefix)
+		return fmt.Errorf("%sauthorization.type must be Token, spelled so: the service's scheme (prometheus/common takes Bearer when type is left out)", prefix)
 	case a.Credentials == "" && a.CredentialsFile == "":
 		return fmt.Errorf("%sauthorization has no key: add credentials_file (or credentials)", prefix)
-	case accept != nil:
-		return accept
 	case a.Credentials != "" && !client.ValidKey(string(a.Credentials)):
 		return fmt.Errorf("%sauthorization.credentials has control characters such as a line break inside it", prefix)
 	case a.CredentialsFile != "":
@@ -285,18 +265,12 @@ func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
 		return c, explainYAML(err)
 	}
-	if u := c.ProxyURL.URL; u != nil && u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" {
-		return c, errors.New("proxy_url must be an http, https or socks5 URL, such as http://proxy.example.com:3128")
-	}
 	c.SetDirectory(filepath.Dir(path))
 	if err := checkHTTPClient(&c, ""); err != nil {
 		return c, err
 	}
-	if err := client.CheckFiles(&c); err != nil {
-		return c, err
-	}
-	if _, err := commoncfg.NewTLSConfig(&c.TLSConfig); err != nil {
-		return c, fmt.Errorf("tls_config: %w", err)
+	if _, err := client.NewTransport(c, ""); err != nil {
+		return c, errors.New(strings.TrimPrefix(err.Error(), "http client config: "))
 	}
 	return c, nil
 }

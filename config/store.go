@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +16,7 @@ import (
 type Store struct {
 	path                         string
 	logger                       *slog.Logger
-	reloading                    chan struct{}
+	reloading                    sync.Mutex
 	cfg                          atomic.Pointer[Config]
 	lastSuccess, lastSuccessTime prometheus.Gauge
 }
@@ -24,9 +25,8 @@ type Store struct {
 func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Store {
 	gauge := promauto.With(reg).NewGauge
 	return &Store{
-		path:      path,
-		logger:    logger,
-		reloading: make(chan struct{}, 1),
+		path:   path,
+		logger: logger,
 		lastSuccess: gauge(prometheus.GaugeOpts{
 			Name: "deployment_service_exporter_config_last_reload_successful",
 			Help: "Whether the last load of the configuration file succeeded (1) or was refused (0).",
@@ -40,12 +40,12 @@ func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Stor
 
 // Reload reads the configuration again, one reload at a time, so that an older file never wins.
 func (s *Store) Reload() error {
-	s.reloading <- struct{}{}
-	defer func() { <-s.reloading }()
+	s.reloading.Lock()
+	defer s.reloading.Unlock()
 	cfg, err := load(s.path)
 	if err != nil {
 		s.lastSuccess.Set(0)
-		return err
+		return fmt.Errorf("config file %s: %w", s.path, err)
 	}
 	s.cfg.Store(cfg)
 	s.lastSuccess.Set(1)
@@ -80,19 +80,15 @@ func (s *Store) Lookup(name string) (*Module, error) {
 	return nil, fmt.Errorf("unknown module %q: use one of the configuration file's modules", name)
 }
 
-// Check reads the file at path as a reload would and returns its problems.
-func Check(path string) []string {
+// Check reads the file at path as a reload would and returns its problems, one line each.
+func Check(path string) (lines []string) {
 	_, err := load(path)
-	if err == nil {
-		return nil
+	ps, ok := err.(problems)
+	if !ok && err != nil {
+		ps = problems{err}
 	}
-	var ps problems
-	if !errors.As(err, &ps) {
-		return []string{err.Error()}
-	}
-	lines := make([]string, len(ps))
-	for i, p := range ps {
-		lines[i] = fmt.Sprintf("config file %s: %s", path, p)
+	for _, p := range ps {
+		lines = append(lines, fmt.Sprintf("config file %s: %s", path, p))
 	}
 	return lines
 }

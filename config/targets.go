@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -38,8 +37,6 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 		authority, p.port = a, anyPort
 	}
 	switch port := strings.LastIndex(authority, ":"); {
-	case strings.HasPrefix(authority, "[") && strings.Contains(authority, "*"):
-		return p, errors.New(`"*" cannot stand for part of an IPv6 address`)
 	case port > strings.LastIndex(authority, "]") && strings.Contains(authority[port:], "*"):
 		return p, errors.New(`"*" stands for the whole port, as in http://127.0.0.1:*, not part of one`)
 	case strings.ContainsAny(path, "*?#"):
@@ -58,7 +55,7 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 			return p, errors.New(`"*" must stand for one whole host label, as in https://*.deploy.example.com, not part of one`)
 		}
 	}
-	if p.kind == kindName && isIPv4Pattern(p.labels) {
+	if p.kind == kindName && net.ParseIP(strings.ReplaceAll(u.Hostname(), "*", "0")) != nil { // "*" for octets
 		p.kind = kindIPv4
 	}
 	if p.kind == kindName && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*" {
@@ -119,14 +116,6 @@ func endsInNumber(labels []string) bool {
 		return strings.Trim(hex, "0123456789abcdef") == ""
 	}
 	return l != "" && strings.Trim(l, "0123456789") == ""
-}
-
-// isIPv4Pattern tells whether labels are an IPv4 address, some octets "*".
-func isIPv4Pattern(labels []string) bool {
-	return len(labels) == 4 && !slices.ContainsFunc(labels, func(l string) bool {
-		n, err := strconv.Atoi(l)
-		return l != "*" && (err != nil || n < 0 || n > 255)
-	})
 }
 
 // parseTargets reads the module's targets; credentials need some or allow_any_target.
