@@ -121,7 +121,7 @@ func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 }
 
 // load reads and checks the file at path (none: no modules), with file names relative to its directory.
-// Its errors do not name the file; those of modules are problems.
+// Its errors do not name the file; each module that is wrong has a line of its own.
 func load(path string) (*Config, error) {
 	var cfg Config
 	if path == "" {
@@ -137,7 +137,7 @@ func load(path string) (*Config, error) {
 	if len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules: add at least one under modules:, such as default: {targets: [https://deploy.example.com], http_client_config: {authorization: {type: Token, credentials_file: /path/to/key}}}")
 	}
-	var errs problems
+	var errs []error
 	for _, name := range cfg.ModuleNames() {
 		if m := cfg.Modules[name]; m == nil {
 			errs = append(errs, fmt.Errorf("module %q is empty: give it settings, or {} for the defaults", name))
@@ -145,15 +145,11 @@ func load(path string) (*Config, error) {
 			errs = append(errs, fmt.Errorf("module %q: %w", name, err))
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errs
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return &cfg, nil
 }
-
-type problems []error // of a file, one per module that is wrong
-
-func (p problems) Error() string { return strings.ReplaceAll(errors.Join(p...).Error(), "\n", "; ") }
 
 // explainYAML adds the fix to the YAML library's error, which names the line.
 func explainYAML(err error) error {
@@ -234,7 +230,7 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 	case c.BasicAuth != nil || c.OAuth2 != nil: // bearer_token is an authorization of type Bearer once read
 		return fmt.Errorf("%sbasic_auth and oauth2 are refused: the service takes a Token key, so use authorization with type: Token and credentials_file", prefix)
 	case c.ProxyURL.URL != nil && !slices.Contains([]string{"http", "https", "socks5", "socks5h"}, c.ProxyURL.Scheme):
-		return fmt.Errorf("%sproxy_url must be an http, https or socks5 URL, such as http://proxy.example.com:3128", prefix)
+		return fmt.Errorf("%sproxy_url must be an http, https, socks5 or socks5h URL, such as http://proxy.example.com:3128", prefix)
 	case a == nil:
 		return nil
 	case a.Type != "Token":

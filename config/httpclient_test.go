@@ -133,7 +133,7 @@ func TestLoadHTTPClientConfigInvalid(t *testing.T) {
 		{"CA file not a certificate", "tls_config: {ca_file: bad.pem}\n", []string{"CA cert", "bad.pem"}},
 		{"client cert without key", "tls_config: {cert_file: bad.pem}\n", []string{"key"}},
 		{"proxy URL does not parse", "proxy_url: 'http://user:hunter2@[::1'\n", []string{"URL does not parse"}},
-		{"proxy URL of another scheme", "proxy_url: 'ftp://user:hunter2@127.0.0.1'\n", []string{"proxy_url must be an http, https or socks5 URL"}},
+		{"proxy URL of another scheme", "proxy_url: 'ftp://user:hunter2@127.0.0.1'\n", []string{"proxy_url must be an http, https, socks5 or socks5h URL"}},
 		{"proxy twice", "proxy_url: http://127.0.0.1:3128\nproxy_from_environment: true\n", []string{"proxy_from_environment"}},
 		{"no_proxy without a proxy", "no_proxy: example.com\n", []string{"no_proxy"}},
 		{"not YAML", "tls_config: [\n", []string{"line"}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -45,7 +46,7 @@ func (s *Store) Reload() error {
 	cfg, err := load(s.path)
 	if err != nil {
 		s.lastSuccess.Set(0)
-		return fmt.Errorf("config file %s: %w", s.path, err)
+		return fmt.Errorf("config file %s: %s", s.path, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	s.cfg.Store(cfg)
 	s.lastSuccess.Set(1)
@@ -82,13 +83,10 @@ func (s *Store) Lookup(name string) (*Module, error) {
 
 // Check reads the file at path as a reload would and returns its problems, one line each.
 func Check(path string) (lines []string) {
-	_, err := load(path)
-	ps, ok := err.(problems)
-	if !ok && err != nil {
-		ps = problems{err}
-	}
-	for _, p := range ps {
-		lines = append(lines, fmt.Sprintf("config file %s: %s", path, p))
+	if _, err := load(path); err != nil {
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			lines = append(lines, fmt.Sprintf("config file %s: %s", path, line))
+		}
 	}
 	return lines
 }

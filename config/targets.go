@@ -30,9 +30,6 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 		return p, errors.New("not an absolute http or https URL such as https://deploy.example.com")
 	}
 	authority, path, _ := strings.Cut(rest, "/")
-	if strings.Contains(authority, "@") {
-		return p, client.ErrURLCredentials
-	}
 	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok { // which net/url refuses
 		authority, p.port = a, anyPort
 	}
@@ -135,13 +132,9 @@ func (m *Module) parseTargets() error {
 
 // credentials names the module's settings that lend authority (a proxy's too), or "".
 func (m *Module) credentials() string {
-	var what []string
-	client.Credentials(&m.HTTPClientConfig, func(setting, _, _ string) {
-		if !slices.Contains(what, moduleBlock+"."+setting) {
-			what = append(what, moduleBlock+"."+setting)
-		}
-	})
-	return strings.Join(what, ", ")
+	var what []string // a setting's credentials come one after the other
+	client.Credentials(&m.HTTPClientConfig, func(setting, _, _ string) { what = append(what, moduleBlock+"."+setting) })
+	return strings.Join(slices.Compact(what), ", ")
 }
 
 // CheckTarget tells why /probe may not use the module with target, nil if it may.
