@@ -2,6 +2,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -70,7 +71,7 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 		Gzip:             true,
 	}
 	if err := unmarshal((*plain)(m)); err != nil {
-		return err
+		return err // before reading again, which reuses the memory of its errors
 	}
 	m.numbers = m.wholeNumbers(unmarshal)
 	return nil
@@ -80,9 +81,7 @@ type yamlText []string // a YAML value as written: a scalar's text, or those of 
 
 func (t *yamlText) UnmarshalYAML(unmarshal func(any) error) error {
 	var s string
-	if unmarshal(&s) != nil {
-		_ = unmarshal((*[]string)(t)) // nothing for a mapping
-	} else if s != "" {
+	if unmarshal((*[]string)(t)) != nil && unmarshal(&s) == nil { // nothing for a mapping
 		*t = yamlText{s}
 	}
 	return nil
@@ -120,8 +119,7 @@ func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 	return nil
 }
 
-// load reads and checks the file at path (none: no modules), with file names relative to its directory.
-// Its errors do not name the file; each module that is wrong has a line of its own.
+// load reads and checks the file at path (none: no modules); its errors, a line per bad module, do not name the file.
 func load(path string) (*Config, error) {
 	var cfg Config
 	if path == "" {
@@ -152,15 +150,15 @@ func load(path string) (*Config, error) {
 }
 
 // explainYAML adds the fix to the YAML library's error, which names the line.
+// Go types mean nothing to a user, and a quoted value or URL could be a secret.
 func explainYAML(err error) error {
-	msg := strings.TrimSpace(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n"))
-	// Go types mean nothing to a user, and a quoted value or URL could be a secret.
-	msg = goTypeRE.ReplaceAllString(newlinesRE.ReplaceAllString(msg, "; "), "")
-	msg = quotedValueRE.ReplaceAllString(msg, "a value")
-	msg = urlParseRE.ReplaceAllString(msg, "a URL does not parse")
+	msg := urlParseRE.ReplaceAllString(err.Error(), "a URL does not parse")
 	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msg = goTypeRE.ReplaceAllString(quotedValueRE.ReplaceAllString(strings.Join(te.Errors, "; "), "a value"), "")
+	}
 	switch {
-	case !errors.As(err, &te) && !strings.HasPrefix(msg, "yaml: "): // a setting's own parser, which may quote the value
+	case te == nil && !strings.HasPrefix(msg, "yaml: "): // a setting's own parser, which may quote the value
 		msg, _, _ = strings.Cut(msg, ": ")
 		return fmt.Errorf("%s (see the README for what the setting takes)", msg)
 	case strings.Contains(msg, "not found"):
@@ -172,7 +170,6 @@ func explainYAML(err error) error {
 }
 
 var (
-	newlinesRE    = regexp.MustCompile(`\s*\n\s*`)
 	goTypeRE      = regexp.MustCompile(` in type [\w.]+`)
 	quotedValueRE = regexp.MustCompile("`[^`]*`")
 	urlParseRE    = regexp.MustCompile(`parse "[^"]*"`)
@@ -200,27 +197,20 @@ func (m *Module) check(dir string) error {
 		return errors.New("locations.detail_limit must be 0 (none) or more")
 	case len(m.Locations.DetailIDs) > 0 && m.Locations.DetailLimit > 0:
 		return errors.New("locations.detail_ids and locations.detail_limit conflict: give one")
-	}
-	if i := slices.IndexFunc(m.Locations.DetailIDs, func(id int64) bool { return id < 0 }); i >= 0 {
-		return fmt.Errorf("locations.detail_ids entry %d is negative", i+1)
+	case slices.ContainsFunc(m.Locations.DetailIDs, func(id int64) bool { return id < 0 }):
+		return errors.New("locations.detail_ids are whole numbers from 0: one is negative")
 	}
 	if err := ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
 	}
-	if err := checkHTTPClient(&m.HTTPClientConfig, moduleBlock+"."); err != nil {
-		return err
-	}
 	if err := m.parseTargets(); err != nil {
 		return err
 	}
-	if _, err := client.NewTransport(m.HTTPClientConfig, ""); err != nil {
-		return fmt.Errorf("%s cannot be used: %s", moduleBlock, strings.TrimPrefix(err.Error(), "http client config: "))
-	}
-	return nil
+	return checkHTTPClient(&m.HTTPClientConfig, moduleBlock+".")
 }
 
-// checkHTTPClient holds an HTTP client block, whose fields prefix names, to the exporter's Accept
-// and the service's "Authorization: Token <key>".
+// checkHTTPClient holds an HTTP client block (prefix starts its fields' names in errors) to the exporter's Accept
+// and the service's "Authorization: Token <key>", and builds its transport as every poll would.
 func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 	accept := func(name string) bool { return http.CanonicalHeaderKey(name) == "Accept" }
 	a := c.Authorization
@@ -231,8 +221,7 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 		return fmt.Errorf("%sbasic_auth and oauth2 are refused: the service takes a Token key, so use authorization with type: Token and credentials_file", prefix)
 	case c.ProxyURL.URL != nil && !slices.Contains([]string{"http", "https", "socks5", "socks5h"}, c.ProxyURL.Scheme):
 		return fmt.Errorf("%sproxy_url must be an http, https, socks5 or socks5h URL, such as http://proxy.example.com:3128", prefix)
-	case a == nil:
-		return nil
+	case a == nil: // no key to check
 	case a.Type != "Token":
 		return fmt.Errorf("%sauthorization.type must be Token, spelled so: the service's scheme (prometheus/common takes Bearer when type is left out)", prefix)
 	case a.Credentials == "" && a.CredentialsFile == "":
@@ -244,11 +233,14 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 			return fmt.Errorf("%sauthorization.credentials_file: %w", prefix, err)
 		}
 	}
+	if _, err := client.NewTransport(*c, ""); err != nil {
+		block := cmp.Or(strings.TrimSuffix(prefix, "."), "it")
+		return fmt.Errorf("%s cannot be used: %s", block, strings.TrimPrefix(err.Error(), "http client config: "))
+	}
 	return nil
 }
 
-// LoadHTTPClientConfig reads --api.http-config.file (none: the defaults) as a module's, reading its files once;
-// its errors do not name the file.
+// LoadHTTPClientConfig reads --api.http-config.file (none: the defaults) as a module's; its errors do not name the file.
 func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
 	c := commoncfg.DefaultHTTPClientConfig
 	if path == "" {
@@ -262,13 +254,7 @@ func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
 		return c, explainYAML(err)
 	}
 	c.SetDirectory(filepath.Dir(path))
-	if err := checkHTTPClient(&c, ""); err != nil {
-		return c, err
-	}
-	if _, err := client.NewTransport(c, ""); err != nil {
-		return c, errors.New(strings.TrimPrefix(err.Error(), "http client config: "))
-	}
-	return c, nil
+	return c, checkHTTPClient(&c, "")
 }
 
 // ModuleNames returns the module names, sorted.
