@@ -71,11 +71,10 @@ func (s *Store) Lookup(name string) (*Module, error) {
 	if cfg == nil || len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules are configured: start the exporter with --config.file to use /probe")
 	}
-	m, ok := cfg.Modules[cmp.Or(name, defaultModule)]
-	switch {
-	case ok:
+	if m, ok := cfg.Modules[cmp.Or(name, defaultModule)]; ok {
 		return m, nil
-	case name == "":
+	}
+	if name == "" {
 		return nil, errors.New("no module given and the configuration has no module named default: add module=<name>")
 	}
 	return nil, fmt.Errorf("unknown module %q: use one of the configuration file's modules", name)

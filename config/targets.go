@@ -44,18 +44,15 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 		return p, err
 	}
 	p.kind, p.labels = hostOf(u)
-	for _, l := range p.labels {
-		if l == "" {
-			return p, errors.New("host has an empty label (two dots in a row, or a dot at an end)")
-		}
-		if l != "*" && strings.Contains(l, "*") {
-			return p, errors.New(`"*" must stand for one whole host label, as in https://*.deploy.example.com, not part of one`)
-		}
-	}
 	if p.kind == kindName && net.ParseIP(strings.ReplaceAll(u.Hostname(), "*", "0")) != nil { // "*" for octets
 		p.kind = kindIPv4
 	}
-	if p.kind == kindName && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*" {
+	switch {
+	case slices.Contains(p.labels, ""):
+		return p, errors.New("host has an empty label (two dots in a row, or a dot at an end)")
+	case slices.ContainsFunc(p.labels, func(l string) bool { return l != "*" && strings.Contains(l, "*") }):
+		return p, errors.New(`"*" must stand for one whole host label, as in https://*.deploy.example.com, not part of one`)
+	case p.kind == kindName && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*":
 		return p, errors.New(`"*" cannot stand for the last label of a host name (its top-level domain): name the domain`)
 	}
 	p.scheme, p.path = u.Scheme, u.EscapedPath()
