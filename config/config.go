@@ -2,6 +2,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -70,7 +71,7 @@ func (m *Module) UnmarshalYAML(unmarshal func(any) error) error {
 		Gzip:             true,
 	}
 	if err := unmarshal((*plain)(m)); err != nil {
-		return err
+		return err // before reading again, which reuses the memory of its errors
 	}
 	m.numbers = m.wholeNumbers(unmarshal)
 	return nil
@@ -80,9 +81,7 @@ type yamlText []string // a YAML value as written: a scalar's text, or those of 
 
 func (t *yamlText) UnmarshalYAML(unmarshal func(any) error) error {
 	var s string
-	if unmarshal(&s) != nil {
-		_ = unmarshal((*[]string)(t)) // nothing for a mapping
-	} else if s != "" {
+	if unmarshal((*[]string)(t)) != nil && unmarshal(&s) == nil { // nothing for a mapping
 		*t = yamlText{s}
 	}
 	return nil
@@ -120,59 +119,46 @@ func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 	return nil
 }
 
-// load reads and checks the file at path (none: no modules); its errors name the file.
+// load reads and checks the file at path (none: no modules); its errors, a line per bad module, do not name the file.
 func load(path string) (*Config, error) {
+	var cfg Config
 	if path == "" {
-		return &Config{}, nil
+		return &cfg, nil
 	}
 	b, err := client.ReadRegularFile(path, MaxFileBytes)
-	var cfg *Config
-	if err == nil {
-		cfg, err = parse(b, filepath.Dir(path))
-	}
 	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, err
 	}
-	return cfg, nil
-}
-
-// parse reads a configuration from b, with file names relative to dir.
-func parse(b []byte, dir string) (*Config, error) {
-	var cfg Config
 	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
 		return nil, explainYAML(err)
 	}
 	if len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules: add at least one under modules:, such as default: {targets: [https://deploy.example.com], http_client_config: {authorization: {type: Token, credentials_file: /path/to/key}}}")
 	}
-	var errs problems
+	var errs []error
 	for _, name := range cfg.ModuleNames() {
 		if m := cfg.Modules[name]; m == nil {
 			errs = append(errs, fmt.Errorf("module %q is empty: give it settings, or {} for the defaults", name))
-		} else if err := m.check(dir); err != nil {
+		} else if err := m.check(filepath.Dir(path)); err != nil {
 			errs = append(errs, fmt.Errorf("module %q: %w", name, err))
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errs
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return &cfg, nil
 }
 
-type problems []error // of a file, one per module that is wrong
-
-func (p problems) Error() string { return strings.ReplaceAll(errors.Join(p...).Error(), "\n", "; ") }
-
 // explainYAML adds the fix to the YAML library's error, which names the line.
+// Go types mean nothing to a user, and a quoted value or URL could be a secret.
 func explainYAML(err error) error {
-	msg := strings.TrimSpace(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n"))
-	// Go types mean nothing to a user, and a quoted value or URL could be a secret.
-	msg = goTypeRE.ReplaceAllString(newlinesRE.ReplaceAllString(msg, "; "), "")
-	msg = quotedValueRE.ReplaceAllString(msg, "a value")
-	msg = urlParseRE.ReplaceAllString(msg, "a URL does not parse")
+	msg := urlParseRE.ReplaceAllString(err.Error(), "a URL does not parse")
 	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msg = goTypeRE.ReplaceAllString(quotedValueRE.ReplaceAllString(strings.Join(te.Errors, "; "), "a value"), "")
+	}
 	switch {
-	case !errors.As(err, &te) && !strings.HasPrefix(msg, "yaml: "): // a setting's own parser, which may quote the value
+	case te == nil && !strings.HasPrefix(msg, "yaml: "): // a setting's own parser, which may quote the value
 		msg, _, _ = strings.Cut(msg, ": ")
 		return fmt.Errorf("%s (see the README for what the setting takes)", msg)
 	case strings.Contains(msg, "not found"):
@@ -184,7 +170,6 @@ func explainYAML(err error) error {
 }
 
 var (
-	newlinesRE    = regexp.MustCompile(`\s*\n\s*`)
 	goTypeRE      = regexp.MustCompile(` in type [\w.]+`)
 	quotedValueRE = regexp.MustCompile("`[^`]*`")
 	urlParseRE    = regexp.MustCompile(`parse "[^"]*"`)
@@ -212,55 +197,35 @@ func (m *Module) check(dir string) error {
 		return errors.New("locations.detail_limit must be 0 (none) or more")
 	case len(m.Locations.DetailIDs) > 0 && m.Locations.DetailLimit > 0:
 		return errors.New("locations.detail_ids and locations.detail_limit conflict: give one")
-	}
-	if i := slices.IndexFunc(m.Locations.DetailIDs, func(id int64) bool { return id < 0 }); i >= 0 {
-		return fmt.Errorf("locations.detail_ids entry %d is negative", i+1)
+	case slices.ContainsFunc(m.Locations.DetailIDs, func(id int64) bool { return id < 0 }):
+		return errors.New("locations.detail_ids are whole numbers from 0: one is negative")
 	}
 	if err := ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)
 	}
-	if err := checkHTTPClient(&m.HTTPClientConfig, moduleBlock+"."); err != nil {
-		return err
-	}
 	if err := m.parseTargets(); err != nil {
 		return err
 	}
-	if _, err := client.NewTransport(m.HTTPClientConfig, ""); err != nil {
-		return fmt.Errorf("%s cannot be used: %s", moduleBlock, strings.TrimPrefix(err.Error(), "http client config: "))
-	}
-	return nil
+	return checkHTTPClient(&m.HTTPClientConfig, moduleBlock+".")
 }
 
-// checkHTTPClient holds an HTTP client block to the exporter's Accept and the service's "Authorization: Token <key>".
+// checkHTTPClient holds an HTTP client block (prefix starts its fields' names in errors) to the exporter's Accept
+// and the service's "Authorization: Token <key>", and builds its transport as every poll would.
 func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
-	var accept error
-	if c.HTTPHeaders != nil {
-		for name := range c.HTTPHeaders.Headers {
-			if http.CanonicalHeaderKey(name) == "Accept" {
-				accept = fmt.Errorf("%shttp_headers: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", prefix)
-			}
-		}
-	}
+	accept := func(name string) bool { return http.CanonicalHeaderKey(name) == "Accept" }
 	a := c.Authorization
 	switch {
-	case accept != nil && prefix != "": // a module's headers come before its scheme, the file's after it
-		return accept
-	case c.BasicAuth != nil, c.OAuth2 != nil, c.BearerToken != "", c.BearerTokenFile != "":
-		msg := "the service takes a Token key: use authorization with type: Token and credentials_file, not basic_auth, oauth2 or bearer_token"
-		if prefix != "" {
-			msg = moduleBlock + ": " + msg
-		}
-		return errors.New(msg)
-	case a == nil:
-		return accept
-	case a.Type == "Bearer":
-		return fmt.Errorf("%sauthorization.type must be Token, the service's scheme (Bearer is what prometheus/common assumes when type is left out)", prefix)
+	case c.HTTPHeaders != nil && slices.ContainsFunc(slices.Collect(maps.Keys(c.HTTPHeaders.Headers)), accept):
+		return fmt.Errorf("%shttp_headers: Accept is set by the exporter on every request (Accept: application/json) and cannot be replaced", prefix)
+	case c.BasicAuth != nil || c.OAuth2 != nil: // bearer_token is an authorization of type Bearer once read
+		return fmt.Errorf("%sbasic_auth and oauth2 are refused: the service takes a Token key, so use authorization with type: Token and credentials_file", prefix)
+	case c.ProxyURL.URL != nil && !slices.Contains([]string{"http", "https", "socks5", "socks5h"}, c.ProxyURL.Scheme):
+		return fmt.Errorf("%sproxy_url must be an http, https, socks5 or socks5h URL, such as http://proxy.example.com:3128", prefix)
+	case a == nil: // no key to check
 	case a.Type != "Token":
-		return fmt.Errorf("%sauthorization.type must be Token (spelled so), the service's scheme", prefix)
+		return fmt.Errorf("%sauthorization.type must be Token, spelled so: the service's scheme (prometheus/common takes Bearer when type is left out)", prefix)
 	case a.Credentials == "" && a.CredentialsFile == "":
 		return fmt.Errorf("%sauthorization has no key: add credentials_file (or credentials)", prefix)
-	case accept != nil:
-		return accept
 	case a.Credentials != "" && !client.ValidKey(string(a.Credentials)):
 		return fmt.Errorf("%sauthorization.credentials has control characters such as a line break inside it", prefix)
 	case a.CredentialsFile != "":
@@ -268,11 +233,14 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 			return fmt.Errorf("%sauthorization.credentials_file: %w", prefix, err)
 		}
 	}
+	if _, err := client.NewTransport(*c, ""); err != nil {
+		block := cmp.Or(strings.TrimSuffix(prefix, "."), "it")
+		return fmt.Errorf("%s cannot be used: %s", block, strings.TrimPrefix(err.Error(), "http client config: "))
+	}
 	return nil
 }
 
-// LoadHTTPClientConfig reads --api.http-config.file (none: the defaults) as a module's, reading its files once;
-// its errors do not name the file.
+// LoadHTTPClientConfig reads --api.http-config.file (none: the defaults) as a module's; its errors do not name the file.
 func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
 	c := commoncfg.DefaultHTTPClientConfig
 	if path == "" {
@@ -285,20 +253,8 @@ func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
 		return c, explainYAML(err)
 	}
-	if u := c.ProxyURL.URL; u != nil && u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" {
-		return c, errors.New("proxy_url must be an http, https or socks5 URL, such as http://proxy.example.com:3128")
-	}
 	c.SetDirectory(filepath.Dir(path))
-	if err := checkHTTPClient(&c, ""); err != nil {
-		return c, err
-	}
-	if err := client.CheckFiles(&c); err != nil {
-		return c, err
-	}
-	if _, err := commoncfg.NewTLSConfig(&c.TLSConfig); err != nil {
-		return c, fmt.Errorf("tls_config: %w", err)
-	}
-	return c, nil
+	return c, checkHTTPClient(&c, "")
 }
 
 // ModuleNames returns the module names, sorted.

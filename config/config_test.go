@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,10 +28,16 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
+// parse loads text as the configuration file config.yml in dir (a new one when "").
+func parse(t *testing.T, text, dir string) (*Config, error) {
+	t.Helper()
+	return load(writeFile(t, cmp.Or(dir, t.TempDir()), "config.yml", text))
+}
+
 func TestParseValid(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "key", "abc\n")
-	cfg, err := parse([]byte(`
+	cfg, err := parse(t, `
 modules:
   default:
     targets: [https://deploy.example.com]
@@ -54,7 +61,7 @@ modules:
   bare:
     allow_any_target: true
     http_client_config: {authorization: {type: Token, credentials: b}}
-`), dir)
+`, dir)
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
@@ -91,17 +98,17 @@ func TestParseInvalid(t *testing.T) {
 		{"wrong type", "modules:\n  default:\n    concurrency: lots\n", []string{"line 3", "wrong type"}},
 		{"bad duration", "modules:\n  default:\n    timeout: soon\n", []string{"line 3", "time.Duration"}},
 		{"wrong value is not quoted", "modules:\n  default:\n    concurrency: s3cr3tkey\n", []string{"line 3", "a value"}},
-		{"authorization without a key", "modules:\n  m:\n    http_client_config: {authorization: {type: Token}}\n", []string{"no key"}},
-		{"authorization type in lower case", "modules:\n  m:\n    http_client_config: {authorization: {type: token, credentials: abc}}\n", []string{"spelled so"}},
-		{"authorization without type", "modules:\n  m:\n    http_client_config: {authorization: {credentials: abc}}\n", []string{"type must be Token", "Bearer"}},
-		{"authorization of another type", "modules:\n  m:\n    http_client_config: {authorization: {type: Digest, credentials: abc}}\n", []string{"type must be Token"}},
-		{"a key pasted as the type", "modules:\n  m:\n    http_client_config: {authorization: {type: \"Token s3cr3t-pasted-key\"}}\n", []string{`module "m"`, "authorization.type"}},
-		{"a key pasted as a TLS version", "modules:\n  m:\n    http_client_config: {tls_config: {min_version: s3cr3t-pasted-key}}\n", []string{"TLS version"}},
+		{"authorization without a key", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token}}\n", []string{"no key"}},
+		{"authorization type in lower case", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: token, credentials: abc}}\n", []string{"spelled so"}},
+		{"authorization without type", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {credentials: abc}}\n", []string{"type must be Token", "Bearer"}},
+		{"authorization of another type", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Digest, credentials: abc}}\n", []string{"type must be Token"}},
+		{"a key pasted as the type", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: \"Token s3cr3t-pasted-key\"}}\n", []string{`module "m"`, "authorization.type"}},
+		{"a key pasted as a TLS version", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {tls_config: {min_version: s3cr3t-pasted-key}}\n", []string{"TLS version"}},
 		{"octal-looking id", "modules:\n  m:\n    locations: {detail_ids: [0x10]}\n", []string{`module "m"`, "locations.detail_ids", "decimal"}},
-		{"basic auth", "modules:\n  m:\n    http_client_config: {basic_auth: {username: u, password: p}}\n", []string{"Token"}},
-		{"bearer token", "modules:\n  m:\n    http_client_config: {bearer_token: abc}\n", []string{"Token"}},
-		{"Accept header", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials: abc}, http_headers: {Accept: {values: [text/html]}}}\n", []string{"http_client_config.http_headers: Accept is set by the exporter"}},
-		{"Accept header before basic auth", "modules:\n  m:\n    http_client_config: {basic_auth: {username: u, password: p}, http_headers: {Accept: {values: [text/html]}}}\n", []string{"http_client_config.http_headers: Accept is set by the exporter"}},
+		{"basic auth", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {basic_auth: {username: u, password: p}}\n", []string{"Token"}},
+		{"bearer token", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {bearer_token: abc}\n", []string{"Token"}},
+		{"Accept header", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials: abc}, http_headers: {Accept: {values: [text/html]}}}\n", []string{"http_client_config.http_headers: Accept is set by the exporter"}},
+		{"Accept header before basic auth", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {basic_auth: {username: u, password: p}, http_headers: {Accept: {values: [text/html]}}}\n", []string{"http_client_config.http_headers: Accept is set by the exporter"}},
 		{"NaN rate limit", "modules:\n  m:\n    rate_limit: .nan\n", []string{"rate_limit"}},
 		{"not YAML", "modules: [\n", []string{"line"}},
 		{"no modules", "modules: {}\n", []string{"no modules"}},
@@ -111,18 +118,18 @@ func TestParseInvalid(t *testing.T) {
 		{"ids and limit", "modules:\n  m:\n    locations: {detail_ids: [1], detail_limit: 2}\n", []string{`"m"`, "conflict"}},
 		{"negative id", "modules:\n  m:\n    locations: {detail_ids: [-1]}\n", []string{"negative"}},
 		{"bad info field", "modules:\n  m:\n    locations: {info_fields: [job]}\n", []string{"info_fields", "entry 1"}},
-		{"missing key file", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials_file: nope}}\n", []string{"credentials_file", "nope"}},
-		{"empty key file", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials_file: empty-key}}\n", []string{"empty"}},
-		{"key inline and in a file", "modules:\n  m:\n    http_client_config: {authorization: {type: Token, credentials: x, credentials_file: empty-key}}\n", []string{"credentials"}},
+		{"missing key file", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials_file: nope}}\n", []string{"credentials_file", "nope"}},
+		{"empty key file", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials_file: empty-key}}\n", []string{"empty"}},
+		{"key inline and in a file", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials: x, credentials_file: empty-key}}\n", []string{"credentials"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeFile(t, dir, "config.yml", tt.yaml)
-			_, err := load(path)
-			if err == nil {
-				t.Fatal("load accepted it")
+			lines := Check(path)
+			if len(lines) != 1 {
+				t.Fatalf("Check = %q, want one problem", lines)
 			}
-			msg := err.Error()
+			msg := lines[0]
 			if !strings.Contains(msg, path) {
 				t.Errorf("error %q does not name the file", msg)
 			}
@@ -227,7 +234,7 @@ func TestShippedExampleParses(t *testing.T) {
 	writeFile(t, dir, "production.key", "p\n")
 	writeFile(t, dir, "staging.key", "s\n")
 	text := strings.ReplaceAll(string(b), "/etc/deployment-service/", dir+"/")
-	cfg, err := parse([]byte(text), dir)
+	cfg, err := parse(t, text, dir)
 	if err != nil {
 		t.Fatalf("the shipped example does not parse: %v", err)
 	}
@@ -307,7 +314,7 @@ func TestEnvProxyPasswordIsACredential(t *testing.T) {
 // TestWholeNumbersAreDecimal: 010 in the file is ten, never eight (YAML
 // 1.1's octal), and 08 is eight; other spellings of a number are refused.
 func TestWholeNumbersAreDecimal(t *testing.T) {
-	cfg, err := parse([]byte("modules:\n  m:\n    concurrency: 010\n    max_pages: 08\n    max_response_bytes: 0100\n    locations: {detail_ids: [010, 7, 0]}\n  n:\n    locations: {detail_limit: 011}\n"), "")
+	cfg, err := parse(t, "modules:\n  m:\n    concurrency: 010\n    max_pages: 08\n    max_response_bytes: 0100\n    locations: {detail_ids: [010, 7, 0]}\n  n:\n    locations: {detail_limit: 011}\n", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +323,7 @@ func TestWholeNumbersAreDecimal(t *testing.T) {
 		t.Errorf("read %d, %d, %d, %v, %d; want 10, 8, 100, [10 7 0], 11", m.Concurrency, m.MaxPages, m.MaxResponseBytes, m.Locations.DetailIDs, n.Locations.DetailLimit)
 	}
 	for _, v := range []string{"0x10", "0o10", "1_000", "8.5", "1e3"} {
-		if _, err := parse([]byte("modules:\n  m: {max_pages: "+v+"}\n"), ""); err == nil || !strings.Contains(err.Error(), "max_pages") {
+		if _, err := parse(t, "modules:\n  m: {max_pages: "+v+"}\n", ""); err == nil || !strings.Contains(err.Error(), "max_pages") {
 			t.Errorf("max_pages: %s: %v, want it refused", v, err)
 		}
 	}
@@ -333,7 +340,7 @@ func FuzzWholeNumbers(f *testing.F) {
 			return // YAML syntax around the number, not the number
 		}
 		want, werr := strconv.ParseInt(s, 10, 64)
-		cfg, err := parse([]byte("modules:\n  m: {locations: {detail_ids: ["+s+"]}}\n"), "")
+		cfg, err := parse(t, "modules:\n  m: {locations: {detail_ids: ["+s+"]}}\n", "")
 		switch {
 		case err == nil && werr != nil:
 			t.Errorf("%q read as %v, but it is no decimal number", s, cfg.Modules["m"].Locations.DetailIDs)

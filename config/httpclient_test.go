@@ -128,14 +128,12 @@ func TestLoadHTTPClientConfigInvalid(t *testing.T) {
 		{"Token key file missing", "authorization: {type: Token, credentials_file: nope}\n", []string{"credentials_file", "nope"}},
 		{"Authorization header", "http_headers: {authorization: {values: [Token hunter2]}}\n", []string{`"Authorization" is not allowed`}},
 		{"Accept header", "http_headers: {accept: {values: [text/html]}}\n", []string{"http_headers: Accept is set by the exporter"}},
-		// The file's authorization scheme is checked before its headers, its key after them.
-		{"Accept header and basic auth", "http_headers: {accept: {values: [text/html]}}\nbasic_auth: {username: u, password: hunter2}\n", []string{"Token", "basic_auth"}},
 		{"Accept header and empty key file", "http_headers: {accept: {values: [text/html]}}\nauthorization: {type: Token, credentials_file: empty-key}\n", []string{"http_headers: Accept"}},
 		{"missing CA file", "tls_config: {ca_file: nope.pem}\n", []string{"tls_config", "nope.pem"}},
-		{"CA file not a certificate", "tls_config: {ca_file: bad.pem}\n", []string{"tls_config", "CA"}},
+		{"CA file not a certificate", "tls_config: {ca_file: bad.pem}\n", []string{"CA cert", "bad.pem"}},
 		{"client cert without key", "tls_config: {cert_file: bad.pem}\n", []string{"key"}},
 		{"proxy URL does not parse", "proxy_url: 'http://user:hunter2@[::1'\n", []string{"URL does not parse"}},
-		{"proxy URL of another scheme", "proxy_url: 'ftp://user:hunter2@127.0.0.1'\n", []string{"proxy_url must be an http, https or socks5 URL"}},
+		{"proxy URL of another scheme", "proxy_url: 'ftp://user:hunter2@127.0.0.1'\n", []string{"proxy_url must be an http, https, socks5 or socks5h URL"}},
 		{"proxy twice", "proxy_url: http://127.0.0.1:3128\nproxy_from_environment: true\n", []string{"proxy_from_environment"}},
 		{"no_proxy without a proxy", "no_proxy: example.com\n", []string{"no_proxy"}},
 		{"not YAML", "tls_config: [\n", []string{"line"}},
@@ -166,7 +164,7 @@ func TestLoadHTTPClientConfigInvalid(t *testing.T) {
 // TestModuleProxyURLErrorQuotesNoPassword covers the module file too:
 // net/url quotes a URL that does not parse, password included.
 func TestModuleProxyURLErrorQuotesNoPassword(t *testing.T) {
-	_, err := parse([]byte("modules:\n  m:\n    http_client_config: {proxy_url: 'http://u:hunter2@[::1', authorization: {type: Token, credentials: k}}\n"), t.TempDir())
+	_, err := parse(t, "modules:\n  m:\n    http_client_config: {proxy_url: 'http://u:hunter2@[::1', authorization: {type: Token, credentials: k}}\n", t.TempDir())
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error %v", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +17,7 @@ import (
 type Store struct {
 	path                         string
 	logger                       *slog.Logger
-	reloading                    chan struct{}
+	reloading                    sync.Mutex
 	cfg                          atomic.Pointer[Config]
 	lastSuccess, lastSuccessTime prometheus.Gauge
 }
@@ -24,9 +26,8 @@ type Store struct {
 func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Store {
 	gauge := promauto.With(reg).NewGauge
 	return &Store{
-		path:      path,
-		logger:    logger,
-		reloading: make(chan struct{}, 1),
+		path:   path,
+		logger: logger,
 		lastSuccess: gauge(prometheus.GaugeOpts{
 			Name: "deployment_service_exporter_config_last_reload_successful",
 			Help: "Whether the last load of the configuration file succeeded (1) or was refused (0).",
@@ -40,12 +41,12 @@ func NewStore(path string, reg prometheus.Registerer, logger *slog.Logger) *Stor
 
 // Reload reads the configuration again, one reload at a time, so that an older file never wins.
 func (s *Store) Reload() error {
-	s.reloading <- struct{}{}
-	defer func() { <-s.reloading }()
+	s.reloading.Lock()
+	defer s.reloading.Unlock()
 	cfg, err := load(s.path)
 	if err != nil {
 		s.lastSuccess.Set(0)
-		return err
+		return fmt.Errorf("config file %s: %s", s.path, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	s.cfg.Store(cfg)
 	s.lastSuccess.Set(1)
@@ -70,29 +71,21 @@ func (s *Store) Lookup(name string) (*Module, error) {
 	if cfg == nil || len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules are configured: start the exporter with --config.file to use /probe")
 	}
-	m, ok := cfg.Modules[cmp.Or(name, defaultModule)]
-	switch {
-	case ok:
+	if m, ok := cfg.Modules[cmp.Or(name, defaultModule)]; ok {
 		return m, nil
-	case name == "":
+	}
+	if name == "" {
 		return nil, errors.New("no module given and the configuration has no module named default: add module=<name>")
 	}
 	return nil, fmt.Errorf("unknown module %q: use one of the configuration file's modules", name)
 }
 
-// Check reads the file at path as a reload would and returns its problems.
-func Check(path string) []string {
-	_, err := load(path)
-	if err == nil {
-		return nil
-	}
-	var ps problems
-	if !errors.As(err, &ps) {
-		return []string{err.Error()}
-	}
-	lines := make([]string, len(ps))
-	for i, p := range ps {
-		lines[i] = fmt.Sprintf("config file %s: %s", path, p)
+// Check reads the file at path as a reload would and returns its problems, one line each.
+func Check(path string) (lines []string) {
+	if _, err := load(path); err != nil {
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			lines = append(lines, fmt.Sprintf("config file %s: %s", path, line))
+		}
 	}
 	return lines
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -31,15 +30,10 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 		return p, errors.New("not an absolute http or https URL such as https://deploy.example.com")
 	}
 	authority, path, _ := strings.Cut(rest, "/")
-	if strings.Contains(authority, "@") {
-		return p, client.ErrURLCredentials
-	}
 	if a, ok := strings.CutSuffix(authority, ":"+anyPort); ok { // which net/url refuses
 		authority, p.port = a, anyPort
 	}
 	switch port := strings.LastIndex(authority, ":"); {
-	case strings.HasPrefix(authority, "[") && strings.Contains(authority, "*"):
-		return p, errors.New(`"*" cannot stand for part of an IPv6 address`)
 	case port > strings.LastIndex(authority, "]") && strings.Contains(authority[port:], "*"):
 		return p, errors.New(`"*" stands for the whole port, as in http://127.0.0.1:*, not part of one`)
 	case strings.ContainsAny(path, "*?#"):
@@ -50,18 +44,15 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 		return p, err
 	}
 	p.kind, p.labels = hostOf(u)
-	for _, l := range p.labels {
-		if l == "" {
-			return p, errors.New("host has an empty label (two dots in a row, or a dot at an end)")
-		}
-		if l != "*" && strings.Contains(l, "*") {
-			return p, errors.New(`"*" must stand for one whole host label, as in https://*.deploy.example.com, not part of one`)
-		}
-	}
-	if p.kind == kindName && isIPv4Pattern(p.labels) {
+	if p.kind == kindName && net.ParseIP(strings.ReplaceAll(u.Hostname(), "*", "0")) != nil { // "*" for octets
 		p.kind = kindIPv4
 	}
-	if p.kind == kindName && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*" {
+	switch {
+	case slices.Contains(p.labels, ""):
+		return p, errors.New("host has an empty label (two dots in a row, or a dot at an end)")
+	case slices.ContainsFunc(p.labels, func(l string) bool { return l != "*" && strings.Contains(l, "*") }):
+		return p, errors.New(`"*" must stand for one whole host label, as in https://*.deploy.example.com, not part of one`)
+	case p.kind == kindName && len(p.labels) > 1 && p.labels[len(p.labels)-1] == "*":
 		return p, errors.New(`"*" cannot stand for the last label of a host name (its top-level domain): name the domain`)
 	}
 	p.scheme, p.path = u.Scheme, u.EscapedPath()
@@ -121,14 +112,6 @@ func endsInNumber(labels []string) bool {
 	return l != "" && strings.Trim(l, "0123456789") == ""
 }
 
-// isIPv4Pattern tells whether labels are an IPv4 address, some octets "*".
-func isIPv4Pattern(labels []string) bool {
-	return len(labels) == 4 && !slices.ContainsFunc(labels, func(l string) bool {
-		n, err := strconv.Atoi(l)
-		return l != "*" && (err != nil || n < 0 || n > 255)
-	})
-}
-
 // parseTargets reads the module's targets; credentials need some or allow_any_target.
 func (m *Module) parseTargets() error {
 	for i, raw := range m.Targets {
@@ -146,13 +129,9 @@ func (m *Module) parseTargets() error {
 
 // credentials names the module's settings that lend authority (a proxy's too), or "".
 func (m *Module) credentials() string {
-	var what []string
-	client.Credentials(&m.HTTPClientConfig, func(setting, _, _ string) {
-		if !slices.Contains(what, moduleBlock+"."+setting) {
-			what = append(what, moduleBlock+"."+setting)
-		}
-	})
-	return strings.Join(what, ", ")
+	var what []string // a setting's credentials come one after the other
+	client.Credentials(&m.HTTPClientConfig, func(setting, _, _ string) { what = append(what, moduleBlock+"."+setting) })
+	return strings.Join(slices.Compact(what), ", ")
 }
 
 // CheckTarget tells why /probe may not use the module with target, nil if it may.

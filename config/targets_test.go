@@ -133,7 +133,7 @@ func TestTargetPatternInvalid(t *testing.T) {
 		"https://a..example.com":                                "empty label",
 		"https://deploy.example.com:8*":                         "whole port",
 		"https://deploy.example.com:99999":                      "port",
-		"http://[::*]:80":                                       "IPv6",
+		"http://[::*]:80":                                       "not a valid URL",
 		"https://deploy.example.com#fragment":                   "fragment",
 		"https://*.example.com:*/x/*/y":                         "never for part of the path",
 		"https://deploy.example.com:*:*":                        "whole port",
@@ -162,12 +162,12 @@ func TestTargetPatternInvalid(t *testing.T) {
 }
 
 func TestConcreteTargets(t *testing.T) {
-	cfg, err := parse([]byte(`
+	cfg, err := parse(t, `
 modules:
   m:
     targets: [https://b.example, "https://*.example", "http://a.example:*", "HTTPS://B.example:443/", "https://a.example/deploy/"]
     http_client_config: {authorization: {type: Token, credentials: k}}
-`), t.TempDir())
+`, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
