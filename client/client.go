@@ -316,8 +316,7 @@ func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error 
 
 // scrubURLError drops the URL, which could carry credentials, from a *url.Error.
 func scrubURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		return fmt.Errorf("%s: %w", strings.ToLower(ue.Op), ue.Err)
 	}
 	return err

@@ -66,7 +66,7 @@ type Error struct {
 func (e *Error) Error() string {
 	what := cmp.Or(string(e.Reason), "not sent")
 	if e.Status != 0 {
-		return fmt.Sprintf("%s: %s (HTTP %d): %v", e.Endpoint, what, e.Status, e.Err)
+		what += fmt.Sprintf(" (HTTP %d)", e.Status)
 	}
 	return fmt.Sprintf("%s: %s: %v", e.Endpoint, what, e.Err)
 }
@@ -84,8 +84,7 @@ func (e *msgError) Unwrap() error { return e.err }
 
 // ReasonOf returns the failure reason of err, "" when it has none.
 func ReasonOf(err error) Reason {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Reason
 	}
 	return ""

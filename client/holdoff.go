@@ -32,18 +32,14 @@ func (h *HoldOffs) extend(key string, until time.Time, status int) time.Time {
 	if ok && !until.After(old.until) {
 		return old.until
 	}
-	if !ok && len(h.m) >= maxHoldOffs { // drop the hold-offs that have ended, or else the one ending soonest
-		now, soonest := time.Now(), ""
+	if !ok && len(h.m) >= maxHoldOffs { // drop the one ending soonest, ended or not
+		soonest := ""
 		for k, v := range h.m {
-			if !now.Before(v.until) {
-				delete(h.m, k)
-			} else if soonest == "" || v.until.Before(h.m[soonest].until) {
+			if soonest == "" || v.until.Before(h.m[soonest].until) {
 				soonest = k
 			}
 		}
-		if len(h.m) >= maxHoldOffs {
-			delete(h.m, soonest)
-		}
+		delete(h.m, soonest)
 	}
 	h.m[key] = holdOff{until: until, status: status}
 	return until

@@ -44,8 +44,7 @@ func ReadRegularFile(path string, max int64) ([]byte, error) {
 
 // pathless returns the cause of a file error without its operation and path.
 func pathless(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
 		return pe.Err
 	}
 	return err

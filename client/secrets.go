@@ -197,9 +197,6 @@ func (m *secretMatcher) redact(text string) string {
 			done = at[until]
 		}
 	}
-	if b.Len() == 0 {
-		return text
-	}
 	return b.String() + text[done:]
 }
 
@@ -238,13 +235,11 @@ func unescape(s string) (rune, int) {
 	if r, size := utf8.DecodeRune(b); size > 1 || size == 1 && r != utf8.RuneError {
 		return r, 3 * size
 	}
-	if len(s) >= 6 && s[:2] == `\u` {
-		if c, err := strconv.ParseUint(s[2:6], 16, 16); err == nil {
-			return rune(c), 6
-		}
+	if strings.HasPrefix(s, `\/`) { // JSON's, not Go's
+		return '/', 2
 	}
-	if len(s) >= 2 && s[0] == '\\' && strings.IndexByte(`/\"`, s[1]) >= 0 {
-		return rune(s[1]), 2
+	if r, _, tail, err := strconv.UnquoteChar(s, '"'); err == nil {
+		return r, len(s) - len(tail)
 	}
 	return utf8.DecodeRuneInString(s)
 }
