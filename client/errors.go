@@ -3,7 +3,6 @@ package client
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -92,17 +91,15 @@ func ReasonOf(err error) Reason {
 
 func classify(ctx context.Context, err error) Reason {
 	var ne net.Error
-	msg := err.Error()
 	switch {
 	case errors.Is(err, errInvalidBody):
 		return ReasonInvalidBody
-	case errors.Is(err, errTooLarge), strings.Contains(msg, "server response headers exceeded"),
-		strings.Contains(msg, "response header list larger than advertised limit"): // over MaxResponseHeaderBytes
+	case errors.Is(err, errTooLarge), strings.Contains(err.Error(), "server response headers exceeded"),
+		strings.Contains(err.Error(), "response header list larger than advertised limit"): // over MaxResponseHeaderBytes
 		return ReasonTooLarge
 	case errors.Is(err, errForeignOrigin):
 		return ReasonPagination
-	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.As(err, &ne) && ne.Timeout():
+	case ctx.Err() != nil, errors.Is(err, context.Canceled), errors.As(err, &ne) && ne.Timeout(): // DeadlineExceeded too
 		return ReasonTimeout
 	}
 	return ReasonNetwork
@@ -120,9 +117,6 @@ const (
 // CauseOf names the cause of a network or timeout failure, "" for other failures.
 func CauseOf(err error) string {
 	var dnsErr *net.DNSError
-	var recordErr tls.RecordHeaderError
-	var certErr *tls.CertificateVerificationError
-	var alert tls.AlertError
 	switch r := ReasonOf(err); {
 	case r == ReasonTimeout:
 		return CauseTimeout
@@ -132,7 +126,7 @@ func CauseOf(err error) string {
 		return CauseConnectionRefused
 	case errors.As(err, &dnsErr):
 		return CauseNameNotFound
-	case errors.As(err, &recordErr), errors.As(err, &certErr), errors.As(err, &alert), strings.Contains(err.Error(), "tls: "):
+	case strings.Contains(err.Error(), "tls: "): // every error of crypto/tls says so
 		return CauseTLS
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return CauseConnectionReset
