@@ -249,17 +249,17 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 	if status < 200 || status > 299 {
 		return status, x.statusError(resp, wire)
 	}
-	if err := x.readBody(resp, wire, decode); err != nil {
+	if _, err := x.readBody(resp, wire, decode); err != nil {
 		return status, c.fail(x.ep, classify(x.ctx, err), status, err)
 	}
 	return status, nil
 }
 
-// readBody bounds, decompresses and decodes a 2xx body.
-func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) error {
+// readBody bounds, decompresses and decodes a body, and returns its start.
+func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) (start prefix, err error) {
 	gz, err := gzipEncoded(resp.Header, x.c.redact.clean)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	limit := x.c.cfg.MaxResponseBytes
 	wire.n = limit
@@ -267,28 +267,31 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 		wire.n = maxCompressed(limit)
 	}
 	if resp.ContentLength > wire.n {
-		return fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge)
+		return nil, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge)
 	}
 	var body io.Reader = wire
 	if gz {
 		zr, err := newGunzipReader(wire)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer zr.release()
 		body = &limitedReader{r: zr, n: limit}
 	}
-	var start prefix
 	if err = decode(io.TeeReader(body, &start), resp); errors.Is(err, errInvalidBody) {
 		x.rec.BodyExcerpt = x.c.excerpt(start)
 	}
-	return err
+	return start, err
 }
 
 // statusError reports a non-2xx answer, keeps its headers worth showing, and starts any hold-off it asks for.
 func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error {
 	c, h, status := x.c, resp.Header, resp.StatusCode
-	x.rec.BodyExcerpt = c.excerpt(c.readErrorBody(wire, h))
+	start, _ := x.readBody(resp, wire, func(body io.Reader, _ *http.Response) error {
+		_, err := io.CopyN(io.Discard, body, 2*maxExcerpt) // what start keeps
+		return err
+	})
+	x.rec.BodyExcerpt = c.excerpt(start)
 	x.rec.RetryAfter = c.shown(h.Get("Retry-After"), maxHeaderShown)
 	x.rec.WWWAuthenticate = c.shown(strings.Join(h.Values("WWW-Authenticate"), ", "), maxHeaderShown)
 	msg, why := "unexpected status "+http.StatusText(status), ""
