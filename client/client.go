@@ -333,18 +333,13 @@ type limitedReader struct {
 	err  error // the first error but io.EOF
 }
 
-func (l *limitedReader) Read(p []byte) (n int, err error) {
-	if l.n <= 0 {
-		var probe [1]byte
-		if n, err = l.r.Read(probe[:]); n > 0 {
-			err = errTooLarge
-		}
-		n = 0
-	} else {
-		n, err = l.r.Read(p[:min(int64(len(p)), l.n)])
-		l.n -= int64(n)
-		l.read += int64(n)
+func (l *limitedReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p[:min(int64(len(p)), l.n+1)]) // one byte more tells whether there are more
+	if int64(n) > l.n {
+		n, err = int(l.n), errTooLarge
 	}
+	l.n -= int64(n)
+	l.read += int64(n)
 	if err != nil && err != io.EOF && l.err == nil {
 		l.err = err
 	}
