@@ -379,13 +379,12 @@ type gunzipReader struct {
 	zr   gzip.Reader
 }
 
-var gunzipPool sync.Pool // decompressors of 45 KB each (docs/development.md)
+var gunzipPool = sync.Pool{New: func() any { // decompressors of 45 KB each (docs/development.md)
+	return &gunzipReader{br: bufio.NewReaderSize(nil, 4<<10)}
+}}
 
 func newGunzipReader(wire *limitedReader) (*gunzipReader, error) {
-	g, _ := gunzipPool.Get().(*gunzipReader)
-	if g == nil {
-		g = &gunzipReader{br: bufio.NewReaderSize(nil, 4<<10)}
-	}
+	g := gunzipPool.Get().(*gunzipReader)
 	g.wire = wire
 	g.br.Reset(wire)
 	if err := g.zr.Reset(g.br); err != nil {
