@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // Reason classifies why a request failed: the contract's `reason` label values.
@@ -132,17 +129,4 @@ func CauseOf(err error) string {
 		return CauseConnectionReset
 	}
 	return CauseOther
-}
-
-const maxRetryAfter = 10 * time.Minute
-
-// parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0 when broken.
-func parseRetryAfter(h string, now time.Time) time.Duration {
-	var d time.Duration
-	if secs, err := strconv.ParseUint(h, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-		d = time.Duration(min(secs, uint64(maxRetryAfter/time.Second))) * time.Second
-	} else if t, err := http.ParseTime(h); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), maxRetryAfter)
 }
