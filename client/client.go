@@ -463,12 +463,10 @@ func (h *HoldOffs) extend(key string, until time.Time, status int) time.Time {
 
 // HoldOff reports until when the client holds off after a 429 or 503, and that status.
 func (c *Client) HoldOff() (until time.Time, status int) {
-	key := c.holdOffKey()
-	h := c.cfg.HoldOffs
+	h, key := c.cfg.HoldOffs, c.holdOffKey()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ho := h.m[key]
-	return ho.until, ho.status
+	return h.m[key].until, h.m[key].status
 }
 
 func (c *Client) heldOff(ep Endpoint) (int, error) {
