@@ -76,8 +76,8 @@ func TestTraceShowsTheAnswer(t *testing.T) {
 				w.WriteHeader(http.StatusInternalServerError)
 				_, _ = w.Write([]byte(long))
 			},
-			// 4 KiB read for the excerpt, 4 KiB drained.
-			bytes:   8 << 10,
+			// 1 KiB read for the excerpt, 4 KiB drained.
+			bytes:   5 << 10,
 			excerpt: strings.Repeat("x", 300) + "<secret>" + strings.Repeat("y", 512-300-len("<secret>")-len("…")) + "…", contentType: "text/html", reason: ReasonHTTPStatus,
 		},
 		{

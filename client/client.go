@@ -6,7 +6,9 @@ import (
 	"cmp"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -265,17 +267,17 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 	if status < 200 || status > 299 {
 		return status, x.statusError(resp, wire)
 	}
-	if err := x.readBody(resp, wire, decode); err != nil {
+	if _, err := x.readBody(resp, wire, decode); err != nil {
 		return status, c.fail(x.ep, classify(x.ctx, err), status, err)
 	}
 	return status, nil
 }
 
-// readBody bounds, decompresses and decodes a 2xx body.
-func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) error {
+// readBody bounds, decompresses and decodes a body, and returns its start.
+func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode decodeFunc) (start prefix, err error) {
 	gz, err := gzipEncoded(resp.Header, x.c.redact.clean)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	limit := x.c.cfg.MaxResponseBytes
 	wire.n = limit
@@ -283,28 +285,31 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 		wire.n = maxCompressed(limit)
 	}
 	if resp.ContentLength > wire.n {
-		return fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge)
+		return nil, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge)
 	}
 	var body io.Reader = wire
 	if gz {
 		zr, err := newGunzipReader(wire)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer zr.release()
 		body = &limitedReader{r: zr, n: limit}
 	}
-	var start prefix
 	if err = decode(io.TeeReader(body, &start), resp); errors.Is(err, errInvalidBody) {
 		x.rec.BodyExcerpt = x.c.excerpt(start)
 	}
-	return err
+	return start, err
 }
 
 // statusError reports a non-2xx answer, keeps its headers worth showing, and starts any hold-off it asks for.
 func (x *exchange) statusError(resp *http.Response, wire *limitedReader) *Error {
 	c, h, status := x.c, resp.Header, resp.StatusCode
-	x.rec.BodyExcerpt = c.excerpt(c.readErrorBody(wire, h))
+	start, _ := x.readBody(resp, wire, func(body io.Reader, _ *http.Response) error {
+		_, err := io.CopyN(io.Discard, body, 2*maxExcerpt) // what start keeps
+		return err
+	})
+	x.rec.BodyExcerpt = c.excerpt(start)
 	x.rec.RetryAfter = c.shown(h.Get("Retry-After"), maxHeaderShown)
 	x.rec.WWWAuthenticate = c.shown(strings.Join(h.Values("WWW-Authenticate"), ", "), maxHeaderShown)
 	msg, why := "unexpected status "+http.StatusText(status), ""
@@ -332,8 +337,7 @@ func (c *Client) fail(ep Endpoint, reason Reason, status int, err error) *Error 
 
 // scrubURLError drops the URL, which could carry credentials, from a *url.Error.
 func scrubURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		return fmt.Errorf("%s: %w", strings.ToLower(ue.Op), ue.Err)
 	}
 	return err
@@ -347,18 +351,13 @@ type limitedReader struct {
 	err  error // the first error but io.EOF
 }
 
-func (l *limitedReader) Read(p []byte) (n int, err error) {
-	if l.n <= 0 {
-		var probe [1]byte
-		if n, err = l.r.Read(probe[:]); n > 0 {
-			err = errTooLarge
-		}
-		n = 0
-	} else {
-		n, err = l.r.Read(p[:min(int64(len(p)), l.n)])
-		l.n -= int64(n)
-		l.read += int64(n)
+func (l *limitedReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p[:min(int64(len(p)), l.n+1)]) // one byte more tells whether there are more
+	if int64(n) > l.n {
+		n, err = int(l.n), errTooLarge
 	}
+	l.n -= int64(n)
+	l.read += int64(n)
 	if err != nil && err != io.EOF && l.err == nil {
 		l.err = err
 	}
@@ -398,13 +397,12 @@ type gunzipReader struct {
 	zr   gzip.Reader
 }
 
-var gunzipPool sync.Pool // decompressors of 45 KB each (docs/development.md)
+var gunzipPool = sync.Pool{New: func() any { // decompressors of 45 KB each (docs/development.md)
+	return &gunzipReader{br: bufio.NewReaderSize(nil, 4<<10)}
+}}
 
 func newGunzipReader(wire *limitedReader) (*gunzipReader, error) {
-	g, _ := gunzipPool.Get().(*gunzipReader)
-	if g == nil {
-		g = &gunzipReader{br: bufio.NewReaderSize(nil, 4<<10)}
-	}
+	g := gunzipPool.Get().(*gunzipReader)
 	g.wire = wire
 	g.br.Reset(wire)
 	if err := g.zr.Reset(g.br); err != nil {
@@ -439,4 +437,78 @@ func (g *gunzipReader) release() {
 	g.wire = nil
 	g.br.Reset(nil)
 	gunzipPool.Put(g)
+}
+
+const maxHoldOffs = 10_000 // ten times the /probe pairs
+
+// HoldOffs keeps the hold-offs asked for by a 429 or 503 with Retry-After, by origin and credentials.
+type HoldOffs struct {
+	mu sync.Mutex
+	m  map[string]holdOff
+}
+
+type holdOff struct {
+	until  time.Time
+	status int
+}
+
+// NewHoldOffs returns an empty store.
+func NewHoldOffs() *HoldOffs {
+	return &HoldOffs{m: make(map[string]holdOff)}
+}
+
+func (h *HoldOffs) extend(key string, until time.Time, status int) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old, ok := h.m[key]
+	if ok && !until.After(old.until) {
+		return old.until
+	}
+	if !ok && len(h.m) >= maxHoldOffs { // drop the one ending soonest, ended or not
+		soonest := ""
+		for k, v := range h.m {
+			if soonest == "" || v.until.Before(h.m[soonest].until) {
+				soonest = k
+			}
+		}
+		delete(h.m, soonest)
+	}
+	h.m[key] = holdOff{until: until, status: status}
+	return until
+}
+
+// HoldOff reports until when the client holds off after a 429 or 503, and that status.
+func (c *Client) HoldOff() (until time.Time, status int) {
+	h, key := c.cfg.HoldOffs, c.holdOffKey()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[key].until, h.m[key].status
+}
+
+func (c *Client) heldOff(ep Endpoint) (int, error) {
+	if until, status := c.HoldOff(); time.Now().Before(until) {
+		return status, &Error{Endpoint: ep, Status: status, Err: ErrHeldOff}
+	}
+	return 0, nil
+}
+
+// holdOffKey names the client's origin and a digest of the secrets and certificate it sends.
+func (c *Client) holdOffKey() string {
+	_, secrets := c.redact.values()
+	tc := c.cfg.HTTPClientConfig.TLSConfig
+	sum := sha256.Sum256([]byte(secrets + "\x00" + string(tc.Cert) + "\x00" + tc.CertFile))
+	return c.origin.String() + " " + hex.EncodeToString(sum[:16])
+}
+
+const maxRetryAfter = 10 * time.Minute
+
+// parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0 when broken.
+func parseRetryAfter(h string, now time.Time) time.Duration {
+	var d time.Duration
+	if secs, err := strconv.ParseUint(h, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		d = time.Duration(min(secs, uint64(maxRetryAfter/time.Second))) * time.Second
+	} else if t, err := http.ParseTime(h); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
 }

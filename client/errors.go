@@ -3,16 +3,12 @@ package client
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // Reason classifies why a request failed: the contract's `reason` label values.
@@ -66,7 +62,7 @@ type Error struct {
 func (e *Error) Error() string {
 	what := cmp.Or(string(e.Reason), "not sent")
 	if e.Status != 0 {
-		return fmt.Sprintf("%s: %s (HTTP %d): %v", e.Endpoint, what, e.Status, e.Err)
+		what += fmt.Sprintf(" (HTTP %d)", e.Status)
 	}
 	return fmt.Sprintf("%s: %s: %v", e.Endpoint, what, e.Err)
 }
@@ -84,8 +80,7 @@ func (e *msgError) Unwrap() error { return e.err }
 
 // ReasonOf returns the failure reason of err, "" when it has none.
 func ReasonOf(err error) Reason {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Reason
 	}
 	return ""
@@ -93,17 +88,15 @@ func ReasonOf(err error) Reason {
 
 func classify(ctx context.Context, err error) Reason {
 	var ne net.Error
-	msg := err.Error()
 	switch {
 	case errors.Is(err, errInvalidBody):
 		return ReasonInvalidBody
-	case errors.Is(err, errTooLarge), strings.Contains(msg, "server response headers exceeded"),
-		strings.Contains(msg, "response header list larger than advertised limit"): // over MaxResponseHeaderBytes
+	case errors.Is(err, errTooLarge), strings.Contains(err.Error(), "server response headers exceeded"),
+		strings.Contains(err.Error(), "response header list larger than advertised limit"): // over MaxResponseHeaderBytes
 		return ReasonTooLarge
 	case errors.Is(err, errForeignOrigin):
 		return ReasonPagination
-	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.As(err, &ne) && ne.Timeout():
+	case ctx.Err() != nil, errors.Is(err, context.Canceled), errors.As(err, &ne) && ne.Timeout(): // DeadlineExceeded too
 		return ReasonTimeout
 	}
 	return ReasonNetwork
@@ -121,9 +114,6 @@ const (
 // CauseOf names the cause of a network or timeout failure, "" for other failures.
 func CauseOf(err error) string {
 	var dnsErr *net.DNSError
-	var recordErr tls.RecordHeaderError
-	var certErr *tls.CertificateVerificationError
-	var alert tls.AlertError
 	switch r := ReasonOf(err); {
 	case r == ReasonTimeout:
 		return CauseTimeout
@@ -133,23 +123,10 @@ func CauseOf(err error) string {
 		return CauseConnectionRefused
 	case errors.As(err, &dnsErr):
 		return CauseNameNotFound
-	case errors.As(err, &recordErr), errors.As(err, &certErr), errors.As(err, &alert), strings.Contains(err.Error(), "tls: "):
+	case strings.Contains(err.Error(), "tls: "): // every error of crypto/tls says so
 		return CauseTLS
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return CauseConnectionReset
 	}
 	return CauseOther
-}
-
-const maxRetryAfter = 10 * time.Minute
-
-// parseRetryAfter reads a Retry-After header, seconds or an HTTP date; 0 when broken.
-func parseRetryAfter(h string, now time.Time) time.Duration {
-	var d time.Duration
-	if secs, err := strconv.ParseUint(h, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-		d = time.Duration(min(secs, uint64(maxRetryAfter/time.Second))) * time.Second
-	} else if t, err := http.ParseTime(h); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), maxRetryAfter)
 }

@@ -1,12 +1,9 @@
 package client
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -19,7 +16,6 @@ const (
 	maxExcerpt           = 512       // one body excerpt, "…" included
 	maxHeaderShown       = 256
 	maxShown             = 2 << 10 // a URL, a Location, a note, an error
-	errorBodyBytes       = 4 << 10 // read of an error body, room for a key at the cut
 	drainBytes           = 4 << 10 // read after the answer, so the connection is reused
 	excerptNotKept       = "(not kept: this poll's body excerpts reached their bound)"
 )
@@ -139,20 +135,6 @@ func (c *Client) excerpt(body []byte) string {
 		}
 	}
 	return c.shown(strings.TrimSpace(string(body)), maxExcerpt)
-}
-
-func (c *Client) readErrorBody(wire *limitedReader, h http.Header) []byte {
-	wire.n = errorBodyBytes
-	body := io.LimitReader(wire, errorBodyBytes) // spares wire's probe for one byte more
-	if gz, err := gzipEncoded(h, c.redact.clean); err != nil {
-		return nil
-	} else if gz {
-		if body, err = gzip.NewReader(body); err != nil {
-			return nil
-		}
-	}
-	b, _ := io.ReadAll(io.LimitReader(body, errorBodyBytes))
-	return b
 }
 
 // cutText cuts s to at most limit bytes, "…" included, at a character start.
