@@ -107,7 +107,7 @@ func (nopObserver) ObserveError(Endpoint, Reason)               {}
 // Close closes the idle connections of the Client's transport (other Clients' too), and its requests' as they end.
 func (c *Client) Close() {
 	c.closed.Store(true)
-	c.cfg.Transport.closeIdle()
+	c.cfg.Transport.CloseIdle()
 }
 
 // Result is what every call reports, whatever happened.
@@ -258,7 +258,7 @@ func (x *exchange) readResponse(resp *http.Response, decode decodeFunc) (int, er
 		drained, _ := io.CopyN(io.Discard, resp.Body, drainBytes)
 		_ = resp.Body.Close()
 		if c.closed.Load() {
-			c.cfg.Transport.closeIdle()
+			c.cfg.Transport.CloseIdle()
 		}
 		x.rec.Bytes = wire.read + drained
 	}()

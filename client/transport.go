@@ -119,8 +119,6 @@ func (t *Transport) checkKey() error {
 	return nil
 }
 
-func (t *Transport) closeIdle() { (&http.Client{Transport: t.rt}).CloseIdleConnections() }
-
 // WithOwnPool returns a transport with t's settings and secrets but a connection pool of its own.
 func (t *Transport) WithOwnPool() (*Transport, error) {
 	rt, err := t.pool()
@@ -133,7 +131,7 @@ func (t *Transport) WithOwnPool() (*Transport, error) {
 }
 
 // CloseIdle closes the connections of the transport's pool that carry no request.
-func (t *Transport) CloseIdle() { t.closeIdle() }
+func (t *Transport) CloseIdle() { (&http.Client{Transport: t.rt}).CloseIdleConnections() }
 
 var dialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // http.DefaultTransport's
 
