@@ -69,9 +69,6 @@ func run(args []string, hup <-chan os.Signal) int {
 	if err != nil {
 		return fail("Invalid configuration", err)
 	}
-	for _, w := range ineffectiveFlags(*f) {
-		logger.Warn("Setting without effect", "detail", w)
-	}
 	reg := newRegistry(!s.disableExporterMetrics)
 	store := moduleconfig.NewStore(s.configFile, reg, logger)
 	if err := store.Reload(); err != nil {

@@ -200,48 +200,6 @@ func checkConfig(f flagValues) int {
 	return 0
 }
 
-// ineffectiveFlags names settings given that cannot have an effect, for a warning.
-func ineffectiveFlags(f flagValues) []string {
-	var out, given []string
-	m, loc := &f.module, &f.module.Locations
-	keyGiven := strings.TrimSpace(f.key) != "" || f.keyFile != ""
-	if len(loc.InfoFields) > 0 && len(loc.DetailIDs) == 0 && loc.DetailLimit == 0 && (f.demo || f.apiURL != "") {
-		out = append(out, "--locations.info-field labels the detail subset, and there is none: add --locations.detail-id or --locations.detail-limit")
-	}
-	if f.demo && keyGiven {
-		out = append(out, "the API key ("+keyEnv+" or --api.key-file) is ignored with --demo, which generates its own")
-	}
-	if f.demo && f.httpConfigFile != "" {
-		out = append(out, "--api.http-config.file is ignored with --demo, whose sample service speaks plain HTTP on loopback")
-	}
-	if f.demo || f.apiURL != "" {
-		return out
-	}
-	for name, set := range map[string]bool{
-		"--api.key-file (or " + keyEnv + ")": keyGiven,
-		"--locations.detail-id":              len(loc.DetailIDs) > 0,
-		"--locations.detail-limit":           loc.DetailLimit > 0,
-		"--locations.info-field":             len(loc.InfoFields) > 0,
-		"--api.rate-limit":                   m.RateLimit > 0,
-		"--api.min-interval":                 m.MinInterval > 0,
-		"--api.timeout":                      m.Timeout != moduleconfig.DefaultTimeout,
-		"--api.concurrency":                  m.Concurrency != client.DefaultConcurrency,
-		"--api.max-pages":                    m.MaxPages != client.DefaultMaxPages,
-		"--api.max-response-bytes":           m.MaxResponseBytes != client.DefaultMaxResponseBytes,
-		"--api.http-config.file":             f.httpConfigFile != "",
-		"--no-api.gzip":                      !m.Gzip,
-	} {
-		if set {
-			given = append(given, name)
-		}
-	}
-	if len(given) > 0 {
-		slices.Sort(given)
-		out = append(out, strings.Join(given, ", ")+" configure the service behind /metrics and do nothing without --api.url; /probe takes its settings from the modules of --config.file")
-	}
-	return out
-}
-
 // moduleSettings turns a module, of the file or of the flags, into what a poll of one target needs.
 func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	return collector.TargetSettings{

@@ -160,42 +160,6 @@ func TestByteSize(t *testing.T) {
 	}
 }
 
-func TestIneffectiveFlagsAreNamed(t *testing.T) {
-	f := goodFlags()
-	if w := ineffectiveFlags(f); len(w) != 0 {
-		t.Errorf("warnings for a sound configuration: %v", w)
-	}
-	f.demo, f.apiURL = true, ""
-	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--demo") {
-		t.Errorf("demo with a key: %v", w)
-	}
-	f = goodFlags()
-	f.apiURL, f.configFile, f.module.Locations.DetailIDs, f.module.RateLimit, f.module.Concurrency = "", "modules.yml", []int64{4}, 3, 1
-	w := ineffectiveFlags(f)
-	if len(w) != 1 || !strings.Contains(w[0], "--locations.detail-id") || !strings.Contains(w[0], "--api.rate-limit") ||
-		!strings.Contains(w[0], "--api.key-file") || !strings.Contains(w[0], "--api.concurrency") || strings.Contains(w[0], "--api.timeout") {
-		t.Errorf("probe-only mode with single-target flags: %v", w)
-	}
-	f = goodFlags()
-	f.apiURL, f.key, f.configFile, f.httpConfigFile = "", "", "modules.yml", "http.yml"
-	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--api.http-config.file") {
-		t.Errorf("probe-only mode with --api.http-config.file: %v", w)
-	}
-	f.demo = true
-	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--api.http-config.file is ignored with --demo") {
-		t.Errorf("demo with --api.http-config.file: %v", w)
-	}
-	f = goodFlags()
-	f.module.Locations.InfoFields = []string{"name"}
-	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--locations.info-field") {
-		t.Errorf("info field without a subset: %v", w)
-	}
-	f.module.Locations.DetailLimit = 2
-	if w := ineffectiveFlags(f); len(w) != 0 {
-		t.Errorf("info field with a subset: %v", w)
-	}
-}
-
 func TestValidateHTTPConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")
