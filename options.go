@@ -60,7 +60,10 @@ func validate(f flagValues) (*settings, error) {
 		return nil, err
 	}
 	s := &settings{flagValues: f, target: moduleSettings(&f.module)}
-	var err error
+	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
+	}
 	switch {
 	case f.demo && f.apiURL != "":
 		return nil, errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
@@ -76,7 +79,7 @@ func validate(f flagValues) (*settings, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
 		}
-		if s.target.Client.HTTPClientConfig, err = httpClientConfig(f); err != nil {
+		if s.target.Client.HTTPClientConfig, err = withKey(f, hc); err != nil {
 			return nil, err
 		}
 	}
@@ -130,15 +133,14 @@ func validateLimits(f flagValues) error {
 	return nil
 }
 
-// httpClientConfig returns the /metrics service's HTTP client settings, with the key unless the file has one.
-func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
-	hc, err := loadHTTPClientConfig(f.httpConfigFile)
+// withKey returns the /metrics service's HTTP client settings hc with the key, unless hc has one.
+func withKey(f flagValues, hc config.HTTPClientConfig) (config.HTTPClientConfig, error) {
 	key, source := strings.TrimSpace(f.key), keyEnv
 	if f.keyFile != "" {
 		source = "--api.key-file"
 	}
+	var err error
 	switch {
-	case err != nil:
 	case hc.Authorization != nil && (key != "" || f.keyFile != ""):
 		err = fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", source)
 	case hc.Authorization != nil:
@@ -162,32 +164,13 @@ func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
 	return hc, err
 }
 
-func loadHTTPClientConfig(file string) (config.HTTPClientConfig, error) {
-	hc, err := moduleconfig.LoadHTTPClientConfig(file)
-	if err != nil {
-		err = fmt.Errorf("--api.http-config.file %s: %w", file, err)
-	}
-	return hc, err
-}
-
 // checkConfig answers --config.check: it prints each problem a start would meet, or OK, and returns the exit code.
 func checkConfig(f flagValues) int {
 	var problems []string
 	if f.configFile != "" {
 		problems = moduleconfig.Check(f.configFile)
 	}
-	var err error
-	switch {
-	case f.apiURL != "" || f.demo:
-		_, err = validate(f)
-	case f.configFile == "" && f.httpConfigFile == "":
-		err = errors.New("--config.check has nothing to check: give --config.file, --api.http-config.file or --api.url")
-	default:
-		if err = validateLimits(f); err == nil {
-			_, err = loadHTTPClientConfig(f.httpConfigFile)
-		}
-	}
-	if err != nil {
+	if _, err := validate(f); err != nil {
 		problems = append(problems, err.Error())
 	}
 	for _, p := range problems {
