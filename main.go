@@ -47,7 +47,7 @@ func main() {
 	if version.Version == "" {
 		version.Version = "devel" // built without the release ldflags
 	}
-	os.Exit(runService(func() int { return run(os.Args[1:], sighup.Signals()) }))
+	os.Exit(runService(func() int { return run(os.Args[1:], sighup.Signals) }))
 }
 
 // run serves as args ask, reloading on every signal of hup; it returns the exit code.
@@ -118,7 +118,7 @@ func parseArgs(args []string) (*flagValues, error) {
 	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s. Listens on %s unless --web.listen-address is given.", demoDetailLimit, demoInfoField, demoListenAddress)).BoolVar(&f.demo)
 	app.Flag("demo.fault", "Make the sample service of --demo fail on purpose, as ENDPOINT:FAULT; repeatable. ENDPOINT: root, projects, locations, location_detail (every detail view) or location_detail/<id>. FAULT: 401, 403, 404, 500, 502, 503, 429/<seconds> or 503/<seconds> (with that Retry-After), or delay/<duration>, such as projects:delay/2.5s.").SetValue(&f.demoFaults)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
-	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").StringVar(&f.externalURL)
+	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").URLVar(&f.externalURL)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
 	app.Flag("web.max-requests", "Most scrape requests served at once on the metrics path, and as many on /probe; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intFlag)(&f.maxRequests))
 	f.web = kingpinflag.AddFlags(app, defaultListenAddress)
@@ -258,7 +258,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		return collector.ProbeModule{Settings: moduleSettings(m), Version: m, CheckTarget: m.CheckTarget}, nil
 	}
 	probe := collector.NewProbeHandler(lookup, recent, logger.With("handler", "probe"))
-	probe.ExternalURL = s.external
+	probe.ExternalURL = s.externalURL
 	probe.HoldOffs = s.target.Client.HoldOffs
 	mux.Handle("/probe", limitRequests(s.maxRequests, probe))
 	mux.Handle("GET /sd", serviceDiscovery(store))
@@ -289,7 +289,7 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 	}
 	single := client.RedactURL(s.base)
 	s.target.Client.Observer = collector.NewRequestMetrics(reg)
-	stats := collector.NewTargetStats(single, collector.TargetPage(s.external, single, ""))
+	stats := collector.NewTargetStats(single, collector.TargetPage(s.externalURL, single, ""))
 	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{Logger: logger.With("target", single),
 		Recent: recent, Name: single, Polls: stats, TimeoutName: "--api.timeout"})
 	if err != nil {

@@ -32,26 +32,26 @@ const (
 
 // flagValues are the command-line settings; module holds those a module of --config.file has too.
 type flagValues struct {
-	apiURL, keyFile, httpConfigFile      string
-	key                                  string // from the environment only
-	module                               moduleconfig.Module
-	demo, configCheck                    bool
-	demoFaults                           sampleservice.FaultFlag
-	configFile, metricsPath, externalURL string
-	disableExporterMetrics               bool
-	maxRequests                          int
-	web                                  *web.FlagConfig
-	log                                  promslog.Config
-	locationsGiven                       bool // --demo takes the --locations.* flags as given, not its own subset
+	apiURL, keyFile, httpConfigFile string
+	key                             string // from the environment only
+	module                          moduleconfig.Module
+	demo, configCheck               bool
+	demoFaults                      sampleservice.FaultFlag
+	configFile, metricsPath         string
+	externalURL                     *url.URL // nil when unknown
+	disableExporterMetrics          bool
+	maxRequests                     int
+	web                             *web.FlagConfig
+	log                             promslog.Config
+	locationsGiven                  bool // --demo takes the --locations.* flags as given, not its own subset
 }
 
 // settings is the validated configuration; base, the service behind /metrics, is nil without one.
 type settings struct {
 	flagValues
-	base     *url.URL
-	target   collector.TargetSettings
-	demoURL  string
-	external *url.URL // --web.external-url, nil when unknown
+	base    *url.URL
+	target  collector.TargetSettings
+	demoURL string
 }
 
 // validate checks the flags and returns one error naming what to fix.
@@ -83,19 +83,12 @@ func validate(f flagValues) (*settings, error) {
 			return nil, err
 		}
 	}
-	if f.externalURL != "" {
-		u, err := url.Parse(f.externalURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return nil, errors.New("--web.external-url must be an absolute http or https URL without credentials, query or fragment, such as https://exporter.example.com/")
-		}
-		s.external = u
-	}
 	return s, nil
 }
 
-// validateLimits checks the numeric flags and the flags that exclude one another.
+// validateLimits checks each flag alone, and the flags that exclude one another.
 func validateLimits(f flagValues) error {
-	m, loc, p := &f.module, &f.module.Locations, f.metricsPath
+	m, loc, p, u := &f.module, &f.module.Locations, f.metricsPath, f.externalURL
 	for _, c := range []struct {
 		bad bool
 		msg string
@@ -111,11 +104,12 @@ func validateLimits(f flagValues) error {
 		{len(loc.DetailIDs) > 0 && loc.DetailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
 		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
 		{f.demoFaults.String() != "" && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
-		{!strings.HasPrefix(p, "/"), fmt.Sprintf("--web.telemetry-path %q must start with /, such as /metrics", p)},
-		{strings.ContainsAny(p, "{}% \t\n?#") || path.Clean(p) != p,
-			fmt.Sprintf("--web.telemetry-path %q must be a plain, clean path, such as /metrics", p)},
+		{!strings.HasPrefix(p, "/") || strings.ContainsAny(p, "{}% \t\n?#") || path.Clean(p) != p,
+			fmt.Sprintf("--web.telemetry-path %q must be a plain, clean path from /, such as /metrics", p)},
 		{slices.Contains([]string{"/probe", "/target", "/sd", "/-/healthy", "/-/ready", "/-/reload"}, p) || strings.HasPrefix(p, "/polls/"),
 			fmt.Sprintf("--web.telemetry-path %q is taken by another endpoint of the exporter: choose another path", p)},
+		{u != nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != ""),
+			"--web.external-url must be an absolute http or https URL without credentials, query or fragment, such as https://exporter.example.com/"},
 	} {
 		if c.bad {
 			return errors.New(c.msg)
@@ -135,14 +129,11 @@ func validateLimits(f flagValues) error {
 
 // withKey returns the /metrics service's HTTP client settings hc with the key, unless hc has one.
 func withKey(f flagValues, hc config.HTTPClientConfig) (config.HTTPClientConfig, error) {
-	key, source := strings.TrimSpace(f.key), keyEnv
-	if f.keyFile != "" {
-		source = "--api.key-file"
-	}
+	key := strings.TrimSpace(f.key)
 	var err error
 	switch {
 	case hc.Authorization != nil && (key != "" || f.keyFile != ""):
-		err = fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", source)
+		err = fmt.Errorf("--api.http-config.file has an authorization and %s or --api.key-file gives a key too: keep the key in one place", keyEnv)
 	case hc.Authorization != nil:
 	case key != "" && f.keyFile != "":
 		err = fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
@@ -156,10 +147,8 @@ func withKey(f flagValues, hc config.HTTPClientConfig) (config.HTTPClientConfig,
 		err = fmt.Errorf("%s has control characters such as a line break inside it: set the key alone", keyEnv)
 	case key != "":
 		hc.Authorization = &config.Authorization{Type: "Token", Credentials: config.Secret(key)}
-	case f.httpConfigFile != "":
-		err = fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
 	default:
-		err = fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
+		err = fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
 	}
 	return hc, err
 }
@@ -193,7 +182,7 @@ func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	}
 }
 
-// intFlag is a whole-number flag: kingpin's Int takes 2.5.
+// intFlag and idsFlag are whole numbers in decimal: kingpin's Int takes 2.5, its Int64 reads 010 as eight.
 type intFlag int
 
 func (i *intFlag) Set(s string) error {
@@ -204,7 +193,6 @@ func (i *intFlag) Set(s string) error {
 
 func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
 
-// idsFlag is a repeatable flag of whole numbers in decimal: kingpin's Int64 reads 010 as eight.
 type idsFlag []int64
 
 func (l *idsFlag) Set(s string) error {
