@@ -301,18 +301,14 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 // serviceDiscovery answers GET /sd: each module's targets without a "*" (or ?module=<name>'s).
 func serviceDiscovery(store *moduleconfig.Store) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cfg := store.Current() // loaded before serving
-		names := cfg.ModuleNames()
-		if only := r.URL.Query().Get("module"); only != "" {
-			if cfg.Modules[only] == nil {
-				http.Error(w, fmt.Sprintf("unknown module %q: use one of the configuration file's modules", only), http.StatusBadRequest)
-				return
-			}
-			names = []string{only}
+		cfg, only := store.Current(), r.URL.Query().Get("module")
+		if only != "" && cfg.Modules[only] == nil {
+			http.Error(w, fmt.Sprintf("unknown module %q: use one of the configuration file's modules", only), http.StatusBadRequest)
+			return
 		}
 		groups := []map[string]any{}
-		for _, name := range names {
-			if targets := cfg.Modules[name].ConcreteTargets(); len(targets) > 0 {
+		for _, name := range cfg.ModuleNames() {
+			if targets := cfg.Modules[name].ConcreteTargets(); len(targets) > 0 && (only == "" || name == only) {
 				groups = append(groups, map[string]any{"targets": targets, "labels": map[string]string{"module": name, "__param_module": name}})
 			}
 		}

@@ -97,13 +97,9 @@ func (p *pages) render(w http.ResponseWriter, name string, data map[string]any) 
 }
 
 func (p *pages) landing(w http.ResponseWriter, _ *http.Request) {
-	modules, def := p.modules(), "default" // the module /probe uses when none is named, else the first
-	if len(modules) > 0 && !slices.Contains(modules, def) {
-		def = modules[0]
-	}
 	p.render(w, "landing", map[string]any{
 		"Version": version.Version, "MetricsPath": p.metricsPath, "SingleTarget": p.singleTarget, "Demo": p.demo, "Now": time.Now(),
-		"Modules": modules, "DefaultModule": def, "Targets": p.recent.Targets(),
+		"Modules": p.modules(), "Targets": p.recent.Targets(),
 	})
 }
 
