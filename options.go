@@ -56,43 +56,17 @@ type settings struct {
 
 // validate checks the flags and returns one error naming what to fix.
 func validate(f flagValues) (*settings, error) {
-	if err := validateLimits(f); err != nil {
-		return nil, err
-	}
-	s := &settings{flagValues: f, target: moduleSettings(&f.module)}
 	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
-	switch {
-	case f.demo && f.apiURL != "":
-		return nil, errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
-	case f.demo && !f.locationsGiven:
-		s.target.DetailLimit, s.target.InfoFields = demoDetailLimit, []string{demoInfoField}
-	case f.demo, f.apiURL == "" && f.configFile != "":
-	case f.apiURL == "":
-		return nil, errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
-	default:
-		if s.base, err = client.ParseBaseURL(f.apiURL); errors.Is(err, client.ErrURLCredentials) {
-			err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
-		}
-		if s.target.Client.HTTPClientConfig, err = withKey(f, hc); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
-// validateLimits checks each flag alone, and the flags that exclude one another.
-func validateLimits(f flagValues) error {
 	m, loc, p, u := &f.module, &f.module.Locations, f.metricsPath, f.externalURL
 	for _, c := range []struct {
 		bad bool
 		msg string
 	}{
+		{f.demo && f.apiURL != "", "--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)"},
+		{!f.demo && f.apiURL == "" && f.configFile == "", "no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo"},
 		{m.Timeout <= 0, "--api.timeout must be positive, such as 10s"},
 		{m.Concurrency < 1, "--api.concurrency must be at least 1"},
 		{m.MaxPages < 1, "--api.max-pages must be at least 1"},
@@ -112,19 +86,34 @@ func validateLimits(f flagValues) error {
 			"--web.external-url must be an absolute http or https URL without credentials, query or fragment, such as https://exporter.example.com/"},
 	} {
 		if c.bad {
-			return errors.New(c.msg)
+			return nil, errors.New(c.msg)
 		}
 	}
 	if err := moduleconfig.ValidateInfoFields(loc.InfoFields); err != nil {
-		return fmt.Errorf("--locations.info-field %w", err)
+		return nil, fmt.Errorf("--locations.info-field %w", err)
 	}
 	if w := f.web; w != nil && *w.WebConfigFile != "" {
-		// exporter-toolkit reads it again on every request, where a FIFO would hang each one.
 		if _, err := client.ReadRegularFile(*w.WebConfigFile, moduleconfig.MaxFileBytes); err != nil {
-			return fmt.Errorf("--web.config.file %s: %w", *w.WebConfigFile, err)
+			return nil, fmt.Errorf("--web.config.file %s: %w", *w.WebConfigFile, err)
 		}
 	}
-	return nil
+	s := &settings{flagValues: f, target: moduleSettings(&f.module)}
+	switch {
+	case f.demo && !f.locationsGiven:
+		s.target.DetailLimit, s.target.InfoFields = demoDetailLimit, []string{demoInfoField}
+	case f.demo, f.apiURL == "":
+	default:
+		if s.base, err = client.ParseBaseURL(f.apiURL); errors.Is(err, client.ErrURLCredentials) {
+			err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
+		}
+		if s.target.Client.HTTPClientConfig, err = withKey(f, hc); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // withKey returns the /metrics service's HTTP client settings hc with the key, unless hc has one.
