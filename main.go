@@ -210,22 +210,19 @@ func newRegistry(exporterMetrics bool) *prometheus.Registry {
 	if exporterMetrics {
 		goCollector := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/allocs:bytes$`)}))
-		reg.MustRegister(withoutAllocTotal{goCollector}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// Without go_memstats_alloc_bytes_total, which go_gc_heap_allocs_bytes_total replaces (docs/metrics.md).
+		withoutAllocTotal := prometheus.CollectorFunc(func(ch chan<- prometheus.Metric) {
+			inner := make(chan prometheus.Metric)
+			go func() { goCollector.Collect(inner); close(inner) }()
+			for m := range inner {
+				if !strings.Contains(m.Desc().String(), `fqName: "go_memstats_alloc_bytes_total"`) {
+					ch <- m
+				}
+			}
+		})
+		reg.MustRegister(withoutAllocTotal, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return reg
-}
-
-// withoutAllocTotal leaves out go_memstats_alloc_bytes_total, which go_gc_heap_allocs_bytes_total replaces (docs/metrics.md).
-type withoutAllocTotal struct{ prometheus.Collector }
-
-func (c withoutAllocTotal) Collect(ch chan<- prometheus.Metric) {
-	inner := make(chan prometheus.Metric)
-	go func() { c.Collector.Collect(inner); close(inner) }()
-	for m := range inner {
-		if !strings.Contains(m.Desc().String(), `fqName: "go_memstats_alloc_bytes_total"`) {
-			ch <- m
-		}
-	}
 }
 
 // routes wires every HTTP endpoint; it returns the handler and how to reload.

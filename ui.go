@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	_ "embed"
-	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -49,12 +48,6 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"page":     func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
 	"ago":      ago,
 	"sections": sections,
-	"heldOff": func(now time.Time, r *collector.PollRecord) string { // "" once the hold-off is over
-		if !r.HeldOffUntil.After(now) {
-			return ""
-		}
-		return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
-	},
 }).Parse(pagesHTML))
 
 func ago(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() }
