@@ -96,9 +96,9 @@ func run(args []string, hup <-chan os.Signal) int {
 }
 
 // parseArgs parses the command line; --help and --version answer and exit.
-func parseArgs(args []string) (*flagValues, error) {
+func parseArgs(args []string) (*settings, error) {
 	app := kingpin.New(exporterName, "Prometheus exporter for a deployment service's HTTP JSON API.")
-	f := &flagValues{}
+	f := &settings{}
 	m, loc := &f.module, &f.module.Locations
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
 	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)

@@ -30,32 +30,27 @@ const (
 	demoInfoField      = "name"
 )
 
-// flagValues are the command-line settings; module holds those a module of --config.file has too.
-type flagValues struct {
-	apiURL, keyFile, httpConfigFile string
-	key                             string // from the environment only
-	module                          moduleconfig.Module
-	demo, configCheck               bool
-	demoFaults                      sampleservice.FaultFlag
-	configFile, metricsPath         string
-	externalURL                     *url.URL // nil when unknown
-	disableExporterMetrics          bool
-	maxRequests                     int
-	web                             *web.FlagConfig
-	log                             promslog.Config
-	locationsGiven                  bool // --demo takes the --locations.* flags as given, not its own subset
-}
-
-// settings is the validated configuration; base, the service behind /metrics, is nil without one.
+// settings are the command-line flags, and what validate derives from them: base, the service
+// behind /metrics (nil without one), and target, its settings; module holds those a module has too.
 type settings struct {
-	flagValues
-	base    *url.URL
-	target  collector.TargetSettings
-	demoURL string
+	apiURL, keyFile, httpConfigFile  string
+	key                              string // from the environment only
+	module                           moduleconfig.Module
+	demo, configCheck                bool
+	demoFaults                       sampleservice.FaultFlag
+	configFile, metricsPath, demoURL string
+	externalURL                      *url.URL // nil when unknown
+	disableExporterMetrics           bool
+	maxRequests                      int
+	web                              *web.FlagConfig
+	log                              promslog.Config
+	locationsGiven                   bool // --demo takes the --locations.* flags as given, not its own subset
+	base                             *url.URL
+	target                           collector.TargetSettings
 }
 
 // validate checks the flags and returns one error naming what to fix.
-func validate(f flagValues) (*settings, error) {
+func validate(f settings) (*settings, error) {
 	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
@@ -97,27 +92,27 @@ func validate(f flagValues) (*settings, error) {
 			return nil, fmt.Errorf("--web.config.file %s: %w", *w.WebConfigFile, err)
 		}
 	}
-	s := &settings{flagValues: f, target: moduleSettings(&f.module)}
+	f.target = moduleSettings(&f.module)
 	switch {
 	case f.demo && !f.locationsGiven:
-		s.target.DetailLimit, s.target.InfoFields = demoDetailLimit, []string{demoInfoField}
+		f.target.DetailLimit, f.target.InfoFields = demoDetailLimit, []string{demoInfoField}
 	case f.demo, f.apiURL == "":
 	default:
-		if s.base, err = client.ParseBaseURL(f.apiURL); errors.Is(err, client.ErrURLCredentials) {
+		if f.base, err = client.ParseBaseURL(f.apiURL); errors.Is(err, client.ErrURLCredentials) {
 			err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
 		}
-		if s.target.Client.HTTPClientConfig, err = withKey(f, hc); err != nil {
+		if f.target.Client.HTTPClientConfig, err = withKey(f, hc); err != nil {
 			return nil, err
 		}
 	}
-	return s, nil
+	return &f, nil
 }
 
 // withKey returns the /metrics service's HTTP client settings hc with the key, unless hc has one.
-func withKey(f flagValues, hc config.HTTPClientConfig) (config.HTTPClientConfig, error) {
+func withKey(f settings, hc config.HTTPClientConfig) (config.HTTPClientConfig, error) {
 	key := strings.TrimSpace(f.key)
 	var err error
 	switch {
@@ -143,7 +138,7 @@ func withKey(f flagValues, hc config.HTTPClientConfig) (config.HTTPClientConfig,
 }
 
 // checkConfig answers --config.check: it prints each problem a start would meet, or OK, and returns the exit code.
-func checkConfig(f flagValues) int {
+func checkConfig(f settings) int {
 	var problems []string
 	if f.configFile != "" {
 		problems = moduleconfig.Check(f.configFile)
