@@ -37,12 +37,6 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
-const (
-	exporterName         = "deployment_service_exporter"
-	defaultListenAddress = ":10044" // outside the range Prometheus allocates to exporters
-	demoListenAddress    = "127.0.0.1:10044"
-)
-
 func main() {
 	if version.Version == "" {
 		version.Version = "devel" // built without the release ldflags

@@ -24,10 +24,13 @@ import (
 )
 
 const (
-	defaultMaxRequests = 40                           // node_exporter's
-	keyEnv             = "DEPLOYMENT_SERVICE_API_KEY" // no flag: the key never shows in a process list
-	demoDetailLimit    = 5                            // the demo's subset, so that every dashboard panel has data
-	demoInfoField      = "name"
+	exporterName         = "deployment_service_exporter"
+	defaultListenAddress = ":10044" // outside the range Prometheus allocates to exporters
+	demoListenAddress    = "127.0.0.1:10044"
+	defaultMaxRequests   = 40                           // node_exporter's
+	keyEnv               = "DEPLOYMENT_SERVICE_API_KEY" // no flag: the key never shows in a process list
+	demoDetailLimit      = 5                            // the demo's subset, so that every dashboard panel has data
+	demoInfoField        = "name"
 )
 
 // settings are the command-line flags, and what validate derives from them: base, the service
@@ -139,10 +142,7 @@ func withKey(f settings, hc config.HTTPClientConfig) (config.HTTPClientConfig, e
 
 // checkConfig answers --config.check: it prints each problem a start would meet, or OK, and returns the exit code.
 func checkConfig(f settings) int {
-	var problems []string
-	if f.configFile != "" {
-		problems = moduleconfig.Check(f.configFile)
-	}
+	problems := moduleconfig.Check(f.configFile)
 	if _, err := validate(f); err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -188,8 +188,7 @@ func (l *idsFlag) Set(s string) error {
 func (l *idsFlag) String() string   { return fmt.Sprint([]int64(*l)) }
 func (*idsFlag) IsCumulative() bool { return true }
 
-// byteSize is a flag of bytes, with or without a unit (64MiB, 10MB):
-// kingpin's Bytes takes no plain number, and reads MB as MiB.
+// byteSize is bytes, with or without a unit (64MiB, 10MB): kingpin's Bytes takes no plain number, and reads MB as MiB.
 type byteSize int64
 
 func (b *byteSize) Set(s string) error {
@@ -211,9 +210,6 @@ func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
 func flagError(app *kingpin.Application, args []string, err error) error {
 	for _, a := range args {
 		name, _, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if a == "--" {
-			break
-		}
 		if f := app.GetFlag(strings.TrimPrefix(name, "no-")); ok && strings.HasPrefix(a, "--") && f != nil && f.Model().IsBoolFlag() {
 			return fmt.Errorf("--%s takes no value: give --%[2]s or --no-%[2]s", name, f.Model().Name)
 		}

@@ -46,11 +46,9 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 	"duration": func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
 	"page":     func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
-	"ago":      ago,
+	"ago":      func(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() },
 	"sections": sections,
 }).Parse(pagesHTML))
-
-func ago(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() }
 
 // pages serves the landing page, a page per target and one per poll kept.
 type pages struct {
