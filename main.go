@@ -138,8 +138,7 @@ func startDemo(s *settings, listen string, logger *slog.Logger) (*sampleservice.
 	if err != nil {
 		return nil, err
 	}
-	s.demoURL = demo.URL()
-	s.base, _ = client.ParseBaseURL(s.demoURL)
+	s.base, _ = client.ParseBaseURL(demo.URL())
 	auth := &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())}
 	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{Authorization: auth}
 	host, port, _ := net.SplitHostPort(listen)
@@ -231,7 +230,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics) // outside the limit, to count its 503s
 	}
 	mux := http.NewServeMux()
-	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, recent: recent, logger: logger,
+	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demo, recent: recent, logger: logger,
 		modules: func() []string { return store.Current().ModuleNames() }}
 	if s.metricsPath == "/" {
 		mux.Handle("/{$}", metrics) // another path is a 404 and polls nothing

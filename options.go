@@ -33,23 +33,21 @@ const (
 	demoInfoField        = "name"
 )
 
-// settings are the command-line flags, and what validate derives from them: base, the service
-// behind /metrics (nil without one), and target, its settings; module holds those a module has too.
+// settings are the flags, and what validate derives: base (the service behind /metrics, nil without one) and target.
 type settings struct {
-	apiURL, keyFile, httpConfigFile  string
-	key                              string // from the environment only
-	module                           moduleconfig.Module
-	demo, configCheck                bool
-	demoFaults                       sampleservice.FaultFlag
-	configFile, metricsPath, demoURL string
-	externalURL                      *url.URL // nil when unknown
-	disableExporterMetrics           bool
-	maxRequests                      int
-	web                              *web.FlagConfig
-	log                              promslog.Config
-	locationsGiven                   bool // --demo takes the --locations.* flags as given, not its own subset
-	base                             *url.URL
-	target                           collector.TargetSettings
+	apiURL, keyFile, httpConfigFile, configFile, metricsPath string
+	key                                                      string // from the environment only
+	module                                                   moduleconfig.Module
+	demo, configCheck                                        bool
+	demoFaults                                               sampleservice.FaultFlag
+	externalURL                                              *url.URL // nil when unknown
+	disableExporterMetrics                                   bool
+	maxRequests                                              int
+	web                                                      *web.FlagConfig
+	log                                                      promslog.Config
+	locationsGiven                                           bool // --demo takes the --locations.* flags as given, not its own subset
+	base                                                     *url.URL
+	target                                                   collector.TargetSettings
 }
 
 // validate checks the flags and returns one error naming what to fix.

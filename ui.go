@@ -53,7 +53,7 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 // pages serves the landing page, a page per target and one per poll kept.
 type pages struct {
 	metricsPath, singleTarget string
-	demo                      string // the sample service's URL with --demo
+	demo                      bool // with --demo, singleTarget is the sample service
 	modules                   func() []string
 	recent                    *collector.PollLog
 	logger                    *slog.Logger
@@ -96,14 +96,13 @@ func (p *pages) landing(w http.ResponseWriter, _ *http.Request) {
 
 // target serves /target?target=<URL>&module=<m>, no module for /metrics; it polls nothing.
 func (p *pages) target(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	st, ok := p.recent.Target(q.Get("target"), q.Get("module"))
+	st, ok := p.recent.Target(r.FormValue("target"), r.FormValue("module"))
 	if !ok {
 		http.Error(w, "no poll of this target and module is kept: it has not been polled since the exporter started, or not lately", http.StatusNotFound)
 		return
 	}
 	p.render(w, "target", map[string]any{
-		"Target": st, "Now": time.Now(), "Demo": p.demo != "" && st.Latest.Target == p.singleTarget && st.Latest.Module == "",
+		"Target": st, "Now": time.Now(), "Demo": p.demo && st.Latest.Target == p.singleTarget && st.Latest.Module == "",
 	})
 }
 
@@ -119,6 +118,6 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_ = rec.WriteText(w)
 	default:
-		p.render(w, "pollpage", map[string]any{"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget})
+		p.render(w, "pollpage", map[string]any{"Poll": pollView{PollRecord: rec}, "Demo": p.demo && rec.Target == p.singleTarget})
 	}
 }
