@@ -440,7 +440,7 @@ func TestConfigCheck(t *testing.T) {
 		{"a bad HTTP client file", []string{"--api.http-config.file=" + httpBad}, 1, []string{"--api.http-config.file"}},
 		{"a bad flag", []string{"--config.file=" + good, "--api.timeout=0s"}, 1, []string{"--api.timeout"}},
 		{"no key for the service", []string{"--api.url=http://127.0.0.1:1"}, 1, []string{"no API key"}},
-		{"nothing to check", nil, 1, []string{"nothing to check"}},
+		{"nothing to check", nil, 1, []string{"no service to watch"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,17 +37,11 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
-const (
-	exporterName         = "deployment_service_exporter"
-	defaultListenAddress = ":10044" // outside the range Prometheus allocates to exporters
-	demoListenAddress    = "127.0.0.1:10044"
-)
-
 func main() {
 	if version.Version == "" {
 		version.Version = "devel" // built without the release ldflags
 	}
-	os.Exit(runService(func() int { return run(os.Args[1:], sighup.Signals()) }))
+	os.Exit(runService(func() int { return run(os.Args[1:], sighup.Signals) }))
 }
 
 // run serves as args ask, reloading on every signal of hup; it returns the exit code.
@@ -68,9 +62,6 @@ func run(args []string, hup <-chan os.Signal) int {
 	s, err := validate(*f)
 	if err != nil {
 		return fail("Invalid configuration", err)
-	}
-	for _, w := range ineffectiveFlags(*f) {
-		logger.Warn("Setting without effect", "detail", w)
 	}
 	reg := newRegistry(!s.disableExporterMetrics)
 	store := moduleconfig.NewStore(s.configFile, reg, logger)
@@ -99,9 +90,9 @@ func run(args []string, hup <-chan os.Signal) int {
 }
 
 // parseArgs parses the command line; --help and --version answer and exit.
-func parseArgs(args []string) (*flagValues, error) {
+func parseArgs(args []string) (*settings, error) {
 	app := kingpin.New(exporterName, "Prometheus exporter for a deployment service's HTTP JSON API.")
-	f := &flagValues{}
+	f := &settings{}
 	m, loc := &f.module, &f.module.Locations
 	app.Flag("api.url", "Base URL of the deployment service, with any path prefix (required unless --demo or --config.file).").Envar("DEPLOYMENT_SERVICE_URL").StringVar(&f.apiURL)
 	app.Flag("api.key-file", "File holding the API key (surrounding whitespace trimmed); re-read on every request, so a rotated key needs no restart. Or set the key itself in "+keyEnv+".").Envar("DEPLOYMENT_SERVICE_API_KEY_FILE").StringVar(&f.keyFile)
@@ -121,7 +112,7 @@ func parseArgs(args []string) (*flagValues, error) {
 	app.Flag("demo", fmt.Sprintf("Start an embedded sample deployment service on loopback and watch it; no URL or key needed. Unless --locations.* flags are given, it watches the details of %d locations with info field %s. Listens on %s unless --web.listen-address is given.", demoDetailLimit, demoInfoField, demoListenAddress)).BoolVar(&f.demo)
 	app.Flag("demo.fault", "Make the sample service of --demo fail on purpose, as ENDPOINT:FAULT; repeatable. ENDPOINT: root, projects, locations, location_detail (every detail view) or location_detail/<id>. FAULT: 401, 403, 404, 500, 502, 503, 429/<seconds> or 503/<seconds> (with that Retry-After), or delay/<duration>, such as projects:delay/2.5s.").SetValue(&f.demoFaults)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
-	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").StringVar(&f.externalURL)
+	app.Flag("web.external-url", "URL under which people reach the exporter's pages (through a proxy, say), such as https://exporter.example.com/; deployment_service_target_info then carries a page label linking to the exporter's page about each target, which alerts show.").URLVar(&f.externalURL)
 	app.Flag("web.disable-exporter-metrics", "Leave the go_*, process_* and promhttp_* metrics out of the metrics path.").BoolVar(&f.disableExporterMetrics)
 	app.Flag("web.max-requests", "Most scrape requests served at once on the metrics path, and as many on /probe; more get a 503 (0 = no limit).").Default(strconv.Itoa(defaultMaxRequests)).SetValue((*intFlag)(&f.maxRequests))
 	f.web = kingpinflag.AddFlags(app, defaultListenAddress)
@@ -147,8 +138,7 @@ func startDemo(s *settings, listen string, logger *slog.Logger) (*sampleservice.
 	if err != nil {
 		return nil, err
 	}
-	s.demoURL = demo.URL()
-	s.base, _ = client.ParseBaseURL(s.demoURL)
+	s.base, _ = client.ParseBaseURL(demo.URL())
 	auth := &config.Authorization{Type: "Token", Credentials: config.Secret(demo.Service.Key())}
 	s.target.Client.HTTPClientConfig = config.HTTPClientConfig{Authorization: auth}
 	host, port, _ := net.SplitHostPort(listen)
@@ -213,22 +203,19 @@ func newRegistry(exporterMetrics bool) *prometheus.Registry {
 	if exporterMetrics {
 		goCollector := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/allocs:bytes$`)}))
-		reg.MustRegister(withoutAllocTotal{goCollector}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// Without go_memstats_alloc_bytes_total, which go_gc_heap_allocs_bytes_total replaces (docs/metrics.md).
+		withoutAllocTotal := prometheus.CollectorFunc(func(ch chan<- prometheus.Metric) {
+			inner := make(chan prometheus.Metric)
+			go func() { goCollector.Collect(inner); close(inner) }()
+			for m := range inner {
+				if !strings.Contains(m.Desc().String(), `fqName: "go_memstats_alloc_bytes_total"`) {
+					ch <- m
+				}
+			}
+		})
+		reg.MustRegister(withoutAllocTotal, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return reg
-}
-
-// withoutAllocTotal leaves out go_memstats_alloc_bytes_total, which go_gc_heap_allocs_bytes_total replaces (docs/metrics.md).
-type withoutAllocTotal struct{ prometheus.Collector }
-
-func (c withoutAllocTotal) Collect(ch chan<- prometheus.Metric) {
-	inner := make(chan prometheus.Metric)
-	go func() { c.Collector.Collect(inner); close(inner) }()
-	for m := range inner {
-		if !strings.Contains(m.Desc().String(), `fqName: "go_memstats_alloc_bytes_total"`) {
-			ch <- m
-		}
-	}
 }
 
 // routes wires every HTTP endpoint; it returns the handler and how to reload.
@@ -243,7 +230,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		metrics = promhttp.InstrumentMetricHandler(reg, metrics) // outside the limit, to count its 503s
 	}
 	mux := http.NewServeMux()
-	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demoURL, recent: recent, logger: logger,
+	ui := &pages{metricsPath: s.metricsPath, singleTarget: single, demo: s.demo, recent: recent, logger: logger,
 		modules: func() []string { return store.Current().ModuleNames() }}
 	if s.metricsPath == "/" {
 		mux.Handle("/{$}", metrics) // another path is a 404 and polls nothing
@@ -261,7 +248,7 @@ func routes(s *settings, reg *prometheus.Registry, store *moduleconfig.Store, re
 		return collector.ProbeModule{Settings: moduleSettings(m), Version: m, CheckTarget: m.CheckTarget}, nil
 	}
 	probe := collector.NewProbeHandler(lookup, recent, logger.With("handler", "probe"))
-	probe.ExternalURL = s.external
+	probe.ExternalURL = s.externalURL
 	probe.HoldOffs = s.target.Client.HoldOffs
 	mux.Handle("/probe", limitRequests(s.maxRequests, probe))
 	mux.Handle("GET /sd", serviceDiscovery(store))
@@ -292,7 +279,7 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 	}
 	single := client.RedactURL(s.base)
 	s.target.Client.Observer = collector.NewRequestMetrics(reg)
-	stats := collector.NewTargetStats(single, collector.TargetPage(s.external, single, ""))
+	stats := collector.NewTargetStats(single, collector.TargetPage(s.externalURL, single, ""))
 	p, err := collector.NewTargetPoller(s.base, s.target, collector.PollerOptions{Logger: logger.With("target", single),
 		Recent: recent, Name: single, Polls: stats, TimeoutName: "--api.timeout"})
 	if err != nil {
@@ -304,18 +291,14 @@ func metricsHandler(s *settings, reg *prometheus.Registry, recent *collector.Pol
 // serviceDiscovery answers GET /sd: each module's targets without a "*" (or ?module=<name>'s).
 func serviceDiscovery(store *moduleconfig.Store) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cfg := store.Current() // loaded before serving
-		names := cfg.ModuleNames()
-		if only := r.URL.Query().Get("module"); only != "" {
-			if cfg.Modules[only] == nil {
-				http.Error(w, fmt.Sprintf("unknown module %q: use one of the configuration file's modules", only), http.StatusBadRequest)
-				return
-			}
-			names = []string{only}
+		cfg, only := store.Current(), r.URL.Query().Get("module")
+		if only != "" && cfg.Modules[only] == nil {
+			http.Error(w, fmt.Sprintf("unknown module %q: use one of the configuration file's modules", only), http.StatusBadRequest)
+			return
 		}
 		groups := []map[string]any{}
-		for _, name := range names {
-			if targets := cfg.Modules[name].ConcreteTargets(); len(targets) > 0 {
+		for _, name := range cfg.ModuleNames() {
+			if targets := cfg.Modules[name].ConcreteTargets(); len(targets) > 0 && (only == "" || name == only) {
 				groups = append(groups, map[string]any{"targets": targets, "labels": map[string]string{"module": name, "__param_module": name}})
 			}
 		}

@@ -603,7 +603,7 @@ func writeTestFile(t *testing.T, dir, name, content string) string {
 // serveInProcess wires the exporter's endpoints as run does, from flags f,
 // and serves them on loopback: for tests that look at the registry or need
 // no separate process.
-func serveInProcess(t *testing.T, f flagValues) (*httptest.Server, *prometheus.Registry) {
+func serveInProcess(t *testing.T, f settings) (*httptest.Server, *prometheus.Registry) {
 	t.Helper()
 	s, err := validate(f)
 	if err != nil {

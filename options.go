@@ -24,79 +24,45 @@ import (
 )
 
 const (
-	defaultMaxRequests = 40                           // node_exporter's
-	keyEnv             = "DEPLOYMENT_SERVICE_API_KEY" // no flag: the key never shows in a process list
-	demoDetailLimit    = 5                            // the demo's subset, so that every dashboard panel has data
-	demoInfoField      = "name"
+	exporterName         = "deployment_service_exporter"
+	defaultListenAddress = ":10044" // outside the range Prometheus allocates to exporters
+	demoListenAddress    = "127.0.0.1:10044"
+	defaultMaxRequests   = 40                           // node_exporter's
+	keyEnv               = "DEPLOYMENT_SERVICE_API_KEY" // no flag: the key never shows in a process list
+	demoDetailLimit      = 5                            // the demo's subset, so that every dashboard panel has data
+	demoInfoField        = "name"
 )
 
-// flagValues are the command-line settings; module holds those a module of --config.file has too.
-type flagValues struct {
-	apiURL, keyFile, httpConfigFile      string
-	key                                  string // from the environment only
-	module                               moduleconfig.Module
-	demo, configCheck                    bool
-	demoFaults                           sampleservice.FaultFlag
-	configFile, metricsPath, externalURL string
-	disableExporterMetrics               bool
-	maxRequests                          int
-	web                                  *web.FlagConfig
-	log                                  promslog.Config
-	locationsGiven                       bool // --demo takes the --locations.* flags as given, not its own subset
-}
-
-// settings is the validated configuration; base, the service behind /metrics, is nil without one.
+// settings are the flags, and what validate derives: base (the service behind /metrics, nil without one) and target.
 type settings struct {
-	flagValues
-	base     *url.URL
-	target   collector.TargetSettings
-	demoURL  string
-	external *url.URL // --web.external-url, nil when unknown
+	apiURL, keyFile, httpConfigFile, configFile, metricsPath string
+	key                                                      string // from the environment only
+	module                                                   moduleconfig.Module
+	demo, configCheck                                        bool
+	demoFaults                                               sampleservice.FaultFlag
+	externalURL                                              *url.URL // nil when unknown
+	disableExporterMetrics                                   bool
+	maxRequests                                              int
+	web                                                      *web.FlagConfig
+	log                                                      promslog.Config
+	locationsGiven                                           bool // --demo takes the --locations.* flags as given, not its own subset
+	base                                                     *url.URL
+	target                                                   collector.TargetSettings
 }
 
 // validate checks the flags and returns one error naming what to fix.
-func validate(f flagValues) (*settings, error) {
-	if err := validateLimits(f); err != nil {
-		return nil, err
+func validate(f settings) (*settings, error) {
+	hc, err := moduleconfig.LoadHTTPClientConfig(f.httpConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
-	s := &settings{flagValues: f, target: moduleSettings(&f.module)}
-	var err error
-	switch {
-	case f.demo && f.apiURL != "":
-		return nil, errors.New("--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)")
-	case f.demo && !f.locationsGiven:
-		s.target.DetailLimit, s.target.InfoFields = demoDetailLimit, []string{demoInfoField}
-	case f.demo, f.apiURL == "" && f.configFile != "":
-	case f.apiURL == "":
-		return nil, errors.New("no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo")
-	default:
-		if s.base, err = client.ParseBaseURL(f.apiURL); errors.Is(err, client.ErrURLCredentials) {
-			err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
-		}
-		if s.target.Client.HTTPClientConfig, err = httpClientConfig(f); err != nil {
-			return nil, err
-		}
-	}
-	if f.externalURL != "" {
-		u, err := url.Parse(f.externalURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return nil, errors.New("--web.external-url must be an absolute http or https URL without credentials, query or fragment, such as https://exporter.example.com/")
-		}
-		s.external = u
-	}
-	return s, nil
-}
-
-// validateLimits checks the numeric flags and the flags that exclude one another.
-func validateLimits(f flagValues) error {
-	m, loc, p := &f.module, &f.module.Locations, f.metricsPath
+	m, loc, p, u := &f.module, &f.module.Locations, f.metricsPath, f.externalURL
 	for _, c := range []struct {
 		bad bool
 		msg string
 	}{
+		{f.demo && f.apiURL != "", "--demo watches its own sample service: drop --api.url (or DEPLOYMENT_SERVICE_URL)"},
+		{!f.demo && f.apiURL == "" && f.configFile == "", "no service to watch: set --api.url (or DEPLOYMENT_SERVICE_URL), or use --demo"},
 		{m.Timeout <= 0, "--api.timeout must be positive, such as 10s"},
 		{m.Concurrency < 1, "--api.concurrency must be at least 1"},
 		{m.MaxPages < 1, "--api.max-pages must be at least 1"},
@@ -108,39 +74,51 @@ func validateLimits(f flagValues) error {
 		{len(loc.DetailIDs) > 0 && loc.DetailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
 		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
 		{f.demoFaults.String() != "" && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
-		{!strings.HasPrefix(p, "/"), fmt.Sprintf("--web.telemetry-path %q must start with /, such as /metrics", p)},
-		{strings.ContainsAny(p, "{}% \t\n?#") || path.Clean(p) != p,
-			fmt.Sprintf("--web.telemetry-path %q must be a plain, clean path, such as /metrics", p)},
+		{!strings.HasPrefix(p, "/") || strings.ContainsAny(p, "{}% \t\n?#") || path.Clean(p) != p,
+			fmt.Sprintf("--web.telemetry-path %q must be a plain, clean path from /, such as /metrics", p)},
 		{slices.Contains([]string{"/probe", "/target", "/sd", "/-/healthy", "/-/ready", "/-/reload"}, p) || strings.HasPrefix(p, "/polls/"),
 			fmt.Sprintf("--web.telemetry-path %q is taken by another endpoint of the exporter: choose another path", p)},
+		{u != nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != ""),
+			"--web.external-url must be an absolute http or https URL without credentials, query or fragment, such as https://exporter.example.com/"},
 	} {
 		if c.bad {
-			return errors.New(c.msg)
+			return nil, errors.New(c.msg)
 		}
 	}
 	if err := moduleconfig.ValidateInfoFields(loc.InfoFields); err != nil {
-		return fmt.Errorf("--locations.info-field %w", err)
+		return nil, fmt.Errorf("--locations.info-field %w", err)
 	}
 	if w := f.web; w != nil && *w.WebConfigFile != "" {
-		// exporter-toolkit reads it again on every request, where a FIFO would hang each one.
 		if _, err := client.ReadRegularFile(*w.WebConfigFile, moduleconfig.MaxFileBytes); err != nil {
-			return fmt.Errorf("--web.config.file %s: %w", *w.WebConfigFile, err)
+			return nil, fmt.Errorf("--web.config.file %s: %w", *w.WebConfigFile, err)
 		}
 	}
-	return nil
+	f.target = moduleSettings(&f.module)
+	switch {
+	case f.demo && !f.locationsGiven:
+		f.target.DetailLimit, f.target.InfoFields = demoDetailLimit, []string{demoInfoField}
+	case f.demo, f.apiURL == "":
+	default:
+		if f.base, err = client.ParseBaseURL(f.apiURL); errors.Is(err, client.ErrURLCredentials) {
+			err = fmt.Errorf("%w: give the key through --api.key-file or %s", err, keyEnv)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--api.url (or DEPLOYMENT_SERVICE_URL): %w", err)
+		}
+		if f.target.Client.HTTPClientConfig, err = withKey(f, hc); err != nil {
+			return nil, err
+		}
+	}
+	return &f, nil
 }
 
-// httpClientConfig returns the /metrics service's HTTP client settings, with the key unless the file has one.
-func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
-	hc, err := loadHTTPClientConfig(f.httpConfigFile)
-	key, source := strings.TrimSpace(f.key), keyEnv
-	if f.keyFile != "" {
-		source = "--api.key-file"
-	}
+// withKey returns the /metrics service's HTTP client settings hc with the key, unless hc has one.
+func withKey(f settings, hc config.HTTPClientConfig) (config.HTTPClientConfig, error) {
+	key := strings.TrimSpace(f.key)
+	var err error
 	switch {
-	case err != nil:
 	case hc.Authorization != nil && (key != "" || f.keyFile != ""):
-		err = fmt.Errorf("--api.http-config.file has an authorization and %s gives a key too: keep the key in one place", source)
+		err = fmt.Errorf("--api.http-config.file has an authorization and %s or --api.key-file gives a key too: keep the key in one place", keyEnv)
 	case hc.Authorization != nil:
 	case key != "" && f.keyFile != "":
 		err = fmt.Errorf("both %s and --api.key-file are set: use one", keyEnv)
@@ -154,40 +132,16 @@ func httpClientConfig(f flagValues) (config.HTTPClientConfig, error) {
 		err = fmt.Errorf("%s has control characters such as a line break inside it: set the key alone", keyEnv)
 	case key != "":
 		hc.Authorization = &config.Authorization{Type: "Token", Credentials: config.Secret(key)}
-	case f.httpConfigFile != "":
-		err = fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
 	default:
-		err = fmt.Errorf("no API key: set %s or --api.key-file", keyEnv)
-	}
-	return hc, err
-}
-
-func loadHTTPClientConfig(file string) (config.HTTPClientConfig, error) {
-	hc, err := moduleconfig.LoadHTTPClientConfig(file)
-	if err != nil {
-		err = fmt.Errorf("--api.http-config.file %s: %w", file, err)
+		err = fmt.Errorf("no API key: set %s or --api.key-file, or an authorization of type Token in --api.http-config.file", keyEnv)
 	}
 	return hc, err
 }
 
 // checkConfig answers --config.check: it prints each problem a start would meet, or OK, and returns the exit code.
-func checkConfig(f flagValues) int {
-	var problems []string
-	if f.configFile != "" {
-		problems = moduleconfig.Check(f.configFile)
-	}
-	var err error
-	switch {
-	case f.apiURL != "" || f.demo:
-		_, err = validate(f)
-	case f.configFile == "" && f.httpConfigFile == "":
-		err = errors.New("--config.check has nothing to check: give --config.file, --api.http-config.file or --api.url")
-	default:
-		if err = validateLimits(f); err == nil {
-			_, err = loadHTTPClientConfig(f.httpConfigFile)
-		}
-	}
-	if err != nil {
+func checkConfig(f settings) int {
+	problems := moduleconfig.Check(f.configFile)
+	if _, err := validate(f); err != nil {
 		problems = append(problems, err.Error())
 	}
 	for _, p := range problems {
@@ -200,48 +154,6 @@ func checkConfig(f flagValues) int {
 	return 0
 }
 
-// ineffectiveFlags names settings given that cannot have an effect, for a warning.
-func ineffectiveFlags(f flagValues) []string {
-	var out, given []string
-	m, loc := &f.module, &f.module.Locations
-	keyGiven := strings.TrimSpace(f.key) != "" || f.keyFile != ""
-	if len(loc.InfoFields) > 0 && len(loc.DetailIDs) == 0 && loc.DetailLimit == 0 && (f.demo || f.apiURL != "") {
-		out = append(out, "--locations.info-field labels the detail subset, and there is none: add --locations.detail-id or --locations.detail-limit")
-	}
-	if f.demo && keyGiven {
-		out = append(out, "the API key ("+keyEnv+" or --api.key-file) is ignored with --demo, which generates its own")
-	}
-	if f.demo && f.httpConfigFile != "" {
-		out = append(out, "--api.http-config.file is ignored with --demo, whose sample service speaks plain HTTP on loopback")
-	}
-	if f.demo || f.apiURL != "" {
-		return out
-	}
-	for name, set := range map[string]bool{
-		"--api.key-file (or " + keyEnv + ")": keyGiven,
-		"--locations.detail-id":              len(loc.DetailIDs) > 0,
-		"--locations.detail-limit":           loc.DetailLimit > 0,
-		"--locations.info-field":             len(loc.InfoFields) > 0,
-		"--api.rate-limit":                   m.RateLimit > 0,
-		"--api.min-interval":                 m.MinInterval > 0,
-		"--api.timeout":                      m.Timeout != moduleconfig.DefaultTimeout,
-		"--api.concurrency":                  m.Concurrency != client.DefaultConcurrency,
-		"--api.max-pages":                    m.MaxPages != client.DefaultMaxPages,
-		"--api.max-response-bytes":           m.MaxResponseBytes != client.DefaultMaxResponseBytes,
-		"--api.http-config.file":             f.httpConfigFile != "",
-		"--no-api.gzip":                      !m.Gzip,
-	} {
-		if set {
-			given = append(given, name)
-		}
-	}
-	if len(given) > 0 {
-		slices.Sort(given)
-		out = append(out, strings.Join(given, ", ")+" configure the service behind /metrics and do nothing without --api.url; /probe takes its settings from the modules of --config.file")
-	}
-	return out
-}
-
 // moduleSettings turns a module, of the file or of the flags, into what a poll of one target needs.
 func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	return collector.TargetSettings{
@@ -252,7 +164,7 @@ func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	}
 }
 
-// intFlag is a whole-number flag: kingpin's Int takes 2.5.
+// intFlag and idsFlag are whole numbers in decimal: kingpin's Int takes 2.5, its Int64 reads 010 as eight.
 type intFlag int
 
 func (i *intFlag) Set(s string) error {
@@ -263,7 +175,6 @@ func (i *intFlag) Set(s string) error {
 
 func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
 
-// idsFlag is a repeatable flag of whole numbers in decimal: kingpin's Int64 reads 010 as eight.
 type idsFlag []int64
 
 func (l *idsFlag) Set(s string) error {
@@ -275,8 +186,7 @@ func (l *idsFlag) Set(s string) error {
 func (l *idsFlag) String() string   { return fmt.Sprint([]int64(*l)) }
 func (*idsFlag) IsCumulative() bool { return true }
 
-// byteSize is a flag of bytes, with or without a unit (64MiB, 10MB):
-// kingpin's Bytes takes no plain number, and reads MB as MiB.
+// byteSize is bytes, with or without a unit (64MiB, 10MB): kingpin's Bytes takes no plain number, and reads MB as MiB.
 type byteSize int64
 
 func (b *byteSize) Set(s string) error {
@@ -298,9 +208,6 @@ func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
 func flagError(app *kingpin.Application, args []string, err error) error {
 	for _, a := range args {
 		name, _, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if a == "--" {
-			break
-		}
 		if f := app.GetFlag(strings.TrimPrefix(name, "no-")); ok && strings.HasPrefix(a, "--") && f != nil && f.Model().IsBoolFlag() {
 			return fmt.Errorf("--%s takes no value: give --%[2]s or --no-%[2]s", name, f.Model().Name)
 		}

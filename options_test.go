@@ -16,8 +16,8 @@ import (
 	moduleconfig "github.com/deployment-service/deployment_service_exporter/config"
 )
 
-func goodFlags() flagValues {
-	return flagValues{
+func goodFlags() settings {
+	return settings{
 		apiURL: "https://deploy.example.com/prefix",
 		key:    "k",
 		module: moduleconfig.Module{
@@ -53,47 +53,47 @@ func TestValidateRefusesBadFlags(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		modify func(*flagValues)
+		modify func(*settings)
 		want   string // a fragment of the one-line error
 	}{
-		{"no URL", func(f *flagValues) { f.apiURL = "" }, "--api.url"},
-		{"relative URL", func(f *flagValues) { f.apiURL = "deploy.example.com" }, "--api.url"},
-		{"wrong scheme", func(f *flagValues) { f.apiURL = "ftp://deploy.example.com" }, "--api.url"},
-		{"credentials in URL", func(f *flagValues) { f.apiURL = "https://user:hunter2@deploy.example.com" }, "--api.url (or DEPLOYMENT_SERVICE_URL): URL must not carry credentials: give the key through --api.key-file or DEPLOYMENT_SERVICE_API_KEY"},
-		{"unparsable URL", func(f *flagValues) { f.apiURL = "http://[::1" }, "--api.url"},
-		{"no key", func(f *flagValues) { f.key = "" }, "DEPLOYMENT_SERVICE_API_KEY"},
-		{"both key sources", func(f *flagValues) { f.keyFile = emptyKey }, "use one"},
-		{"unreadable key file", func(f *flagValues) { f.key, f.keyFile = "", filepath.Join(dir, "missing") }, "--api.key-file"},
-		{"empty key file", func(f *flagValues) { f.key, f.keyFile = "", emptyKey }, "empty"},
-		{"zero timeout", func(f *flagValues) { f.module.Timeout = 0 }, "--api.timeout"},
-		{"zero concurrency", func(f *flagValues) { f.module.Concurrency = 0 }, "--api.concurrency"},
-		{"zero pages", func(f *flagValues) { f.module.MaxPages = 0 }, "--api.max-pages"},
-		{"zero body size", func(f *flagValues) { f.module.MaxResponseBytes = 0 }, "--api.max-response-bytes"},
-		{"negative limit", func(f *flagValues) { f.module.Locations.DetailLimit = -1 }, "--locations.detail-limit"},
-		{"negative rate", func(f *flagValues) { f.module.RateLimit = -1 }, "--api.rate-limit"},
-		{"negative interval", func(f *flagValues) { f.module.MinInterval = -time.Second }, "--api.min-interval"},
-		{"ids and limit", func(f *flagValues) { f.module.Locations.DetailIDs, f.module.Locations.DetailLimit = []int64{1}, 3 }, "conflict"},
-		{"negative id", func(f *flagValues) { f.module.Locations.DetailIDs = []int64{-4} }, "--locations.detail-id"},
-		{"demo and URL", func(f *flagValues) { f.demo = true }, "--demo"},
-		{"info field not a label name", func(f *flagValues) { f.module.Locations.InfoFields = []string{"last-deploy"} }, "not a valid label name"},
-		{"info field starting with a digit", func(f *flagValues) { f.module.Locations.InfoFields = []string{"1st"} }, "not a valid label name"},
-		{"info field reserved", func(f *flagValues) { f.module.Locations.InfoFields = []string{"__name__"} }, "reserved"},
-		{"info field location_id", func(f *flagValues) { f.module.Locations.InfoFields = []string{"location_id"} }, "clashes"},
-		{"info field job", func(f *flagValues) { f.module.Locations.InfoFields = []string{"job"} }, "clashes"},
-		{"info field instance", func(f *flagValues) { f.module.Locations.InfoFields = []string{"instance"} }, "clashes"},
-		{"info field twice", func(f *flagValues) { f.module.Locations.InfoFields = []string{"name", "name"} }, "twice"},
-		{"NaN rate", func(f *flagValues) { f.module.RateLimit = math.NaN() }, "--api.rate-limit"},
-		{"URL with an impossible port", func(f *flagValues) { f.apiURL = "http://127.0.0.1:99999" }, "port"},
-		{"URL with port 0", func(f *flagValues) { f.apiURL = "http://127.0.0.1:0" }, "port"},
-		{"key with a line break", func(f *flagValues) { f.key = "abc\ndef" }, "control"},
-		{"telemetry path without slash", func(f *flagValues) { f.metricsPath = "metrics" }, "--web.telemetry-path"},
-		{"empty telemetry path", func(f *flagValues) { f.metricsPath = "" }, "--web.telemetry-path"},
-		{"telemetry path taken by /probe", func(f *flagValues) { f.metricsPath = "/probe" }, "taken"},
-		{"telemetry path taken by health", func(f *flagValues) { f.metricsPath = "/-/healthy" }, "taken"},
-		{"telemetry path with a pattern", func(f *flagValues) { f.metricsPath = "/metrics{x}" }, "plain, clean path"},
-		{"telemetry path not clean", func(f *flagValues) { f.metricsPath = "/x/../metrics" }, "plain, clean path"},
-		{"telemetry path with a double slash", func(f *flagValues) { f.metricsPath = "//metrics" }, "plain, clean path"},
-		{"negative max requests", func(f *flagValues) { f.maxRequests = -1 }, "--web.max-requests"},
+		{"no URL", func(f *settings) { f.apiURL = "" }, "--api.url"},
+		{"relative URL", func(f *settings) { f.apiURL = "deploy.example.com" }, "--api.url"},
+		{"wrong scheme", func(f *settings) { f.apiURL = "ftp://deploy.example.com" }, "--api.url"},
+		{"credentials in URL", func(f *settings) { f.apiURL = "https://user:hunter2@deploy.example.com" }, "--api.url (or DEPLOYMENT_SERVICE_URL): URL must not carry credentials: give the key through --api.key-file or DEPLOYMENT_SERVICE_API_KEY"},
+		{"unparsable URL", func(f *settings) { f.apiURL = "http://[::1" }, "--api.url"},
+		{"no key", func(f *settings) { f.key = "" }, "DEPLOYMENT_SERVICE_API_KEY"},
+		{"both key sources", func(f *settings) { f.keyFile = emptyKey }, "use one"},
+		{"unreadable key file", func(f *settings) { f.key, f.keyFile = "", filepath.Join(dir, "missing") }, "--api.key-file"},
+		{"empty key file", func(f *settings) { f.key, f.keyFile = "", emptyKey }, "empty"},
+		{"zero timeout", func(f *settings) { f.module.Timeout = 0 }, "--api.timeout"},
+		{"zero concurrency", func(f *settings) { f.module.Concurrency = 0 }, "--api.concurrency"},
+		{"zero pages", func(f *settings) { f.module.MaxPages = 0 }, "--api.max-pages"},
+		{"zero body size", func(f *settings) { f.module.MaxResponseBytes = 0 }, "--api.max-response-bytes"},
+		{"negative limit", func(f *settings) { f.module.Locations.DetailLimit = -1 }, "--locations.detail-limit"},
+		{"negative rate", func(f *settings) { f.module.RateLimit = -1 }, "--api.rate-limit"},
+		{"negative interval", func(f *settings) { f.module.MinInterval = -time.Second }, "--api.min-interval"},
+		{"ids and limit", func(f *settings) { f.module.Locations.DetailIDs, f.module.Locations.DetailLimit = []int64{1}, 3 }, "conflict"},
+		{"negative id", func(f *settings) { f.module.Locations.DetailIDs = []int64{-4} }, "--locations.detail-id"},
+		{"demo and URL", func(f *settings) { f.demo = true }, "--demo"},
+		{"info field not a label name", func(f *settings) { f.module.Locations.InfoFields = []string{"last-deploy"} }, "not a valid label name"},
+		{"info field starting with a digit", func(f *settings) { f.module.Locations.InfoFields = []string{"1st"} }, "not a valid label name"},
+		{"info field reserved", func(f *settings) { f.module.Locations.InfoFields = []string{"__name__"} }, "reserved"},
+		{"info field location_id", func(f *settings) { f.module.Locations.InfoFields = []string{"location_id"} }, "clashes"},
+		{"info field job", func(f *settings) { f.module.Locations.InfoFields = []string{"job"} }, "clashes"},
+		{"info field instance", func(f *settings) { f.module.Locations.InfoFields = []string{"instance"} }, "clashes"},
+		{"info field twice", func(f *settings) { f.module.Locations.InfoFields = []string{"name", "name"} }, "twice"},
+		{"NaN rate", func(f *settings) { f.module.RateLimit = math.NaN() }, "--api.rate-limit"},
+		{"URL with an impossible port", func(f *settings) { f.apiURL = "http://127.0.0.1:99999" }, "port"},
+		{"URL with port 0", func(f *settings) { f.apiURL = "http://127.0.0.1:0" }, "port"},
+		{"key with a line break", func(f *settings) { f.key = "abc\ndef" }, "control"},
+		{"telemetry path without slash", func(f *settings) { f.metricsPath = "metrics" }, "--web.telemetry-path"},
+		{"empty telemetry path", func(f *settings) { f.metricsPath = "" }, "--web.telemetry-path"},
+		{"telemetry path taken by /probe", func(f *settings) { f.metricsPath = "/probe" }, "taken"},
+		{"telemetry path taken by health", func(f *settings) { f.metricsPath = "/-/healthy" }, "taken"},
+		{"telemetry path with a pattern", func(f *settings) { f.metricsPath = "/metrics{x}" }, "plain, clean path"},
+		{"telemetry path not clean", func(f *settings) { f.metricsPath = "/x/../metrics" }, "plain, clean path"},
+		{"telemetry path with a double slash", func(f *settings) { f.metricsPath = "//metrics" }, "plain, clean path"},
+		{"negative max requests", func(f *settings) { f.maxRequests = -1 }, "--web.max-requests"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,13 +122,13 @@ func TestValidateAcceptsGoodFlags(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		modify func(*flagValues)
+		modify func(*settings)
 	}{
-		{"key from the environment", func(*flagValues) {}},
-		{"key from a file", func(f *flagValues) { f.key, f.keyFile = "", keyFile }},
-		{"demo needs no URL or key", func(f *flagValues) { f.apiURL, f.key, f.demo = "", "", true }},
-		{"config file alone", func(f *flagValues) { f.apiURL, f.key, f.configFile = "", "", "modules.yml" }},
-		{"ids and info fields", func(f *flagValues) {
+		{"key from the environment", func(*settings) {}},
+		{"key from a file", func(f *settings) { f.key, f.keyFile = "", keyFile }},
+		{"demo needs no URL or key", func(f *settings) { f.apiURL, f.key, f.demo = "", "", true }},
+		{"config file alone", func(f *settings) { f.apiURL, f.key, f.configFile = "", "", "modules.yml" }},
+		{"ids and info fields", func(f *settings) {
 			f.module.Locations.DetailIDs, f.module.Locations.InfoFields = []int64{3, 5, 3}, []string{"name", "region"}
 		}},
 	}
@@ -160,42 +160,6 @@ func TestByteSize(t *testing.T) {
 	}
 }
 
-func TestIneffectiveFlagsAreNamed(t *testing.T) {
-	f := goodFlags()
-	if w := ineffectiveFlags(f); len(w) != 0 {
-		t.Errorf("warnings for a sound configuration: %v", w)
-	}
-	f.demo, f.apiURL = true, ""
-	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--demo") {
-		t.Errorf("demo with a key: %v", w)
-	}
-	f = goodFlags()
-	f.apiURL, f.configFile, f.module.Locations.DetailIDs, f.module.RateLimit, f.module.Concurrency = "", "modules.yml", []int64{4}, 3, 1
-	w := ineffectiveFlags(f)
-	if len(w) != 1 || !strings.Contains(w[0], "--locations.detail-id") || !strings.Contains(w[0], "--api.rate-limit") ||
-		!strings.Contains(w[0], "--api.key-file") || !strings.Contains(w[0], "--api.concurrency") || strings.Contains(w[0], "--api.timeout") {
-		t.Errorf("probe-only mode with single-target flags: %v", w)
-	}
-	f = goodFlags()
-	f.apiURL, f.key, f.configFile, f.httpConfigFile = "", "", "modules.yml", "http.yml"
-	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--api.http-config.file") {
-		t.Errorf("probe-only mode with --api.http-config.file: %v", w)
-	}
-	f.demo = true
-	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--api.http-config.file is ignored with --demo") {
-		t.Errorf("demo with --api.http-config.file: %v", w)
-	}
-	f = goodFlags()
-	f.module.Locations.InfoFields = []string{"name"}
-	if w := ineffectiveFlags(f); len(w) != 1 || !strings.Contains(w[0], "--locations.info-field") {
-		t.Errorf("info field without a subset: %v", w)
-	}
-	f.module.Locations.DetailLimit = 2
-	if w := ineffectiveFlags(f); len(w) != 0 {
-		t.Errorf("info field with a subset: %v", w)
-	}
-}
-
 func TestValidateHTTPConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")
@@ -214,27 +178,27 @@ func TestValidateHTTPConfigFile(t *testing.T) {
 
 	refused := []struct {
 		name   string
-		modify func(*flagValues)
+		modify func(*settings)
 		want   []string
 	}{
-		{"missing file", func(f *flagValues) { f.httpConfigFile = filepath.Join(dir, "none.yml") }, []string{"--api.http-config.file", "none.yml"}},
-		{"authorization and the key variable", func(f *flagValues) { f.httpConfigFile = withToken }, []string{"--api.http-config.file", keyEnv, "one place"}},
-		{"authorization and a key file", func(f *flagValues) { f.key, f.keyFile, f.httpConfigFile = "", keyFile, withToken }, []string{"--api.http-config.file", "--api.key-file", "one place"}},
-		{"no key anywhere", func(f *flagValues) { f.key, f.httpConfigFile = "", withoutAuth }, []string{"no API key", "--api.http-config.file"}},
-		{"basic auth", func(f *flagValues) {
+		{"missing file", func(f *settings) { f.httpConfigFile = filepath.Join(dir, "none.yml") }, []string{"--api.http-config.file", "none.yml"}},
+		{"authorization and the key variable", func(f *settings) { f.httpConfigFile = withToken }, []string{"--api.http-config.file", keyEnv, "one place"}},
+		{"authorization and a key file", func(f *settings) { f.key, f.keyFile, f.httpConfigFile = "", keyFile, withToken }, []string{"--api.http-config.file", "--api.key-file", "one place"}},
+		{"no key anywhere", func(f *settings) { f.key, f.httpConfigFile = "", withoutAuth }, []string{"no API key", "--api.http-config.file"}},
+		{"basic auth", func(f *settings) {
 			f.httpConfigFile = write("basic.yml", "basic_auth: {username: u, password: hunter2}\n")
 		}, []string{"--api.http-config.file", "Token"}},
-		{"oauth2", func(f *flagValues) {
+		{"oauth2", func(f *settings) {
 			f.httpConfigFile = write("oauth2.yml", "oauth2: {client_id: c, client_secret: hunter2, token_url: 'http://127.0.0.1:1/'}\n")
 		}, []string{"--api.http-config.file", "Token"}},
-		{"bearer token", func(f *flagValues) { f.httpConfigFile = write("bearer.yml", "bearer_token: hunter2\n") }, []string{"--api.http-config.file", "type must be Token"}},
-		{"authorization of type Bearer", func(f *flagValues) {
+		{"bearer token", func(f *settings) { f.httpConfigFile = write("bearer.yml", "bearer_token: hunter2\n") }, []string{"--api.http-config.file", "type must be Token"}},
+		{"authorization of type Bearer", func(f *settings) {
 			f.key, f.httpConfigFile = "", write("bearer2.yml", "authorization: {type: Bearer, credentials: hunter2}\n")
 		}, []string{"--api.http-config.file", "type must be Token"}},
-		{"Authorization header", func(f *flagValues) {
+		{"Authorization header", func(f *settings) {
 			f.httpConfigFile = write("header.yml", "http_headers: {Authorization: {secrets: [Token hunter2]}}\n")
 		}, []string{"--api.http-config.file", `"Authorization" is not allowed`}},
-		{"unknown key", func(f *flagValues) { f.httpConfigFile = write("typo.yml", "tls_confg: {}\n") }, []string{"--api.http-config.file", "tls_confg", "unknown key"}},
+		{"unknown key", func(f *settings) { f.httpConfigFile = write("typo.yml", "tls_confg: {}\n") }, []string{"--api.http-config.file", "tls_confg", "unknown key"}},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,14 +222,14 @@ func TestValidateHTTPConfigFile(t *testing.T) {
 
 	accepted := []struct {
 		name    string
-		modify  func(*flagValues)
+		modify  func(*settings)
 		wantKey string // the credentials or the credentials file
 	}{
-		{"no file: the key variable", func(*flagValues) {}, "k"},
-		{"file without authorization: the key variable", func(f *flagValues) { f.httpConfigFile = withoutAuth }, "k"},
-		{"file without authorization: the key file", func(f *flagValues) { f.key, f.keyFile, f.httpConfigFile = "", keyFile, withoutAuth }, keyFile},
-		{"file with the key", func(f *flagValues) { f.key, f.httpConfigFile = "", withToken }, "hunter2"},
-		{"file with a relative key file", func(f *flagValues) {
+		{"no file: the key variable", func(*settings) {}, "k"},
+		{"file without authorization: the key variable", func(f *settings) { f.httpConfigFile = withoutAuth }, "k"},
+		{"file without authorization: the key file", func(f *settings) { f.key, f.keyFile, f.httpConfigFile = "", keyFile, withoutAuth }, keyFile},
+		{"file with the key", func(f *settings) { f.key, f.httpConfigFile = "", withToken }, "hunter2"},
+		{"file with a relative key file", func(f *settings) {
 			f.key, f.httpConfigFile = "", write("keyfile.yml", "authorization: {type: Token, credentials_file: key}\n")
 		}, keyFile},
 	}
@@ -295,17 +259,17 @@ func TestValidateHTTPConfigFile(t *testing.T) {
 func TestValidateDemoSubset(t *testing.T) {
 	tests := []struct {
 		name       string
-		modify     func(*flagValues)
+		modify     func(*settings)
 		wantLimit  int
 		wantIDs    []int64
 		wantFields []string
 	}{
-		{"no --locations.* flag: five locations with their name", func(*flagValues) {}, 5, nil, []string{"name"}},
-		{"detail-limit 0 given: none", func(f *flagValues) { f.locationsGiven = true }, 0, nil, nil},
-		{"detail-limit given", func(f *flagValues) { f.module.Locations.DetailLimit, f.locationsGiven = 2, true }, 2, nil, nil},
-		{"ids given", func(f *flagValues) { f.module.Locations.DetailIDs, f.locationsGiven = []int64{7, 9}, true }, 0, []int64{7, 9}, nil},
-		{"info field given", func(f *flagValues) { f.module.Locations.InfoFields, f.locationsGiven = []string{"region"}, true }, 0, nil, []string{"region"}},
-		{"limit and field given", func(f *flagValues) {
+		{"no --locations.* flag: five locations with their name", func(*settings) {}, 5, nil, []string{"name"}},
+		{"detail-limit 0 given: none", func(f *settings) { f.locationsGiven = true }, 0, nil, nil},
+		{"detail-limit given", func(f *settings) { f.module.Locations.DetailLimit, f.locationsGiven = 2, true }, 2, nil, nil},
+		{"ids given", func(f *settings) { f.module.Locations.DetailIDs, f.locationsGiven = []int64{7, 9}, true }, 0, []int64{7, 9}, nil},
+		{"info field given", func(f *settings) { f.module.Locations.InfoFields, f.locationsGiven = []string{"region"}, true }, 0, nil, []string{"region"}},
+		{"limit and field given", func(f *settings) {
 			f.module.Locations.DetailLimit, f.module.Locations.InfoFields, f.locationsGiven = 3, []string{"slug"}, true
 		}, 3, nil, []string{"slug"}},
 	}
@@ -401,7 +365,7 @@ func TestHTTP2FollowsPrometheusDefault(t *testing.T) {
 	}
 	withFile := goodFlags()
 	withFile.httpConfigFile = empty
-	for name, f := range map[string]flagValues{"flags alone": goodFlags(), "an empty --api.http-config.file": withFile} {
+	for name, f := range map[string]settings{"flags alone": goodFlags(), "an empty --api.http-config.file": withFile} {
 		s, err := validate(f)
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	_ "embed"
-	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -47,22 +46,14 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 	"duration": func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
 	"page":     func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
-	"ago":      ago,
+	"ago":      func(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() },
 	"sections": sections,
-	"heldOff": func(now time.Time, r *collector.PollRecord) string { // "" once the hold-off is over
-		if !r.HeldOffUntil.After(now) {
-			return ""
-		}
-		return fmt.Sprintf("%s UTC (%s from now)", r.HeldOffUntil.UTC().Format("2006-01-02 15:04:05"), ago(r.HeldOffUntil, now))
-	},
 }).Parse(pagesHTML))
-
-func ago(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() }
 
 // pages serves the landing page, a page per target and one per poll kept.
 type pages struct {
 	metricsPath, singleTarget string
-	demo                      string // the sample service's URL with --demo
+	demo                      bool // with --demo, singleTarget is the sample service
 	modules                   func() []string
 	recent                    *collector.PollLog
 	logger                    *slog.Logger
@@ -97,26 +88,21 @@ func (p *pages) render(w http.ResponseWriter, name string, data map[string]any) 
 }
 
 func (p *pages) landing(w http.ResponseWriter, _ *http.Request) {
-	modules, def := p.modules(), "default" // the module /probe uses when none is named, else the first
-	if len(modules) > 0 && !slices.Contains(modules, def) {
-		def = modules[0]
-	}
 	p.render(w, "landing", map[string]any{
 		"Version": version.Version, "MetricsPath": p.metricsPath, "SingleTarget": p.singleTarget, "Demo": p.demo, "Now": time.Now(),
-		"Modules": modules, "DefaultModule": def, "Targets": p.recent.Targets(),
+		"Modules": p.modules(), "Targets": p.recent.Targets(),
 	})
 }
 
 // target serves /target?target=<URL>&module=<m>, no module for /metrics; it polls nothing.
 func (p *pages) target(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	st, ok := p.recent.Target(q.Get("target"), q.Get("module"))
+	st, ok := p.recent.Target(r.FormValue("target"), r.FormValue("module"))
 	if !ok {
 		http.Error(w, "no poll of this target and module is kept: it has not been polled since the exporter started, or not lately", http.StatusNotFound)
 		return
 	}
 	p.render(w, "target", map[string]any{
-		"Target": st, "Now": time.Now(), "Demo": p.demo != "" && st.Latest.Target == p.singleTarget && st.Latest.Module == "",
+		"Target": st, "Now": time.Now(), "Demo": p.demo && st.Latest.Target == p.singleTarget && st.Latest.Module == "",
 	})
 }
 
@@ -132,6 +118,6 @@ func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_ = rec.WriteText(w)
 	default:
-		p.render(w, "pollpage", map[string]any{"Poll": pollView{PollRecord: rec}, "Demo": p.demo != "" && rec.Target == p.singleTarget})
+		p.render(w, "pollpage", map[string]any{"Poll": pollView{PollRecord: rec}, "Demo": p.demo && rec.Target == p.singleTarget})
 	}
 }

@@ -7,11 +7,7 @@ import (
 	"syscall"
 )
 
-var hup = make(chan os.Signal, 1)
-
-func init() {
-	signal.Notify(hup, syscall.SIGHUP)
-}
-
 // Signals delivers SIGHUPs since the process began, merging those that queue.
-func Signals() <-chan os.Signal { return hup }
+var Signals = make(chan os.Signal, 1)
+
+func init() { signal.Notify(Signals, syscall.SIGHUP) }
