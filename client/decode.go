@@ -29,14 +29,6 @@ func shapeError(format string, args ...any) error {
 	return &bodyError{msgError{msg: fmt.Sprintf(format, args...)}}
 }
 
-// withContext prefixes the message of a bodyError; read errors pass as they are.
-func withContext(err error, format string, args ...any) error {
-	if be, ok := err.(*bodyError); ok {
-		be.msg = fmt.Sprintf(format, args...) + ": " + be.msg
-	}
-	return err
-}
-
 // listPage is what one page of a list view tells the exporter.
 type listPage struct {
 	Entries   int
@@ -84,20 +76,15 @@ func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]str
 }
 
 func (d *decoder) field(f string, out map[string]string, redact *secrets) error {
-	var v []byte
-	var err error
-	switch k := d.dec.PeekKind(); k { // an error comes with the next read
-	case 't', 'f':
-		v, err = []byte(k.String()), d.read()
-	case '"', '0', jsontext.KindInvalid:
-		if v, err = d.value(); err == nil && k == '"' {
-			v = d.unquote(v)
-		}
-	default: // null, objects and arrays are left out
-		return d.skip()
+	k := d.dec.PeekKind() // an error comes with the next read
+	if k == 'n' || k == '{' || k == '[' {
+		return d.skip() // null, objects and arrays are left out
 	}
+	v, err := d.value()
 	if err != nil {
-		return withContext(err, "field %q", f)
+		return fmt.Errorf("field %q: %w", f, err)
+	} else if k == '"' {
+		v = d.unquote(v)
 	}
 	value := printable(redact.clean(string(v)))
 	if len(value) > maxFieldValue {
@@ -142,23 +129,21 @@ func (d *decoder) fail(err error) error {
 	if err == nil {
 		return nil
 	}
-	if d.in.err != nil && d.in.err != io.EOF {
+	var se *jsontext.SyntacticError
+	switch {
+	case d.in.err != nil && d.in.err != io.EOF:
 		if be, ok := d.in.err.(*bodyError); ok { // of the clipReader
 			return be
 		}
 		return fmt.Errorf("read body: %w", d.in.err)
-	}
-	if err == io.EOF {
-		err = &jsontext.SyntacticError{ByteOffset: d.dec.InputOffset(), Err: io.ErrUnexpectedEOF}
-	}
-	var se *jsontext.SyntacticError
-	if !errors.As(err, &se) {
+	case err == io.EOF:
+		se = &jsontext.SyntacticError{ByteOffset: d.dec.InputOffset(), Err: io.ErrUnexpectedEOF}
+	case !errors.As(err, &se):
 		return &bodyError{msgError{err.Error(), err}}
 	}
-	msg := "unexpected end of body"
-	if se.Err != io.ErrUnexpectedEOF {
-		// Not se.Error(): its JSON pointer would quote names from the body.
-		msg = se.Err.Error()
+	msg := se.Err.Error() // not se.Error(), whose JSON pointer would quote names from the body
+	if se.Err == io.ErrUnexpectedEOF {
+		msg = "unexpected end of body"
 	}
 	return &bodyError{msgError{fmt.Sprintf("%s at offset %d", msg, se.ByteOffset), se}}
 }
@@ -287,7 +272,7 @@ func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
 			err = d.skip()
 		}
 		if err != nil {
-			return withContext(err, "list entry %d", page.Entries)
+			return fmt.Errorf("list entry %d: %w", page.Entries, err)
 		}
 		page.Entries++
 	}
