@@ -38,8 +38,7 @@ type listPage struct {
 	HasNext   bool    // "next" was a string or null
 	NextNamed bool    // "next" was a string, even empty
 	IDs       []int64 // among the first wantIDs entries
-	NoID      int     // entries among those without a usable id
-	FirstNoID int
+	NoIDs     []int   // the entries among those without a usable id
 }
 
 // decodeListPage reads a list body, an array of objects or an envelope, keeping the ids of its first wantIDs entries.
@@ -234,10 +233,8 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 			return d.entries(page, wantIDs, `"results" is not an array`)
 		case 1:
 			v, err := d.expect('0', notCount)
-			if err == nil && v != nil {
-				if page.Count, page.HasCount = parseID(v); !page.HasCount {
-					err = shapeError(notCount)
-				}
+			if page.Count, page.HasCount = parseID(v); err == nil && v != nil && !page.HasCount {
+				err = shapeError(notCount)
 			}
 			return err
 		}
@@ -298,10 +295,7 @@ func (d *decoder) entryID(page *listPage) error {
 	case ids == 1 && ok:
 		page.IDs = append(page.IDs, id)
 	default:
-		if page.NoID == 0 {
-			page.FirstNoID = page.Entries
-		}
-		page.NoID++
+		page.NoIDs = append(page.NoIDs, page.Entries)
 	}
 	return nil
 }

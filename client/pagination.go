@@ -108,13 +108,13 @@ func (w *pageWalk) noteIDs(page listPage) {
 	if res.IDs = append(res.IDs, page.IDs...); len(page.IDs) > 0 && w.onIDs != nil {
 		w.onIDs(page.IDs)
 	}
-	if page.NoID > 0 && res.IDErr == nil {
+	if len(page.NoIDs) > 0 && res.IDErr == nil {
 		err := fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
-			strings.TrimSuffix(string(w.ep), "s"), page.FirstNoID, res.Pages)
+			strings.TrimSuffix(string(w.ep), "s"), page.NoIDs[0], res.Pages)
 		res.IDErr = &Error{Endpoint: EndpointLocationDetail, Reason: ReasonInvalidBody, Err: err}
 	}
-	res.MissingIDs += page.NoID
-	for range page.NoID {
+	res.MissingIDs += len(page.NoIDs)
+	for range page.NoIDs {
 		w.c.cfg.Observer.ObserveError(EndpointLocationDetail, ReasonInvalidBody)
 	}
 }
