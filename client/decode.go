@@ -135,10 +135,8 @@ func (d *decoder) fail(err error) error {
 			return be
 		}
 		return fmt.Errorf("read body: %w", d.in.err)
-	case err == io.EOF:
+	case !errors.As(err, &se): // io.EOF: the body ends before a value
 		se = &jsontext.SyntacticError{ByteOffset: d.dec.InputOffset(), Err: io.ErrUnexpectedEOF}
-	case !errors.As(err, &se):
-		return &bodyError{msgError{err.Error(), err}}
 	}
 	msg := se.Err.Error() // not se.Error(), whose JSON pointer would quote names from the body
 	if se.Err == io.ErrUnexpectedEOF {
