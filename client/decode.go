@@ -75,17 +75,14 @@ func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]str
 }
 
 func (d *decoder) field(f string, out map[string]string, redact *secrets) error {
-	k := d.dec.PeekKind() // an error comes with the next read
-	if k == 'n' || k == '{' || k == '[' {
+	if k := d.dec.PeekKind(); k == 'n' || k == '{' || k == '[' { // an error comes with the next read
 		return d.skip() // null, objects and arrays are left out
 	}
-	v, err := d.value()
+	tok, err := d.dec.ReadToken() // a string unquoted, or a number or boolean as written
 	if err != nil {
-		return fmt.Errorf("field %q: %w", f, err)
-	} else if k == '"' {
-		v = d.unquote(v)
+		return fmt.Errorf("field %q: %w", f, d.fail(err))
 	}
-	value := printable(redact.clean(string(v)))
+	value := printable(redact.clean(tok.String()))
 	if len(value) > maxFieldValue {
 		value = runeCut(value, maxFieldValue) + fieldEllipsis
 	}

@@ -72,20 +72,18 @@ type originGuard struct {
 func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	err := errForeignOrigin
 	if originOf(req.URL) == g.allowed {
-		if err = g.t.checkKey(); err == nil {
-			resp, err := g.t.rt.RoundTrip(req)
-			if err == nil && resp.StatusCode/100 == 3 {
-				if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
-					resp.Header.Set("Location", "")
-				}
-			}
-			return resp, err
+		err = g.t.checkKey()
+	}
+	if err != nil { // the client's GETs carry no body to close
+		return nil, err
+	}
+	resp, err := g.t.rt.RoundTrip(req)
+	if err == nil && resp.StatusCode/100 == 3 {
+		if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
+			resp.Header.Set("Location", "")
 		}
 	}
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
-	return nil, err
+	return resp, err
 }
 
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
