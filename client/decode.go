@@ -66,7 +66,7 @@ func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]str
 		} else if i >= 0 {
 			return shapeError("field %q appears twice", name)
 		}
-		return d.skip()
+		return d.dec.SkipValue()
 	}))
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]str
 
 func (d *decoder) field(f string, out map[string]string, redact *secrets) error {
 	if k := d.dec.PeekKind(); k == 'n' || k == '{' || k == '[' { // an error comes with the next read
-		return d.skip() // null, objects and arrays are left out
+		return d.dec.SkipValue() // null, objects and arrays are left out
 	}
 	tok, err := d.dec.ReadToken() // a string unquoted, or a number or boolean as written
 	if err != nil {
@@ -120,18 +120,21 @@ func newDecoder(r io.Reader) *decoder {
 	return d
 }
 
-// fail turns an error of the tokenizer into a read error or a bodyError.
+// fail turns an error of the tokenizer into a read error or a bodyError, where it leaves the decoder.
 func (d *decoder) fail(err error) error {
 	if err == nil {
 		return nil
 	}
+	var be *bodyError
 	var se *jsontext.SyntacticError
 	switch {
 	case d.in.err != nil && d.in.err != io.EOF:
-		if be, ok := d.in.err.(*bodyError); ok { // of the clipReader
-			return be
+		if _, ok := d.in.err.(*bodyError); ok { // of the clipReader
+			return d.in.err
 		}
 		return fmt.Errorf("read body: %w", d.in.err)
+	case errors.As(err, &be): // already turned
+		return err
 	case !errors.As(err, &se): // io.EOF: the body ends before a value
 		se = &jsontext.SyntacticError{ByteOffset: d.dec.InputOffset(), Err: io.ErrUnexpectedEOF}
 	}
@@ -145,18 +148,10 @@ func (d *decoder) fail(err error) error {
 // read reads a delimiter, null, true or false.
 func (d *decoder) read() error {
 	_, err := d.dec.ReadToken()
-	return d.fail(err)
+	return err
 }
 
-func (d *decoder) skip() error { return d.fail(d.dec.SkipValue()) }
-
-// value reads a value as written; it is valid until the next read.
-func (d *decoder) value() ([]byte, error) {
-	v, err := d.dec.ReadValue()
-	return v, d.fail(err)
-}
-
-// unquote returns the text of a JSON string read by value, valid until the next call.
+// unquote returns the text of a JSON string read whole, valid until the next call.
 func (d *decoder) unquote(v []byte) []byte {
 	d.buf, _ = jsontext.AppendUnquote(d.buf[:0], v)
 	return d.buf
@@ -172,12 +167,12 @@ func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
 	case k == '{' || k == '[':
 		return nil, d.read()
 	}
-	return d.value()
+	return d.dec.ReadValue()
 }
 
 // wrongKind reports the next value, of kind k, after skipping it so that a syntax error in it comes first.
 func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
-	if err := d.skip(); err != nil {
+	if err := d.dec.SkipValue(); err != nil {
 		return err
 	}
 	kind := cmp.Or(map[jsontext.Kind]string{'{': "object", '[': "array", 't': "boolean", 'f': "boolean"}[k], k.String())
@@ -192,7 +187,7 @@ func (d *decoder) object(what string, member func(name []byte) error) error {
 			return d.read()
 		}
 		var name []byte
-		if name, err = d.value(); err == nil {
+		if name, err = d.dec.ReadValue(); err == nil {
 			err = member(d.unquote(name))
 		}
 	}
@@ -202,7 +197,7 @@ func (d *decoder) object(what string, member func(name []byte) error) error {
 // end returns err, or else checks that nothing but whitespace follows the top-level value.
 func (d *decoder) end(err error) error {
 	if err != nil {
-		return err
+		return d.fail(err)
 	} else if _, err = d.dec.ReadToken(); err == nil {
 		return shapeError("another value after the top-level value at offset %d", d.dec.InputOffset())
 	} else if err == io.EOF {
@@ -218,7 +213,7 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 	err := d.object("", func(name []byte) error {
 		i := slices.Index([]string{"results", "count", "next"}, string(name))
 		if i < 0 {
-			return d.skip()
+			return d.dec.SkipValue()
 		} else if seen[i] {
 			return shapeError("envelope has %q twice", name)
 		}
@@ -261,10 +256,10 @@ func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
 		case page.Entries < wantIDs:
 			err = d.entryID(page)
 		default:
-			err = d.skip()
+			err = d.dec.SkipValue()
 		}
 		if err != nil {
-			return fmt.Errorf("list entry %d: %w", page.Entries, err)
+			return fmt.Errorf("list entry %d: %w", page.Entries, d.fail(err))
 		}
 		page.Entries++
 	}
@@ -275,12 +270,12 @@ func (d *decoder) entryID(page *listPage) error {
 	id, ids, ok := int64(0), 0, false
 	err := d.object("", func(name []byte) error {
 		if string(name) != "id" {
-			return d.skip()
+			return d.dec.SkipValue()
 		}
 		if ids++; d.dec.PeekKind() != '0' {
-			return d.skip()
+			return d.dec.SkipValue()
 		}
-		v, err := d.value()
+		v, err := d.dec.ReadValue()
 		id, ok = parseID(v)
 		return err
 	})
