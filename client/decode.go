@@ -160,11 +160,9 @@ func (d *decoder) unquote(v []byte) []byte {
 // expect reads a value of kind want (of an object or array, its first delimiter), or a null (then nil) where a scalar is wanted, or fails with what.
 func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
 	switch k := d.dec.PeekKind(); {
-	case k == 'n' && want != '{' && want != '[':
-		return nil, d.read()
-	case k != want:
+	case k != want && (k != 'n' || want == '{' || want == '['):
 		return nil, d.wrongKind(k, what)
-	case k == '{' || k == '[':
+	case k == 'n' || k == '{' || k == '[':
 		return nil, d.read()
 	}
 	return d.dec.ReadValue()
