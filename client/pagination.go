@@ -100,12 +100,8 @@ func (c *Client) noteIDs(res *ListResult, ep Endpoint, page listPage, onIDs func
 	}
 }
 
-// pageKey is a page's URL for loop detection, hashed, without user info or fragment.
-func pageKey(u *url.URL) [sha256.Size]byte {
-	k := *u
-	k.User, k.Fragment, k.RawFragment = nil, "", ""
-	return sha256.Sum256([]byte(k.String()))
-}
+// pageKey names a page for loop detection by its path and query, hashed: every page of a walk has the same origin.
+func pageKey(u *url.URL) [sha256.Size]byte { return sha256.Sum256([]byte(u.RequestURI())) }
 
 // nextPage resolves and checks a next link: same origin, not seen, within the page limit.
 func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]bool, pages int) (*url.URL, error) {
