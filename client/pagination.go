@@ -55,7 +55,7 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 			return res
 		}
 		seen[pageKey(u)], seen[pageKey(last)] = true, true
-		c.noteIDs(&res, ep, page, onIDs)
+		c.noteIDs(&res, page, onIDs)
 		switch {
 		case res.Pages == 1 && page.HasCount: // the first page's count stands for the list
 			res.Count, hasCount = page.Count, true
@@ -84,14 +84,13 @@ func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int,
 	return res
 }
 
-// noteIDs adds a page's ids to res and onIDs, and reports missing ones.
-func (c *Client) noteIDs(res *ListResult, ep Endpoint, page listPage, onIDs func([]int64)) {
+// noteIDs adds a page's ids to res and onIDs, and reports missing ones (only locations are asked for ids).
+func (c *Client) noteIDs(res *ListResult, page listPage, onIDs func([]int64)) {
 	if res.IDs = append(res.IDs, page.IDs...); len(page.IDs) > 0 && onIDs != nil {
 		onIDs(page.IDs)
 	}
 	if len(page.NoIDs) > 0 && res.IDErr == nil {
-		err := fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
-			strings.TrimSuffix(string(ep), "s"), page.NoIDs[0], res.Pages)
+		err := fmt.Errorf("location list entry %d (page %d) has no integer \"id\" of 0 or more", page.NoIDs[0], res.Pages)
 		res.IDErr = &Error{Endpoint: EndpointLocationDetail, Reason: ReasonInvalidBody, Err: err}
 	}
 	res.MissingIDs += len(page.NoIDs)
