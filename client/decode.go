@@ -29,14 +29,6 @@ func shapeError(format string, args ...any) error {
 	return &bodyError{msgError{msg: fmt.Sprintf(format, args...)}}
 }
 
-// withContext prefixes the message of a bodyError; read errors pass as they are.
-func withContext(err error, format string, args ...any) error {
-	if be, ok := err.(*bodyError); ok {
-		be.msg = fmt.Sprintf(format, args...) + ": " + be.msg
-	}
-	return err
-}
-
 // listPage is what one page of a list view tells the exporter.
 type listPage struct {
 	Entries   int
@@ -46,8 +38,7 @@ type listPage struct {
 	HasNext   bool    // "next" was a string or null
 	NextNamed bool    // "next" was a string, even empty
 	IDs       []int64 // among the first wantIDs entries
-	NoID      int     // entries among those without a usable id
-	FirstNoID int
+	NoIDs     []int   // the entries among those without a usable id
 }
 
 // decodeListPage reads a list body, an array of objects or an envelope, keeping the ids of its first wantIDs entries.
@@ -75,7 +66,7 @@ func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]str
 		} else if i >= 0 {
 			return shapeError("field %q appears twice", name)
 		}
-		return d.skip()
+		return d.dec.SkipValue()
 	}))
 	if err != nil {
 		return nil, err
@@ -84,22 +75,14 @@ func decodeObject(r io.Reader, fields []string, redact *secrets) (map[string]str
 }
 
 func (d *decoder) field(f string, out map[string]string, redact *secrets) error {
-	var v []byte
-	var err error
-	switch k := d.dec.PeekKind(); k { // an error comes with the next read
-	case 't', 'f':
-		v, err = []byte(k.String()), d.read()
-	case '"', '0', jsontext.KindInvalid:
-		if v, err = d.value(); err == nil && k == '"' {
-			v = d.unquote(v)
-		}
-	default: // null, objects and arrays are left out
-		return d.skip()
+	if k := d.dec.PeekKind(); k == 'n' || k == '{' || k == '[' { // an error comes with the next read
+		return d.dec.SkipValue() // null, objects and arrays are left out
 	}
+	tok, err := d.dec.ReadToken() // a string unquoted, or a number or boolean as written
 	if err != nil {
-		return withContext(err, "field %q", f)
+		return fmt.Errorf("field %q: %w", f, d.fail(err))
 	}
-	value := printable(redact.clean(string(v)))
+	value := printable(redact.clean(tok.String()))
 	if len(value) > maxFieldValue {
 		value = runeCut(value, maxFieldValue) + fieldEllipsis
 	}
@@ -137,28 +120,27 @@ func newDecoder(r io.Reader) *decoder {
 	return d
 }
 
-// fail turns an error of the tokenizer into a read error or a bodyError.
+// fail turns an error of the tokenizer into a read error or a bodyError, where it leaves the decoder.
 func (d *decoder) fail(err error) error {
 	if err == nil {
 		return nil
 	}
-	if d.in.err != nil && d.in.err != io.EOF {
-		if be, ok := d.in.err.(*bodyError); ok { // of the clipReader
-			return be
+	var be *bodyError
+	var se *jsontext.SyntacticError
+	switch {
+	case d.in.err != nil && d.in.err != io.EOF:
+		if _, ok := d.in.err.(*bodyError); ok { // of the clipReader
+			return d.in.err
 		}
 		return fmt.Errorf("read body: %w", d.in.err)
+	case errors.As(err, &be): // already turned
+		return err
+	case !errors.As(err, &se): // io.EOF: the body ends before a value
+		se = &jsontext.SyntacticError{ByteOffset: d.dec.InputOffset(), Err: io.ErrUnexpectedEOF}
 	}
-	if err == io.EOF {
-		err = &jsontext.SyntacticError{ByteOffset: d.dec.InputOffset(), Err: io.ErrUnexpectedEOF}
-	}
-	var se *jsontext.SyntacticError
-	if !errors.As(err, &se) {
-		return &bodyError{msgError{err.Error(), err}}
-	}
-	msg := "unexpected end of body"
-	if se.Err != io.ErrUnexpectedEOF {
-		// Not se.Error(): its JSON pointer would quote names from the body.
-		msg = se.Err.Error()
+	msg := se.Err.Error() // not se.Error(), whose JSON pointer would quote names from the body
+	if se.Err == io.ErrUnexpectedEOF {
+		msg = "unexpected end of body"
 	}
 	return &bodyError{msgError{fmt.Sprintf("%s at offset %d", msg, se.ByteOffset), se}}
 }
@@ -166,18 +148,10 @@ func (d *decoder) fail(err error) error {
 // read reads a delimiter, null, true or false.
 func (d *decoder) read() error {
 	_, err := d.dec.ReadToken()
-	return d.fail(err)
+	return err
 }
 
-func (d *decoder) skip() error { return d.fail(d.dec.SkipValue()) }
-
-// value reads a value as written; it is valid until the next read.
-func (d *decoder) value() ([]byte, error) {
-	v, err := d.dec.ReadValue()
-	return v, d.fail(err)
-}
-
-// unquote returns the text of a JSON string read by value, valid until the next call.
+// unquote returns the text of a JSON string read whole, valid until the next call.
 func (d *decoder) unquote(v []byte) []byte {
 	d.buf, _ = jsontext.AppendUnquote(d.buf[:0], v)
 	return d.buf
@@ -186,19 +160,17 @@ func (d *decoder) unquote(v []byte) []byte {
 // expect reads a value of kind want (of an object or array, its first delimiter), or a null (then nil) where a scalar is wanted, or fails with what.
 func (d *decoder) expect(want jsontext.Kind, what string) ([]byte, error) {
 	switch k := d.dec.PeekKind(); {
-	case k == 'n' && want != '{' && want != '[':
-		return nil, d.read()
-	case k != want:
+	case k != want && (k != 'n' || want == '{' || want == '['):
 		return nil, d.wrongKind(k, what)
-	case k == '{' || k == '[':
+	case k == 'n' || k == '{' || k == '[':
 		return nil, d.read()
 	}
-	return d.value()
+	return d.dec.ReadValue()
 }
 
 // wrongKind reports the next value, of kind k, after skipping it so that a syntax error in it comes first.
 func (d *decoder) wrongKind(k jsontext.Kind, what string) error {
-	if err := d.skip(); err != nil {
+	if err := d.dec.SkipValue(); err != nil {
 		return err
 	}
 	kind := cmp.Or(map[jsontext.Kind]string{'{': "object", '[': "array", 't': "boolean", 'f': "boolean"}[k], k.String())
@@ -213,7 +185,7 @@ func (d *decoder) object(what string, member func(name []byte) error) error {
 			return d.read()
 		}
 		var name []byte
-		if name, err = d.value(); err == nil {
+		if name, err = d.dec.ReadValue(); err == nil {
 			err = member(d.unquote(name))
 		}
 	}
@@ -223,7 +195,7 @@ func (d *decoder) object(what string, member func(name []byte) error) error {
 // end returns err, or else checks that nothing but whitespace follows the top-level value.
 func (d *decoder) end(err error) error {
 	if err != nil {
-		return err
+		return d.fail(err)
 	} else if _, err = d.dec.ReadToken(); err == nil {
 		return shapeError("another value after the top-level value at offset %d", d.dec.InputOffset())
 	} else if err == io.EOF {
@@ -239,7 +211,7 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 	err := d.object("", func(name []byte) error {
 		i := slices.Index([]string{"results", "count", "next"}, string(name))
 		if i < 0 {
-			return d.skip()
+			return d.dec.SkipValue()
 		} else if seen[i] {
 			return shapeError("envelope has %q twice", name)
 		}
@@ -249,10 +221,8 @@ func (d *decoder) envelope(page *listPage, wantIDs int) error {
 			return d.entries(page, wantIDs, `"results" is not an array`)
 		case 1:
 			v, err := d.expect('0', notCount)
-			if err == nil && v != nil {
-				if page.Count, page.HasCount = parseID(v); !page.HasCount {
-					err = shapeError(notCount)
-				}
+			if page.Count, page.HasCount = parseID(v); err == nil && v != nil && !page.HasCount {
+				err = shapeError(notCount)
 			}
 			return err
 		}
@@ -284,10 +254,10 @@ func (d *decoder) entries(page *listPage, wantIDs int, what string) error {
 		case page.Entries < wantIDs:
 			err = d.entryID(page)
 		default:
-			err = d.skip()
+			err = d.dec.SkipValue()
 		}
 		if err != nil {
-			return withContext(err, "list entry %d", page.Entries)
+			return fmt.Errorf("list entry %d: %w", page.Entries, d.fail(err))
 		}
 		page.Entries++
 	}
@@ -298,12 +268,12 @@ func (d *decoder) entryID(page *listPage) error {
 	id, ids, ok := int64(0), 0, false
 	err := d.object("", func(name []byte) error {
 		if string(name) != "id" {
-			return d.skip()
+			return d.dec.SkipValue()
 		}
 		if ids++; d.dec.PeekKind() != '0' {
-			return d.skip()
+			return d.dec.SkipValue()
 		}
-		v, err := d.value()
+		v, err := d.dec.ReadValue()
 		id, ok = parseID(v)
 		return err
 	})
@@ -313,10 +283,7 @@ func (d *decoder) entryID(page *listPage) error {
 	case ids == 1 && ok:
 		page.IDs = append(page.IDs, id)
 	default:
-		if page.NoID == 0 {
-			page.FirstNoID = page.Entries
-		}
-		page.NoID++
+		page.NoIDs = append(page.NoIDs, page.Entries)
 	}
 	return nil
 }

@@ -198,7 +198,7 @@ func sameError(a, b error) bool {
 func samePage(a, b listPage) bool {
 	return a.Entries == b.Entries && a.Count == b.Count && a.HasCount == b.HasCount &&
 		a.Next == b.Next && a.HasNext == b.HasNext && slices.Equal(a.IDs, b.IDs) &&
-		a.NoID == b.NoID && (a.NoID == 0 || a.FirstNoID == b.FirstNoID)
+		slices.Equal(a.NoIDs, b.NoIDs)
 }
 
 func equalMaps(a, b map[string]string) bool {
@@ -319,10 +319,7 @@ func referenceListPage(data []byte, wantIDs int) (listPage, error) {
 			if err == nil && ok && idErr == nil && id >= 0 {
 				page.IDs = append(page.IDs, id)
 			} else {
-				if page.NoID == 0 {
-					page.FirstNoID = page.Entries
-				}
-				page.NoID++
+				page.NoIDs = append(page.NoIDs, page.Entries)
 			}
 		}
 		page.Entries++

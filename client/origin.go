@@ -72,20 +72,18 @@ type originGuard struct {
 func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	err := errForeignOrigin
 	if originOf(req.URL) == g.allowed {
-		if err = g.t.checkKey(); err == nil {
-			resp, err := g.t.rt.RoundTrip(req)
-			if err == nil && resp.StatusCode/100 == 3 {
-				if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
-					resp.Header.Set("Location", "")
-				}
-			}
-			return resp, err
+		err = g.t.checkKey()
+	}
+	if err != nil { // the client's GETs carry no body to close
+		return nil, err
+	}
+	resp, err := g.t.rt.RoundTrip(req)
+	if err == nil && resp.StatusCode/100 == 3 {
+		if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
+			resp.Header.Set("Location", "")
 		}
 	}
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
-	return nil, err
+	return resp, err
 }
 
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
@@ -176,16 +174,14 @@ func HostWithinBounds(host string) bool {
 
 // normalizeBaseURL spells a base URL one way: lower case, canonical IPv6, no default port or trailing slash, RFC 3986 escapes.
 func normalizeBaseURL(u *url.URL) *url.URL {
-	n := *u
-	n.Scheme = strings.ToLower(u.Scheme)
-	host := strings.ToLower(u.Hostname())
-	if a, err := netip.ParseAddr(host); err == nil && strings.HasPrefix(u.Host, "[") {
-		host = "[" + a.String() + "]"
+	n, o := *u, originOf(u)
+	n.Scheme, n.Host = o.scheme, o.host
+	if a, err := netip.ParseAddr(o.host); err == nil && strings.HasPrefix(u.Host, "[") {
+		n.Host = "[" + a.String() + "]"
 	}
-	if port := strings.TrimLeft(u.Port(), "0"); port != "" && port != defaultPorts[n.Scheme] {
-		host += ":" + port
+	if port := strings.TrimLeft(o.port, "0"); port != defaultPorts[o.scheme] {
+		n.Host += ":" + port
 	}
-	n.Host = host
 	raw := pctEscape.ReplaceAllStringFunc(strings.TrimRight(u.EscapedPath(), "/"), func(e string) string {
 		v, _ := strconv.ParseUint(e[1:], 16, 8)
 		if c := byte(v); 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {

@@ -35,96 +35,72 @@ func (c *Client) Locations(ctx context.Context, wantIDs int, onIDs func([]int64)
 // list walks a list view page by page until it holds a count and the ids it needs.
 func (c *Client) list(ctx context.Context, ep Endpoint, rel string, wantIDs int, onIDs func([]int64)) (res ListResult) {
 	defer func(start time.Time) { res.Duration = time.Since(start) }(time.Now())
-	w := &pageWalk{c: c, ctx: ctx, ep: ep, wantIDs: wantIDs, onIDs: onIDs, seen: map[[sha256.Size]byte]bool{}}
+	seen, hasCount := map[[sha256.Size]byte]bool{}, false // seen: pages read, by pageKey
 	for u := c.endpointURL(rel); u != nil; {
-		u = w.read(u)
-	}
-	return w.res
-}
-
-// pageWalk is one walk of a list view, from its first page to its last.
-type pageWalk struct {
-	c        *Client
-	ctx      context.Context
-	ep       Endpoint
-	wantIDs  int
-	onIDs    func([]int64)
-	seen     map[[sha256.Size]byte]bool // pages read, by pageKey
-	hasCount bool
-	res      ListResult
-}
-
-// read reads the page at u into the walk and returns the next page, nil at the end.
-func (w *pageWalk) read(u *url.URL) *url.URL {
-	res := &w.res
-	res.Pages++
-	var page listPage
-	var last *url.URL // u after redirects
-	var linkErr error
-	res.Status, _, res.Err = w.c.get(w.ctx, w.ep, u, res.Pages, func(body io.Reader, resp *http.Response) error {
+		res.Pages++
+		var page listPage
+		var last *url.URL // u after redirects
+		var linkErr error
+		res.Status, _, res.Err = c.get(ctx, ep, u, res.Pages, func(body io.Reader, resp *http.Response) error {
+			var err error
+			if page, err = decodeListPage(body, wantIDs-len(res.IDs)-res.MissingIDs); err != nil {
+				return fmt.Errorf("page %d: %w", res.Pages, err)
+			}
+			if last = resp.Request.URL; !page.HasNext {
+				page.Next, page.NextNamed, linkErr = nextLink(resp.Header)
+			}
+			return nil
+		})
+		if res.Err != nil {
+			return res
+		}
+		seen[pageKey(u)], seen[pageKey(last)] = true, true
+		c.noteIDs(&res, page, onIDs)
+		switch {
+		case res.Pages == 1 && page.HasCount: // the first page's count stands for the list
+			res.Count, hasCount = page.Count, true
+		case !hasCount:
+			res.Count += int64(page.Entries)
+		}
+		var next *url.URL
 		var err error
-		if page, err = decodeListPage(body, w.wantIDs-len(res.IDs)-res.MissingIDs); err != nil {
-			return fmt.Errorf("page %d: %w", res.Pages, err)
+		if enough := hasCount && len(res.IDs)+res.MissingIDs >= wantIDs; linkErr != nil && !enough {
+			err = fmt.Errorf("the Link header of page %d is malformed: %w", res.Pages, linkErr)
+		} else if page.NextNamed && !enough {
+			next, err = c.nextPage(last, page.Next, seen, res.Pages)
 		}
-		if last = resp.Request.URL; !page.HasNext {
-			page.Next, page.NextNamed, linkErr = nextLink(resp.Header)
+		msg := fmt.Sprintf("%d entries; walk done, count %d", page.Entries, res.Count)
+		switch {
+		case err != nil:
+			res.Err = c.fail(ep, ReasonPagination, res.Status, err)
+			msg = fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err)
+		case next != nil:
+			from := map[bool]string{true: "next", false: "the Link header's next"}[page.HasNext]
+			msg = fmt.Sprintf("%d entries; following %s to %s", page.Entries, from, c.redact.clean(RedactURL(next)))
 		}
-		return nil
-	})
-	if res.Err != nil {
-		return nil
+		traceFrom(ctx).add(TraceRequest{Start: time.Now(), Endpoint: ep, Page: res.Pages, Note: msg, NoteFailed: err != nil})
+		u = next
 	}
-	w.seen[pageKey(u)], w.seen[pageKey(last)] = true, true
-	w.noteIDs(page)
-	switch {
-	case res.Pages == 1 && page.HasCount: // the first page's count stands for the list
-		res.Count, w.hasCount = page.Count, true
-	case !w.hasCount:
-		res.Count += int64(page.Entries)
-	}
-	var next *url.URL
-	var err error
-	if enough := w.hasCount && len(res.IDs)+res.MissingIDs >= w.wantIDs; linkErr != nil && !enough {
-		err = fmt.Errorf("the Link header of page %d is malformed: %w", res.Pages, linkErr)
-	} else if page.NextNamed && !enough {
-		next, err = w.c.nextPage(last, page.Next, w.seen, res.Pages)
-	}
-	msg := fmt.Sprintf("%d entries; walk done, count %d", page.Entries, res.Count)
-	switch {
-	case err != nil:
-		res.Err = w.c.fail(w.ep, ReasonPagination, res.Status, err)
-		msg = fmt.Sprintf("%d entries; walk stopped: %v", page.Entries, res.Err)
-	case next != nil:
-		from := map[bool]string{true: "next", false: "the Link header's next"}[page.HasNext]
-		msg = fmt.Sprintf("%d entries; following %s to %s", page.Entries, from, w.c.redact.clean(RedactURL(next)))
-	}
-	traceFrom(w.ctx).add(TraceRequest{Start: time.Now(), Endpoint: w.ep, Page: res.Pages, Note: msg, NoteFailed: err != nil})
-	return next
+	return res
 }
 
-// noteIDs adds a page's ids to the result and onIDs, and reports missing ones.
-func (w *pageWalk) noteIDs(page listPage) {
-	res := &w.res
-	if res.IDs = append(res.IDs, page.IDs...); len(page.IDs) > 0 && w.onIDs != nil {
-		w.onIDs(page.IDs)
+// noteIDs adds a page's ids to res and onIDs, and reports missing ones (only locations are asked for ids).
+func (c *Client) noteIDs(res *ListResult, page listPage, onIDs func([]int64)) {
+	if res.IDs = append(res.IDs, page.IDs...); len(page.IDs) > 0 && onIDs != nil {
+		onIDs(page.IDs)
 	}
-	if page.NoID > 0 && res.IDErr == nil {
-		err := fmt.Errorf("%s list entry %d (page %d) has no integer \"id\" of 0 or more",
-			strings.TrimSuffix(string(w.ep), "s"), page.FirstNoID, res.Pages)
+	if len(page.NoIDs) > 0 && res.IDErr == nil {
+		err := fmt.Errorf("location list entry %d (page %d) has no integer \"id\" of 0 or more", page.NoIDs[0], res.Pages)
 		res.IDErr = &Error{Endpoint: EndpointLocationDetail, Reason: ReasonInvalidBody, Err: err}
 	}
-	res.MissingIDs += page.NoID
-	for range page.NoID {
-		w.c.cfg.Observer.ObserveError(EndpointLocationDetail, ReasonInvalidBody)
+	res.MissingIDs += len(page.NoIDs)
+	for range page.NoIDs {
+		c.cfg.Observer.ObserveError(EndpointLocationDetail, ReasonInvalidBody)
 	}
 }
 
-// pageKey is a page's URL for loop detection, hashed, without user info or fragment.
-func pageKey(u *url.URL) [sha256.Size]byte {
-	k := *u
-	k.User, k.Fragment, k.RawFragment = nil, "", ""
-	return sha256.Sum256([]byte(k.String()))
-}
+// pageKey names a page for loop detection by its path and query, hashed: every page of a walk has the same origin.
+func pageKey(u *url.URL) [sha256.Size]byte { return sha256.Sum256([]byte(u.RequestURI())) }
 
 // nextPage resolves and checks a next link: same origin, not seen, within the page limit.
 func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]bool, pages int) (*url.URL, error) {
