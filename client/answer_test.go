@@ -86,7 +86,7 @@ func TestTraceShowsTheAnswer(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				_, _ = w.Write([]byte("  down\x1b[31m\tfor\nmaintenance\r\n"))
 			},
-			bytes: -1, excerpt: "down\\x1b[31m\tfor\nmaintenance", contentType: "text/plain; charset=utf-8", reason: ReasonHTTPStatus,
+			bytes: -1, excerpt: "down\uFFFD[31m\uFFFDfor\nmaintenance", contentType: "text/plain; charset=utf-8", reason: ReasonHTTPStatus,
 		},
 		{
 			name: "a gzip error body",

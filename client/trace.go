@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -109,20 +108,9 @@ func traceFrom(ctx context.Context) *Trace {
 	return &Trace{}
 }
 
-// shown makes text from the service fit for a page: redacted, cut, control characters but tab and line feed escaped.
+// shown makes text from the service fit for a page: redacted, cut, control characters but the line feed replaced.
 func (c *Client) shown(s string, limit int) string {
-	var b strings.Builder
-	for _, r := range c.redact.clean(strings.ToValidUTF8(s, "\uFFFD")) {
-		switch {
-		case (r >= 0x20 || r == '\t' || r == '\n') && (r < 0x7f || r > 0x9f):
-			b.WriteRune(r)
-		case r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	return cutText(b.String(), limit)
+	return cutText(printable(c.redact.clean(strings.ToValidUTF8(s, "\uFFFD"))), limit)
 }
 
 // excerpt renders a body's first "detail", "message" or "error" string, or else its text, redacted before it is cut.
