@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -16,16 +17,17 @@ import (
 
 // poll is one poll of the API, shared by its scrapes; the Poller's mu guards the fields after done.
 type poll struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	start  time.Time
-	trace  *client.Trace
-	wake   chan struct{} // a call ended, an id came or the horizon moved
-	done   chan struct{} // closed once snap is final
-	calls  sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	start   time.Time
+	trace   *client.Trace
+	wake    chan struct{} // a call ended, an id came or the horizon moved
+	done    chan struct{} // closed once snap is final
+	calls   sync.WaitGroup
+	running atomic.Int32 // calls out
 
 	seq                    uint64
-	waiters, running       int       // scrapes waiting, calls out
+	waiters                int       // scrapes waiting
 	horizon                time.Time // the latest deadline of its scrapes
 	lists                  map[client.Endpoint]client.ListResult
 	subset                 map[int64]bool // detail ids met in this poll
@@ -73,15 +75,11 @@ func (p *Poller) launch(c *poll, call func()) bool {
 		}
 		call = func() { p.checkDetail(c, id) }
 	}
-	p.mu.Lock()
-	c.running++
-	p.mu.Unlock()
+	c.running.Add(1)
 	c.calls.Go(func() {
 		call()
 		<-p.sem
-		p.mu.Lock()
-		c.running--
-		p.mu.Unlock()
+		c.running.Add(-1)
 		c.poke()
 	})
 	return true
@@ -101,7 +99,7 @@ func (p *Poller) nextDetail(c *poll) (int64, bool) {
 			return id, true
 		}
 		// Ids may still come, or a scrape with more time join while calls are out.
-		wait := !c.closed || len(c.queue) > 0 && c.running > 0
+		wait := !c.closed || len(c.queue) > 0 && c.running.Load() > 0
 		p.mu.Unlock()
 		if !wait {
 			return 0, false
@@ -219,12 +217,12 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 		}
 	}
 	s.Projects, s.Locations = counts[client.EndpointProjects], counts[client.EndpointLocations]
-	// The subset: the ids given, else those of the list read whole, else those met so far and checked before.
+	// The subset: the ids given, else those of the list read whole, else those checked before.
 	ids := p.target.DetailIDs
 	if len(ids) == 0 && s.Locations.Known {
 		ids = slices.Collect(maps.Keys(c.subset))
 	} else if len(ids) == 0 {
-		ids = slices.Compact(slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(p.checks)), slices.Collect(maps.Keys(c.subset))...))))
+		ids = slices.Collect(maps.Keys(p.checks))
 	}
 	for _, id := range slices.Sorted(slices.Values(ids)) {
 		if ls, ok := p.checks[id]; ok {

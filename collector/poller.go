@@ -33,13 +33,10 @@ type PollerOptions struct {
 	Logger       *slog.Logger
 	Recent       *PollLog
 	Name, Module string
-	Polls        pollCounter // counts polls, however many scrapes shared each
-	TimeoutName  string      // such as "--api.timeout"
-	AfterPoll    func()      // called once a poll's requests have all ended, before it answers
+	Polls        *TargetStats // counts polls, however many scrapes shared each
+	TimeoutName  string       // such as "--api.timeout"
+	AfterPoll    func()       // called once a poll's requests have all ended, before it answers
 }
-
-// pollCounter counts polls; up is deployment_service_up after each.
-type pollCounter interface{ ObservePoll(up bool) }
 
 // Poller shares one target's poll in flight as singleflight shares a call, and keeps its last poll and hold-off.
 type Poller struct {
@@ -88,11 +85,11 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	inInterval := p.last != nil && p.opts.MinInterval > 0 && now.Sub(p.last.Start) < p.opts.MinInterval && (p.last.budget == 0 || p.last.budget >= budget-budget/20)
 	if inInterval || now.Before(p.heldEnd) {
 		defer p.mu.Unlock()
-		if s := *p.last; !s.HoldOffUntil.IsZero() && !now.Before(s.HoldOffUntil) {
+		s := *p.last
+		if !now.Before(s.HoldOffUntil) {
 			s.HoldOffUntil = time.Time{}
-			return &s
 		}
-		return p.last
+		return &s
 	}
 	if until, status := p.target.Client.HoldOff(); p.call == nil && now.Before(until) {
 		s := p.failed(now, status, client.ErrHeldOff)

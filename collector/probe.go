@@ -24,9 +24,6 @@ import (
 // maxProbeTargets bounds the pairs /probe keeps; the least recently used goes first.
 const maxProbeTargets = 1000
 
-// ModuleLookup finds a module by name; its error is the 400's reason.
-type ModuleLookup func(name string) (ProbeModule, error)
-
 // ProbeModule is what /probe needs of a module: Version tells a changed module on reload,
 // and CheckTarget says why it may not be used with a target (nil allows any).
 type ProbeModule struct {
@@ -38,7 +35,7 @@ type ProbeModule struct {
 // ProbeHandler serves /probe?target=<base URL>&module=<name> from one poller per target and module.
 // Set before serving: ExternalURL, where target_info links point, and HoldOffs, which outlive the pairs.
 type ProbeHandler struct {
-	lookup      ModuleLookup
+	lookup      func(name string) (ProbeModule, error)
 	recent      *PollLog
 	logger      *slog.Logger
 	ExternalURL *url.URL
@@ -67,18 +64,14 @@ type probeEntry struct {
 	stale    bool // replaced at its next use: a reload changed its module
 }
 
-// NewProbeHandler returns a /probe handler; recent may be nil.
-func NewProbeHandler(lookup ModuleLookup, recent *PollLog, logger *slog.Logger) *ProbeHandler {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+// NewProbeHandler returns a /probe handler; lookup finds a module by name (its error is the 400's reason), recent may be nil.
+func NewProbeHandler(lookup func(name string) (ProbeModule, error), recent *PollLog, logger *slog.Logger) *ProbeHandler {
 	return &ProbeHandler{
-		lookup: lookup, recent: recent, logger: logger, HoldOffs: client.NewHoldOffs(),
+		lookup: lookup, recent: recent, logger: cmp.Or(logger, slog.New(slog.DiscardHandler)), HoldOffs: client.NewHoldOffs(),
 		pollers: make(map[targetKey]*probeEntry), modules: make(map[string]*probeModule),
 	}
 }
 
-// ServeHTTP implements http.Handler.
 func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	target, err := client.ParseTarget(q.Get("target")) // its errors never repeat the target
@@ -187,7 +180,7 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 	s := m.Settings
 	s.Client.Transport, s.Client.HoldOffs = t, h.HoldOffs
 	e.poller, err = NewTargetPoller(target, s, PollerOptions{
-		Logger: h.logger.With("target", logName(name), "module", module), Recent: h.recent, Name: name, Module: module,
+		Logger: h.logger.With("target", bounded(name, 160), "module", module), Recent: h.recent, Name: name, Module: module,
 		Polls: e.stats, TimeoutName: fmt.Sprintf("the timeout of module %q", module), AfterPoll: t.CloseIdle,
 	})
 	if err == nil && old != nil {

@@ -141,8 +141,8 @@ func TestHoldOffEndsInAReusedPoll(t *testing.T) {
 	p := NewPoller(&Target{Client: newFake(0)}, PollerOptions{MinInterval: time.Hour})
 	s := &Snapshot{Start: now, HoldOffUntil: now.Add(time.Minute)}
 	p.last = s
-	if got := p.Poll(context.Background()); got != s {
-		t.Error("a snapshot inside its hold-off was copied")
+	if got := p.Poll(context.Background()); !got.HoldOffUntil.Equal(s.HoldOffUntil) {
+		t.Errorf("hold-off until %v served inside it, want %v", got.HoldOffUntil, s.HoldOffUntil)
 	}
 	s.HoldOffUntil = now.Add(-time.Second)
 	later := p.Poll(context.Background())

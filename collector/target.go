@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/common/config"
 	"go.yaml.in/yaml/v2"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
@@ -69,18 +68,9 @@ func uniqueIDs(ids []int64) []int64 {
 // WriteSettingsText writes a target's settings as YAML in the file's keys, secrets as <secret>, as blackbox's debug view does.
 func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
 	c := s.Client.WithDefaults()
-	out, err := yaml.Marshal(struct {
-		HTTP             config.HTTPClientConfig `yaml:"http_client_config"`
-		Timeout          time.Duration           `yaml:"timeout"`
-		Concurrency      int                     `yaml:"concurrency"`
-		MaxPages         int                     `yaml:"max_pages"`
-		MaxResponseBytes int64                   `yaml:"max_response_bytes"`
-		RateLimit        float64                 `yaml:"rate_limit"`
-		Gzip             bool                    `yaml:"gzip"`
-		MinInterval      time.Duration           `yaml:"min_interval"`
-		Locations        map[string]any          `yaml:"locations"`
-	}{c.HTTPClientConfig, s.Timeout, c.Concurrency, c.MaxPages, c.MaxResponseBytes, c.RateLimit, !c.DisableGzip, s.MinInterval,
-		map[string]any{"detail_ids": s.DetailIDs, "detail_limit": s.DetailLimit, "info_fields": s.InfoFields}})
+	out, err := yaml.Marshal(map[string]any{"http_client_config": c.HTTPClientConfig, "timeout": s.Timeout, "concurrency": c.Concurrency,
+		"max_pages": c.MaxPages, "max_response_bytes": c.MaxResponseBytes, "rate_limit": c.RateLimit, "gzip": !c.DisableGzip,
+		"min_interval": s.MinInterval, "locations": map[string]any{"detail_ids": s.DetailIDs, "detail_limit": s.DetailLimit, "info_fields": s.InfoFields}})
 	if err == nil {
 		_, err = fmt.Fprintf(w, "Module %s (the scrape timeout header lowers its timeout):\n%s", module, out)
 	}

@@ -198,9 +198,7 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 	}
 }
 
-// logName bounds a target's name for the log: a long one keeps its start and a hash of the whole, to stay distinct.
-func logName(s string) string { return bounded(s, 160) }
-
+// bounded cuts s to n bytes: a long one keeps its start and a hash of the whole, to stay distinct.
 func bounded(s string, n int) string {
 	if len(s) <= n {
 		return s
