@@ -7,12 +7,65 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
+
+// Target is one watched service and what to read from it.
+type Target struct {
+	Client      Service
+	DetailIDs   []int64 // the detail subset; without them, the list's first DetailLimit
+	DetailLimit int
+	InfoFields  []string // detail view fields exposed as info labels
+}
+
+// Service is what a poll reads: a *client.Client, or a fake in tests.
+type Service interface {
+	Root(ctx context.Context) client.Result
+	Projects(ctx context.Context) client.ListResult
+	Locations(ctx context.Context, wantIDs int, onIDs func([]int64)) client.ListResult
+	LocationDetail(ctx context.Context, id int64, fields []string) client.DetailResult
+	HoldOff() (until time.Time, status int)
+	Concurrency() int
+	RateLimited() bool
+	Close()
+}
+
+// TargetSettings is what a poll of one service needs besides its URL: the flags, or a module of the file.
+type TargetSettings struct {
+	Client               client.Config // BaseURL left empty
+	DetailIDs            []int64
+	DetailLimit          int
+	InfoFields           []string
+	Timeout, MinInterval time.Duration
+}
+
+// NewTargetPoller builds the client and poller for the service at base.
+func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poller, error) {
+	cfg := s.Client
+	cfg.BaseURL = base
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts.Timeout, opts.MinInterval = s.Timeout, s.MinInterval
+	t := &Target{Client: c, DetailIDs: uniqueIDs(s.DetailIDs), DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}
+	return NewPoller(t, opts), nil
+}
+
+// uniqueIDs drops repeated ids, keeping the first of each: one location, one set of series.
+func uniqueIDs(ids []int64) []int64 {
+	seen := make(map[int64]bool, len(ids))
+	return slices.DeleteFunc(slices.Clone(ids), func(id int64) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
+}
 
 var (
 	errTooLate   = errors.New("poll did not finish before the scrape deadline")
