@@ -85,7 +85,7 @@ func benchSnapshot(n int) *Snapshot {
 		s.Endpoints[ep] = endpointState{Status: http.StatusOK, Duration: 30 * time.Millisecond}
 	}
 	for i := range n {
-		d := locationState{ID: int64(i + 1), Status: http.StatusOK, Duration: time.Duration(i%50+5) * time.Millisecond}
+		d := locationState{ID: int64(i + 1), endpointState: endpointState{Status: http.StatusOK, Duration: time.Duration(i%50+5) * time.Millisecond}}
 		if i%10 == 9 {
 			d.Status, d.Err = http.StatusBadGateway, &client.Error{Endpoint: client.EndpointLocationDetail, Reason: client.ReasonHTTPStatus, Status: http.StatusBadGateway}
 		} else {

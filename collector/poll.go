@@ -180,7 +180,7 @@ func (p *Poller) checkDetail(c *poll, id int64) {
 	case r.Status > 0 && !timeout:
 		c.longest = max(c.longest, r.Duration)
 	}
-	ls := locationState{ID: id, Status: r.Status, Duration: r.Duration, Err: r.Err, Fields: r.Fields, Checked: end.Add(-r.Duration)}
+	ls := locationState{endpointState: endpointState{r.Status, r.Duration, r.Err}, ID: id, Fields: r.Fields, Checked: end.Add(-r.Duration)}
 	if old, ok := p.checks[id]; !ok || !old.Checked.After(ls.Checked) {
 		p.checks[id] = ls
 	}
@@ -283,12 +283,10 @@ type Count struct {
 }
 
 type locationState struct {
-	ID       int64
-	Status   int
-	Duration time.Duration
-	Err      error
-	Fields   map[string]string
-	Checked  time.Time
+	endpointState
+	ID      int64
+	Fields  map[string]string
+	Checked time.Time
 }
 
 var upEndpoints = []client.Endpoint{client.EndpointRoot, client.EndpointProjects, client.EndpointLocations}

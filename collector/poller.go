@@ -108,7 +108,6 @@ type Poller struct {
 	failures           failureLog
 }
 
-// NewPoller returns a Poller for t.
 func NewPoller(t *Target, opts PollerOptions) *Poller {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.Timeout = cmp.Or(max(opts.Timeout, 0), 10*time.Second)

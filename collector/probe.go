@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"math"
@@ -111,28 +110,18 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveGatherer(w, r, g, h.logger)
 }
 
-// WriteSettingsText writes a target's settings as YAML in the file's keys, secrets as <secret>, as blackbox's debug view does.
-func WriteSettingsText(w io.Writer, module string, s TargetSettings) error {
+// writeDebug answers ?debug=true as blackbox's debug view does: the module's settings as YAML in the file's keys
+// (secrets as <secret>), the poll's record, and the metrics the probe would have returned.
+func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, sn *Snapshot, g prometheus.Gatherer) {
 	c := s.Client.WithDefaults()
-	out, err := yaml.Marshal(map[string]any{"http_client_config": c.HTTPClientConfig, "timeout": s.Timeout, "concurrency": c.Concurrency,
+	settings, _ := yaml.Marshal(map[string]any{"http_client_config": c.HTTPClientConfig, "timeout": s.Timeout, "concurrency": c.Concurrency,
 		"max_pages": c.MaxPages, "max_response_bytes": c.MaxResponseBytes, "rate_limit": c.RateLimit, "gzip": !c.DisableGzip,
 		"min_interval": s.MinInterval, "locations": map[string]any{"detail_ids": s.DetailIDs, "detail_limit": s.DetailLimit, "info_fields": s.InfoFields}})
-	if err == nil {
-		_, err = fmt.Fprintf(w, "Module %s (the scrape timeout header lowers its timeout):\n%s", module, out)
-	}
-	return err
-}
-
-func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, sn *Snapshot, g prometheus.Gatherer) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_ = WriteSettingsText(w, o.Module, s)
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Module %s (the scrape timeout header lowers its timeout):\n%s\n", o.Module, settings)
 	_ = h.recent.recordOf(o.Name, o.Module, sn).WriteText(w)
 	fmt.Fprint(w, "\nMetrics this probe would have returned:\n\n")
-	mfs, err := g.Gather()
-	if err != nil {
-		fmt.Fprintf(w, "(cannot gather them: %v)\n", err)
-	}
+	mfs, _ := g.Gather() // a snapshot's families, which never fail
 	for _, mf := range mfs {
 		_, _ = expfmt.MetricFamilyToText(w, mf)
 	}

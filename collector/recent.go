@@ -45,7 +45,6 @@ var worstFirst = []string{"failed", "partial", "slow", "notsent", "ok"}
 
 const timeFormat = "2006-01-02 15:04:05"
 
-// newPollRecord sums up a snapshot and its requests.
 func newPollRecord(target, module string, s *Snapshot) *PollRecord {
 	if s.trace == nil {
 		return makeRecord(target, module, s, nil, 0)
@@ -164,7 +163,6 @@ type TargetState struct{ Latest, Failing, HoldOff *PollRecord }
 // targetKey names a target and module: by URL for /probe, by redacted URL for the poll log.
 type targetKey struct{ target, module string }
 
-// NewPollLog returns an empty log.
 func NewPollLog() *PollLog { return &PollLog{targets: make(map[targetKey]TargetState)} }
 
 // Add keeps rec, numbered, as its target's latest poll; the targets polled longest ago go past the bounds.

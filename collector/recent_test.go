@@ -55,7 +55,7 @@ func snapshotOf(root, projects, locations error, details ...locationState) *Snap
 }
 
 func detail(id int64, status int, err error) locationState {
-	return locationState{ID: id, Status: status, Err: err}
+	return locationState{ID: id, endpointState: endpointState{Status: status, Err: err}}
 }
 
 // latest returns the latest poll of every target kept, newest first.

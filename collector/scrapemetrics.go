@@ -176,7 +176,7 @@ type RequestMetrics struct {
 	duration         *prometheus.HistogramVec
 }
 
-// NewRequestMetrics creates the request metrics and registers them on reg.
+// NewRequestMetrics registers the request metrics on reg; they implement client.Observer.
 func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
 	m := &RequestMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: namespace + "_requests_total",
@@ -198,7 +198,6 @@ func NewRequestMetrics(reg prometheus.Registerer) *RequestMetrics {
 	return m
 }
 
-// ObserveRequest implements client.Observer.
 func (m *RequestMetrics) ObserveRequest(ep client.Endpoint, status int, d time.Duration) {
 	code := "none" // no response came
 	if status != 0 {
@@ -208,7 +207,6 @@ func (m *RequestMetrics) ObserveRequest(ep client.Endpoint, status int, d time.D
 	m.duration.WithLabelValues(string(ep)).Observe(d.Seconds())
 }
 
-// ObserveError implements client.Observer.
 func (m *RequestMetrics) ObserveError(ep client.Endpoint, reason client.Reason) {
 	m.errors.WithLabelValues(string(ep), string(reason)).Inc()
 }

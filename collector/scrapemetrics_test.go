@@ -31,9 +31,9 @@ func TestSnapshotExposition(t *testing.T) {
 		Projects:     Count{Value: 0, Known: true},
 		HoldOffUntil: time.Unix(1700000060, 250_000_000),
 		Details: []locationState{
-			{ID: 3, Status: 200, Duration: 200 * time.Millisecond, Fields: map[string]string{"name": "eu-west", "region": "eu"}, Checked: start.Add(time.Second)},
+			{ID: 3, endpointState: endpointState{Status: 200, Duration: 200 * time.Millisecond}, Fields: map[string]string{"name": "eu-west", "region": "eu"}, Checked: start.Add(time.Second)},
 			// Checked by an earlier poll: its series come from that check.
-			{ID: 7, Status: 404, Duration: 300 * time.Millisecond, Err: fail, Checked: time.Unix(1699999970, 125_000_000)},
+			{ID: 7, endpointState: endpointState{Status: 404, Duration: 300 * time.Millisecond, Err: fail}, Checked: time.Unix(1699999970, 125_000_000)},
 		},
 	}
 	stats := NewTargetStats("http://deploy.example", "")
