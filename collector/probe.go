@@ -71,10 +71,10 @@ type probeEntry struct {
 	stale    bool // replaced at its next use: a reload changed its module
 }
 
-// NewProbeHandler returns a /probe handler; lookup finds a module by name (its error is the 400's reason), recent may be nil.
+// NewProbeHandler returns a /probe handler; lookup finds a module by name (its error is the 400's reason); recent may be nil.
 func NewProbeHandler(lookup func(name string) (ProbeModule, error), recent *PollLog, logger *slog.Logger) *ProbeHandler {
 	return &ProbeHandler{
-		lookup: lookup, recent: recent, logger: cmp.Or(logger, slog.New(slog.DiscardHandler)), HoldOffs: client.NewHoldOffs(),
+		lookup: lookup, recent: cmp.Or(recent, NewPollLog()), logger: cmp.Or(logger, slog.New(slog.DiscardHandler)), HoldOffs: client.NewHoldOffs(),
 		pollers: make(map[targetKey]*probeEntry), modules: make(map[string]*probeModule),
 	}
 }

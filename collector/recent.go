@@ -247,13 +247,11 @@ func (l *PollLog) Targets() []TargetState {
 	return out
 }
 
-// recordOf returns the kept record of the poll behind s, else a new one; l may be nil.
+// recordOf returns the kept record of the poll behind s, else a new one.
 func (l *PollLog) recordOf(target, module string, s *Snapshot) *PollRecord {
-	if l != nil {
-		st, _ := l.Target(target, module)
-		if i := slices.IndexFunc(st.Polls(), func(r *PollRecord) bool { return r.Start.Equal(s.Start) && r.Target == target }); i >= 0 {
-			return st.Polls()[i]
-		}
+	st, _ := l.Target(target, module)
+	if i := slices.IndexFunc(st.Polls(), func(r *PollRecord) bool { return r.Start.Equal(s.Start) }); i >= 0 {
+		return st.Polls()[i]
 	}
 	return newPollRecord(target, module, s)
 }
