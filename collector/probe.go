@@ -68,7 +68,6 @@ type probeEntry struct {
 	poller   *Poller
 	stats    *TargetStats
 	lastUsed time.Time
-	stale    bool // replaced at its next use: a reload changed its module
 }
 
 // NewProbeHandler returns a /probe handler; lookup finds a module by name (its error is the 400's reason); recent may be nil.
@@ -144,7 +143,7 @@ func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeM
 	}
 	key := targetKey{target: target.String(), module: module}
 	old, ok := h.pollers[key]
-	if ok && !old.stale && reflect.DeepEqual(old.module.version, m.Version) {
+	if ok && reflect.DeepEqual(old.module.version, m.Version) {
 		old.lastUsed = time.Now()
 		return old, m, 0, nil
 	} else if ok {
@@ -198,7 +197,7 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 	return e, err
 }
 
-// Prune drops the pairs a reload no longer allows, cancelling their polls, and marks the others of changed modules for replacement.
+// Prune drops the pairs a reload no longer allows, cancelling their polls; those of changed modules are replaced at their next use.
 func (h *ProbeHandler) Prune() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -206,8 +205,6 @@ func (h *ProbeHandler) Prune() {
 		if m, err := h.lookup(key.module); err != nil || !e.allowedBy(m) {
 			e.retire(true)
 			delete(h.pollers, key)
-		} else if !reflect.DeepEqual(e.module.version, m.Version) {
-			e.retire(false)
 		}
 	}
 	for name, m := range h.modules {
@@ -217,9 +214,8 @@ func (h *ProbeHandler) Prune() {
 	}
 }
 
-// retire marks e for replacement and closes its idle connections; revoke cancels its poll in flight too.
+// retire closes e's idle connections; revoke cancels its poll in flight too.
 func (e *probeEntry) retire(revoke bool) {
-	e.stale = true
 	if revoke {
 		e.poller.stop()
 	}
