@@ -238,10 +238,7 @@ const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 // NewHandler serves /metrics: longLived and, unless p is nil, a poll of p within the scrape's budget and timeout.
 func NewHandler(p *Poller, m *Metrics, t *TargetStats, longLived prometheus.Gatherer, timeout time.Duration, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var g prometheus.Gatherers
-		if longLived != nil {
-			g = append(g, longLived)
-		}
+		g := prometheus.Gatherers{longLived}
 		if p != nil {
 			ctx, cancel := scrapeContext(r, timeout)
 			defer cancel()
@@ -251,12 +248,8 @@ func NewHandler(p *Poller, m *Metrics, t *TargetStats, longLived prometheus.Gath
 	})
 }
 
-// serveGatherer writes g's metrics; a scrape that Prometheus has given up is logged at debug level only.
+// serveGatherer writes g's metrics; a failure to send them to a scrape that Prometheus has given up is logged at debug level only.
 func serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer, logger *slog.Logger) {
-	if r.Context().Err() != nil {
-		logger.Debug("Scrape abandoned before the answer was ready")
-		return
-	}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorLog: errorLog(func(v ...any) {
 			level := slog.LevelError
