@@ -56,18 +56,8 @@ func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poll
 		return nil, err
 	}
 	opts.Timeout, opts.MinInterval = s.Timeout, s.MinInterval
-	t := &Target{Client: c, DetailIDs: uniqueIDs(s.DetailIDs), DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}
+	t := &Target{Client: c, DetailIDs: s.DetailIDs, DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}
 	return NewPoller(t, opts), nil
-}
-
-// uniqueIDs drops repeated ids, keeping the first of each: one location, one set of series.
-func uniqueIDs(ids []int64) []int64 {
-	seen := make(map[int64]bool, len(ids))
-	return slices.DeleteFunc(slices.Clone(ids), func(id int64) bool {
-		dup := seen[id]
-		seen[id] = true
-		return dup
-	})
 }
 
 var (
@@ -514,7 +504,7 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	} else if len(ids) == 0 {
 		ids = slices.Collect(maps.Keys(p.checks))
 	}
-	for _, id := range slices.Sorted(slices.Values(ids)) {
+	for _, id := range slices.Compact(slices.Sorted(slices.Values(ids))) { // an id given twice is one location
 		if ls, ok := p.checks[id]; ok {
 			s.Details = append(s.Details, ls)
 		}

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,9 +129,14 @@ func TestUpNeedsAllThreeLists(t *testing.T) {
 }
 
 func TestRepeatedDetailIDsAreOneLocation(t *testing.T) {
-	got := uniqueIDs([]int64{3, 5, 3, 1, 5})
-	if len(got) != 3 || got[0] != 3 || got[1] != 5 || got[2] != 1 {
-		t.Errorf("uniqueIDs = %v, want [3 5 1]", got)
+	f := newFake(6)
+	s := NewPoller(&Target{Client: f, DetailIDs: []int64{3, 5, 3, 1, 5}}, PollerOptions{}).Poll(context.Background())
+	var got []int64
+	for _, d := range s.Details {
+		got = append(got, d.ID)
+	}
+	if !slices.Equal(got, []int64{1, 3, 5}) || len(f.calls) != 6 {
+		t.Errorf("details of %v after the views %v, want each of 1, 3 and 5 once", got, f.calls)
 	}
 }
 
