@@ -530,9 +530,6 @@ func (p *Poller) failed(now time.Time, status int, err error) *Snapshot {
 	for _, ep := range upEndpoints {
 		c.lists[ep] = client.ListResult{Result: client.Result{Status: status, Err: err}}
 	}
-	if p.target.wantsDetails() {
-		c.failDetail(status, err)
-	}
 	return p.snapshot(c, now)
 }
 
