@@ -460,7 +460,7 @@ func (p *Poller) checkDetail(c *poll, id int64) {
 	case r.Status > 0 && !timeout:
 		c.longest = max(c.longest, r.Duration)
 	}
-	ls := locationState{endpointState: endpointState{r.Status, r.Duration, r.Err}, ID: id, Fields: r.Fields, Checked: end.Add(-r.Duration)}
+	ls := locationState{DetailResult: r, ID: id, Checked: end.Add(-r.Duration)}
 	if old, ok := p.checks[id]; !ok || !old.Checked.After(ls.Checked) {
 		p.checks[id] = ls
 	}
@@ -487,13 +487,13 @@ func (c *poll) abandoned() bool {
 // snapshot turns what has arrived into a Snapshot; lists not yet in are too late.
 func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	s := &Snapshot{
-		Start: c.start, Duration: now.Sub(c.start), Endpoints: make(map[client.Endpoint]endpointState, 4), trace: c.trace, budget: c.horizon.Sub(c.start),
+		Start: c.start, Duration: now.Sub(c.start), Endpoints: make(map[client.Endpoint]client.Result, 4), trace: c.trace, budget: c.horizon.Sub(c.start),
 	}
 	counts := make(map[client.Endpoint]Count, 3) // a list not read whole has no count
 	for _, ep := range upEndpoints {
-		s.Endpoints[ep] = endpointState{Duration: s.Duration, Err: errTooLate}
+		s.Endpoints[ep] = client.Result{Duration: s.Duration, Err: errTooLate}
 		if r, ok := c.lists[ep]; ok {
-			s.Endpoints[ep], counts[ep] = endpointState{Status: r.Status, Duration: r.Duration, Err: r.Err}, Count{Value: r.Count, Known: r.Err == nil}
+			s.Endpoints[ep], counts[ep] = r.Result, Count{Value: r.Count, Known: r.Err == nil}
 		}
 	}
 	s.Projects, s.Locations = counts[client.EndpointProjects], counts[client.EndpointLocations]
@@ -509,15 +509,15 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 			s.Details = append(s.Details, ls)
 		}
 	}
-	unchecked := endpointState{Err: errNoDetail}
+	unchecked := client.Result{Err: errNoDetail}
 	if until, status := p.target.Client.HoldOff(); now.Before(until) {
-		s.HoldOffUntil, unchecked = until, endpointState{Status: status, Err: client.ErrHeldOff}
+		s.HoldOffUntil, unchecked = until, client.Result{Status: status, Err: client.ErrHeldOff}
 	}
 	switch {
 	case c.detailErr != nil:
-		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: c.detailStatus, Duration: c.detailEnd.Sub(c.detailStart), Err: c.detailErr}
+		s.Endpoints[client.EndpointLocationDetail] = client.Result{Status: c.detailStatus, Duration: c.detailEnd.Sub(c.detailStart), Err: c.detailErr}
 	case !c.detailStart.IsZero():
-		s.Endpoints[client.EndpointLocationDetail] = endpointState{Status: http.StatusOK, Duration: c.detailEnd.Sub(c.detailStart)}
+		s.Endpoints[client.EndpointLocationDetail] = client.Result{Status: http.StatusOK, Duration: c.detailEnd.Sub(c.detailStart)}
 	case len(ids) > 0 || p.target.wantsDetails() && !s.Locations.Known:
 		s.Endpoints[client.EndpointLocationDetail] = unchecked
 	}
@@ -537,20 +537,13 @@ func (p *Poller) failed(now time.Time, status int, err error) *Snapshot {
 type Snapshot struct {
 	Start               time.Time
 	Duration            time.Duration
-	Endpoints           map[client.Endpoint]endpointState
+	Endpoints           map[client.Endpoint]client.Result // how each endpoint answered
 	Projects, Locations Count
 	Details             []locationState // each subset location's last check, by this poll or an earlier one
 	HoldOffUntil        time.Time       // the end of the hold-off in force; zero if none
 
 	trace  *client.Trace
 	budget time.Duration // of a poll that its deadline cut short; 0 for one that ended on its own
-}
-
-// endpointState is how one endpoint answered during a poll; Status is 0 when no response came.
-type endpointState struct {
-	Status   int
-	Duration time.Duration
-	Err      error
 }
 
 // Count is a list count; Known is false when the list could not be read.
@@ -560,9 +553,8 @@ type Count struct {
 }
 
 type locationState struct {
-	endpointState
+	client.DetailResult
 	ID      int64
-	Fields  map[string]string
 	Checked time.Time
 }
 

@@ -23,7 +23,7 @@ func TestSnapshotExposition(t *testing.T) {
 	s := &Snapshot{
 		Start:    start,
 		Duration: 1500 * time.Millisecond,
-		Endpoints: map[client.Endpoint]endpointState{
+		Endpoints: map[client.Endpoint]client.Result{
 			client.EndpointRoot:           {Status: 200, Duration: 100 * time.Millisecond},
 			client.EndpointProjects:       {Status: 200, Duration: 250 * time.Millisecond},
 			client.EndpointLocations:      {Status: 500, Duration: time.Second, Err: fail},
@@ -32,9 +32,9 @@ func TestSnapshotExposition(t *testing.T) {
 		Projects:     Count{Value: 0, Known: true},
 		HoldOffUntil: time.Unix(1700000060, 250_000_000),
 		Details: []locationState{
-			{ID: 3, endpointState: endpointState{Status: 200, Duration: 200 * time.Millisecond}, Fields: map[string]string{"name": "eu-west", "region": "eu"}, Checked: start.Add(time.Second)},
+			{ID: 3, DetailResult: client.DetailResult{Result: client.Result{Status: 200, Duration: 200 * time.Millisecond}, Fields: map[string]string{"name": "eu-west", "region": "eu"}}, Checked: start.Add(time.Second)},
 			// Checked by an earlier poll: its series come from that check.
-			{ID: 7, endpointState: endpointState{Status: 404, Duration: 300 * time.Millisecond, Err: fail}, Checked: time.Unix(1699999970, 125_000_000)},
+			{ID: 7, DetailResult: client.DetailResult{Result: client.Result{Status: 404, Duration: 300 * time.Millisecond, Err: fail}}, Checked: time.Unix(1699999970, 125_000_000)},
 		},
 	}
 	stats := NewTargetStats("http://deploy.example", "")
@@ -113,9 +113,9 @@ deployment_service_up 0
 }
 
 func TestUpNeedsAllThreeLists(t *testing.T) {
-	ok := endpointState{Status: 200}
-	bad := endpointState{Status: 500, Err: errors.New("x")}
-	for name, eps := range map[string]map[client.Endpoint]endpointState{
+	ok := client.Result{Status: 200}
+	bad := client.Result{Status: 500, Err: errors.New("x")}
+	for name, eps := range map[string]map[client.Endpoint]client.Result{
 		"all well":       {client.EndpointRoot: ok, client.EndpointProjects: ok, client.EndpointLocations: ok},
 		"root missing":   {client.EndpointProjects: ok, client.EndpointLocations: ok},
 		"projects fails": {client.EndpointRoot: ok, client.EndpointProjects: bad, client.EndpointLocations: ok},
