@@ -255,20 +255,17 @@ func (p *Poller) horizon(ctx context.Context, limit time.Time) (time.Time, strin
 	return limit, fmt.Sprintf("%s=%s", p.opts.TimeoutName, p.opts.Timeout)
 }
 
-// takeLocations carries over the checks of a poller that a reload replaced.
+// takeLocations carries over, to a poller not yet in use, the checks of the one that a reload replaced.
 func (p *Poller) takeLocations(old *Poller) {
-	old.mu.Lock()
-	checks := maps.Clone(old.checks)
-	old.mu.Unlock()
 	if !p.target.wantsDetails() || !slices.Equal(p.target.InfoFields, old.target.InfoFields) {
 		return
 	}
+	old.mu.Lock()
+	p.checks = maps.Clone(old.checks)
+	old.mu.Unlock()
 	if ids := p.target.DetailIDs; len(ids) > 0 {
-		maps.DeleteFunc(checks, func(id int64, _ locationState) bool { return !slices.Contains(ids, id) })
+		maps.DeleteFunc(p.checks, func(id int64, _ locationState) bool { return !slices.Contains(ids, id) })
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.checks = checks
 }
 
 func (p *Poller) stop() {

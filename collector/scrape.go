@@ -237,8 +237,7 @@ func scrapeBudget(r *http.Request, limit time.Duration) time.Duration {
 // maxProbeTargets bounds the pairs /probe keeps; the least recently used goes first.
 const maxProbeTargets = 1000
 
-// ProbeModule is what /probe needs of a module: Version tells a changed module on reload,
-// and CheckTarget says why it may not be used with a target (nil allows any).
+// ProbeModule is what /probe needs of a module: Version tells a changed module, CheckTarget refuses a target (nil allows any).
 type ProbeModule struct {
 	Settings    TargetSettings
 	Version     any
@@ -315,8 +314,7 @@ func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveGatherer(w, r, g, h.logger)
 }
 
-// writeDebug answers ?debug=true as blackbox's debug view does: the module's settings as YAML in the file's keys
-// (secrets as <secret>), the poll's record, and the metrics the probe would have returned.
+// writeDebug answers ?debug=true as blackbox does: the module's settings in the file's YAML keys, the poll's record, its metrics.
 func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s TargetSettings, sn *Snapshot, g prometheus.Gatherer) {
 	c := s.Client.WithDefaults()
 	settings, _ := yaml.Marshal(map[string]any{"http_client_config": c.HTTPClientConfig, "timeout": s.Timeout, "concurrency": c.Concurrency,
