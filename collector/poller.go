@@ -49,9 +49,8 @@ type TargetSettings struct {
 
 // NewTargetPoller builds the client and poller for the service at base.
 func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poller, error) {
-	cfg := s.Client
-	cfg.BaseURL = base
-	c, err := client.New(cfg)
+	s.Client.BaseURL = base
+	c, err := client.New(s.Client)
 	if err != nil {
 		return nil, err
 	}

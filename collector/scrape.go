@@ -285,20 +285,7 @@ func NewProbeHandler(lookup func(name string) (ProbeModule, error), recent *Poll
 
 func (h *ProbeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	target, err := client.ParseTarget(q.Get("target")) // its errors never repeat the target
-	switch {
-	case q.Get("target") == "":
-		err = errors.New("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
-	case errors.Is(err, client.ErrURLCredentials):
-		err = fmt.Errorf("target: %w: the key comes from the module's authorization", err)
-	case err != nil:
-		err = fmt.Errorf("target: %w", err)
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	e, m, status, err := h.pair(target, q.Get("module"))
+	e, m, status, err := h.pair(q.Get("target"), q.Get("module"))
 	if err != nil {
 		http.Error(w, err.Error(), status)
 		return
@@ -331,7 +318,16 @@ func (h *ProbeHandler) writeDebug(w http.ResponseWriter, o PollerOptions, s Targ
 }
 
 // pair returns the pair of target and module, or a refusal, under h.mu so that no Prune comes between.
-func (h *ProbeHandler) pair(target *url.URL, module string) (*probeEntry, ProbeModule, int, error) {
+func (h *ProbeHandler) pair(rawTarget, module string) (*probeEntry, ProbeModule, int, error) {
+	target, err := client.ParseTarget(rawTarget) // its errors never repeat the target
+	switch {
+	case rawTarget == "":
+		return nil, ProbeModule{}, http.StatusBadRequest, errors.New("target parameter is missing: give the service's base URL, such as target=https://deploy.example.com")
+	case errors.Is(err, client.ErrURLCredentials):
+		return nil, ProbeModule{}, http.StatusBadRequest, fmt.Errorf("target: %w: the key comes from the module's authorization", err)
+	case err != nil:
+		return nil, ProbeModule{}, http.StatusBadRequest, fmt.Errorf("target: %w", err)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m, err := h.lookup(module)
