@@ -212,7 +212,7 @@ func (p *Poller) finish(c *poll) {
 	}
 	if !abandoned && c.seq > p.lastSeq {
 		kept := *snap
-		kept.trace = nil
+		kept.trace = &client.Trace{} // the requests are in its record
 		p.last, p.lastSeq = &kept, c.seq
 	}
 	p.usualDetail = cmp.Or(c.longest, p.usualDetail)
@@ -522,7 +522,7 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 
 // failed is a poll that sent nothing: the lists are down, the subset keeps its last checks.
 func (p *Poller) failed(now time.Time, status int, err error) *Snapshot {
-	c := &poll{start: now, horizon: now, lists: make(map[client.Endpoint]client.ListResult, 3)}
+	c := &poll{start: now, horizon: now, trace: &client.Trace{}, lists: make(map[client.Endpoint]client.ListResult, 3)}
 	for _, ep := range upEndpoints {
 		c.lists[ep] = client.ListResult{Result: client.Result{Status: status, Err: err}}
 	}
@@ -538,7 +538,7 @@ type Snapshot struct {
 	Details             []locationState // each subset location's last check, by this poll or an earlier one
 	HoldOffUntil        time.Time       // the end of the hold-off in force; zero if none
 
-	trace  *client.Trace
+	trace  *client.Trace // the poll's requests; empty once kept for later scrapes
 	budget time.Duration // of a poll that its deadline cut short; 0 for one that ended on its own
 }
 

@@ -46,9 +46,6 @@ var worstFirst = []string{"failed", "partial", "slow", "notsent", "ok"}
 const timeFormat = "2006-01-02 15:04:05"
 
 func newPollRecord(target, module string, s *Snapshot) *PollRecord {
-	if s.trace == nil {
-		return makeRecord(target, module, s, nil, 0)
-	}
 	reqs, dropped := s.trace.Requests()
 	return makeRecord(target, module, s, reqs, dropped)
 }

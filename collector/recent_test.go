@@ -39,7 +39,7 @@ func snapshotOf(root, projects, locations error, details ...locationState) *Snap
 	}
 	s := &Snapshot{Endpoints: map[client.Endpoint]client.Result{
 		client.EndpointRoot: st(root), client.EndpointProjects: st(projects), client.EndpointLocations: st(locations),
-	}, Details: details}
+	}, Details: details, trace: &client.Trace{}}
 	if len(details) > 0 {
 		// The location_detail endpoint sums up its views: the last status
 		// and the first error. The summary must not trust it.
