@@ -166,13 +166,11 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 
 // wait waits for c until handoff; the last scrape to leave ends the poll and takes what it found.
 func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string) *Snapshot {
-	timer := time.NewTimer(time.Until(handoff))
-	defer timer.Stop()
 	cause := fmt.Errorf("the poll reached its deadline, set by %s: %w", by, context.DeadlineExceeded)
 	select {
 	case <-c.done:
 		return c.snap
-	case <-timer.C:
+	case <-time.After(time.Until(handoff)):
 	case <-ctx.Done():
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			cause = errAbandoned
