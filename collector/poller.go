@@ -21,7 +21,7 @@ import (
 // Target is one watched service and what to read from it.
 type Target struct {
 	Client      Service
-	DetailIDs   []int64 // the detail subset; without them, the list's first DetailLimit
+	DetailIDs   []int64 // the detail subset, or else the list's first DetailLimit (never both, as the flags and file check)
 	DetailLimit int
 	InfoFields  []string // detail view fields exposed as info labels
 }
@@ -108,14 +108,6 @@ func NewPoller(t *Target, opts PollerOptions) *Poller {
 
 func (t *Target) wantsDetails() bool { return len(t.DetailIDs) > 0 || t.DetailLimit > 0 }
 
-// idsFromList is how many ids of the location list make the detail subset.
-func (t *Target) idsFromList() int {
-	if len(t.DetailIDs) > 0 {
-		return 0
-	}
-	return t.DetailLimit
-}
-
 // Poll returns a snapshot for one scrape by ctx's deadline; a joined poll runs on until it too.
 func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	now := time.Now()
@@ -148,7 +140,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 		p.seq++
 		p.call = &poll{
 			start: now, seq: p.seq, horizon: now, trace: &client.Trace{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-			lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.idsFromList() == 0, subset: make(map[int64]bool),
+			lists: make(map[client.Endpoint]client.ListResult, 3), closed: p.target.DetailLimit == 0, subset: make(map[int64]bool),
 		}
 		p.call.ctx, p.call.cancel = context.WithCancelCause(client.WithTrace(context.WithoutCancel(ctx), p.call.trace))
 		go p.run(p.call)
@@ -322,7 +314,7 @@ func (p *Poller) run(c *poll) {
 	p.launch(c, func() { p.listIn(c, client.EndpointRoot, client.ListResult{Result: api.Root(c.ctx)}) })
 	p.launch(c, func() { p.listIn(c, client.EndpointProjects, api.Projects(c.ctx)) })
 	p.launch(c, func() {
-		r := api.Locations(c.ctx, t.idsFromList(), func(ids []int64) { p.enqueue(c, ids) })
+		r := api.Locations(c.ctx, t.DetailLimit, func(ids []int64) { p.enqueue(c, ids) })
 		p.listIn(c, client.EndpointLocations, r)
 	})
 	for p.launch(c, nil) {
