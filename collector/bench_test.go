@@ -77,15 +77,15 @@ func benchSnapshot(n int) *Snapshot {
 	s := &Snapshot{
 		Start:     time.Now(),
 		Duration:  120 * time.Millisecond,
-		Endpoints: make(map[client.Endpoint]endpointState, 4),
+		Endpoints: make(map[client.Endpoint]client.Result, 4),
 		Projects:  Count{Value: 5, Known: true},
 		Locations: Count{Value: int64(n) * 10, Known: true},
 	}
 	for _, ep := range client.Endpoints {
-		s.Endpoints[ep] = endpointState{Status: http.StatusOK, Duration: 30 * time.Millisecond}
+		s.Endpoints[ep] = client.Result{Status: http.StatusOK, Duration: 30 * time.Millisecond}
 	}
 	for i := range n {
-		d := locationState{ID: int64(i + 1), Status: http.StatusOK, Duration: time.Duration(i%50+5) * time.Millisecond}
+		d := locationState{ID: int64(i + 1), DetailResult: client.DetailResult{Result: client.Result{Status: http.StatusOK, Duration: time.Duration(i%50+5) * time.Millisecond}}}
 		if i%10 == 9 {
 			d.Status, d.Err = http.StatusBadGateway, &client.Error{Endpoint: client.EndpointLocationDetail, Reason: client.ReasonHTTPStatus, Status: http.StatusBadGateway}
 		} else {

@@ -261,12 +261,12 @@ func TestLogNameIsBoundedAndDistinct(t *testing.T) {
 		{long + "1", long + "2"},
 		{"https://a.example.com", "https://b.example.com"},
 	} {
-		a, b := logName(tc.a), logName(tc.b)
+		a, b := bounded(tc.a, 160), bounded(tc.b, 160)
 		if a == b || len(a) > 160 || !utf8.ValidString(a) || !strings.HasPrefix(tc.a, strings.TrimRight(a[:20], "…")) {
-			t.Errorf("logName(%.40q…) = %q, logName(%.40q…) = %q", tc.a, a, tc.b, b)
+			t.Errorf("bounded(%.40q…) = %q, bounded(%.40q…) = %q", tc.a, a, tc.b, b)
 		}
 	}
-	if got := logName("https://a.example.com"); got != "https://a.example.com" {
+	if got := bounded("https://a.example.com", 160); got != "https://a.example.com" {
 		t.Errorf("a short name became %q", got)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/deployment-service/deployment_service_exporter/client"
 )
 
@@ -183,7 +185,7 @@ func TestPollEndsWhenItsWorkEnds(t *testing.T) {
 		f.concurrency = 1
 		p := NewPoller(&Target{Client: f, DetailLimit: 20}, PollerOptions{Timeout: time.Minute})
 		m := NewMetrics(nil)
-		h := NewHandler(p, m, nil, nil, time.Minute, nil)
+		h := NewHandler(p, m, nil, prometheus.NewRegistry(), time.Minute, nil)
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.Header.Set(scrapeTimeoutHeader, "3")
 		begin := time.Now()
@@ -208,7 +210,7 @@ func TestPollEndsWhenItsWorkEnds(t *testing.T) {
 func TestScrapeAnswersWithinTheScrapeTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake(10, "locations", time.Hour)
-		h := NewHandler(NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute}), NewMetrics(nil), nil, nil, time.Minute, nil)
+		h := NewHandler(NewPoller(&Target{Client: f}, PollerOptions{Timeout: time.Minute}), NewMetrics(nil), nil, prometheus.NewRegistry(), time.Minute, nil)
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.Header.Set(scrapeTimeoutHeader, "2")
 		begin := time.Now()
@@ -651,7 +653,7 @@ func TestShortScrapesAddNoFailure(t *testing.T) {
 				f := newFake(10, "root", 50*time.Millisecond, "projects", 50*time.Millisecond, "locations", 50*time.Millisecond, "location_detail", 50*time.Millisecond)
 				m := NewTargetStats("", "")
 				p := NewPoller(&Target{Client: f, DetailLimit: 8}, PollerOptions{Timeout: 10 * time.Second, Polls: m})
-				h := NewHandler(p, NewMetrics(nil), m, nil, 10*time.Second, nil)
+				h := NewHandler(p, NewMetrics(nil), m, prometheus.NewRegistry(), 10*time.Second, nil)
 				for range 5 {
 					req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 					req.Header.Set(scrapeTimeoutHeader, header)

@@ -197,7 +197,7 @@ deployment_service_target_info{url="`+srv.URL+`"} 1
 // probe of it would find or build it.
 func defaultEntry(t *testing.T, h *ProbeHandler, target *url.URL) *probeEntry {
 	t.Helper()
-	e, _, _, err := h.pair(target, "")
+	e, _, _, err := h.pair(target.String(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

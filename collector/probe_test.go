@@ -29,7 +29,7 @@ func keySettings(key string) TargetSettings {
 	}
 }
 
-func staticLookup(modules map[string]TargetSettings) ModuleLookup {
+func staticLookup(modules map[string]TargetSettings) func(string) (ProbeModule, error) {
 	return func(name string) (ProbeModule, error) {
 		if name == "" {
 			name = "default"

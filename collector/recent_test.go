@@ -30,20 +30,20 @@ var (
 // snapshotOf builds a snapshot whose root and lists answered with the given
 // errors (nil is up) and whose detail views answered with details.
 func snapshotOf(root, projects, locations error, details ...locationState) *Snapshot {
-	st := func(err error) endpointState {
+	st := func(err error) client.Result {
 		var e *client.Error
 		if errors.As(err, &e) {
-			return endpointState{Status: e.Status, Err: err}
+			return client.Result{Status: e.Status, Err: err}
 		}
-		return endpointState{Status: 200, Err: err}
+		return client.Result{Status: 200, Err: err}
 	}
-	s := &Snapshot{Endpoints: map[client.Endpoint]endpointState{
+	s := &Snapshot{Endpoints: map[client.Endpoint]client.Result{
 		client.EndpointRoot: st(root), client.EndpointProjects: st(projects), client.EndpointLocations: st(locations),
-	}, Details: details}
+	}, Details: details, trace: &client.Trace{}}
 	if len(details) > 0 {
 		// The location_detail endpoint sums up its views: the last status
 		// and the first error. The summary must not trust it.
-		sum := endpointState{Status: 200}
+		sum := client.Result{Status: 200}
 		for _, d := range details {
 			if d.Err != nil && sum.Err == nil {
 				sum.Err = d.Err
@@ -55,7 +55,7 @@ func snapshotOf(root, projects, locations error, details ...locationState) *Snap
 }
 
 func detail(id int64, status int, err error) locationState {
-	return locationState{ID: id, Status: status, Err: err}
+	return locationState{ID: id, DetailResult: client.DetailResult{Result: client.Result{Status: status, Err: err}}}
 }
 
 // latest returns the latest poll of every target kept, newest first.
@@ -72,7 +72,7 @@ func TestPollSummarySaysWhatHappened(t *testing.T) {
 	ok := detail(1, 200, nil)
 	until := time.Date(2026, 11, 22, 7, 0, 14, 0, time.UTC)
 	withDetail := func(s *Snapshot, err error) *Snapshot {
-		s.Endpoints[client.EndpointLocationDetail] = endpointState{Err: err}
+		s.Endpoints[client.EndpointLocationDetail] = client.Result{Err: err}
 		return s
 	}
 	heldSnap := snapshotOf(heldOff, heldOff, heldOff, detail(1, 429, heldOff))

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,7 +23,7 @@ func TestSnapshotExposition(t *testing.T) {
 	s := &Snapshot{
 		Start:    start,
 		Duration: 1500 * time.Millisecond,
-		Endpoints: map[client.Endpoint]endpointState{
+		Endpoints: map[client.Endpoint]client.Result{
 			client.EndpointRoot:           {Status: 200, Duration: 100 * time.Millisecond},
 			client.EndpointProjects:       {Status: 200, Duration: 250 * time.Millisecond},
 			client.EndpointLocations:      {Status: 500, Duration: time.Second, Err: fail},
@@ -31,9 +32,9 @@ func TestSnapshotExposition(t *testing.T) {
 		Projects:     Count{Value: 0, Known: true},
 		HoldOffUntil: time.Unix(1700000060, 250_000_000),
 		Details: []locationState{
-			{ID: 3, Status: 200, Duration: 200 * time.Millisecond, Fields: map[string]string{"name": "eu-west", "region": "eu"}, Checked: start.Add(time.Second)},
+			{ID: 3, DetailResult: client.DetailResult{Result: client.Result{Status: 200, Duration: 200 * time.Millisecond}, Fields: map[string]string{"name": "eu-west", "region": "eu"}}, Checked: start.Add(time.Second)},
 			// Checked by an earlier poll: its series come from that check.
-			{ID: 7, Status: 404, Duration: 300 * time.Millisecond, Err: fail, Checked: time.Unix(1699999970, 125_000_000)},
+			{ID: 7, DetailResult: client.DetailResult{Result: client.Result{Status: 404, Duration: 300 * time.Millisecond, Err: fail}}, Checked: time.Unix(1699999970, 125_000_000)},
 		},
 	}
 	stats := NewTargetStats("http://deploy.example", "")
@@ -112,9 +113,9 @@ deployment_service_up 0
 }
 
 func TestUpNeedsAllThreeLists(t *testing.T) {
-	ok := endpointState{Status: 200}
-	bad := endpointState{Status: 500, Err: errors.New("x")}
-	for name, eps := range map[string]map[client.Endpoint]endpointState{
+	ok := client.Result{Status: 200}
+	bad := client.Result{Status: 500, Err: errors.New("x")}
+	for name, eps := range map[string]map[client.Endpoint]client.Result{
 		"all well":       {client.EndpointRoot: ok, client.EndpointProjects: ok, client.EndpointLocations: ok},
 		"root missing":   {client.EndpointProjects: ok, client.EndpointLocations: ok},
 		"projects fails": {client.EndpointRoot: ok, client.EndpointProjects: bad, client.EndpointLocations: ok},
@@ -128,9 +129,14 @@ func TestUpNeedsAllThreeLists(t *testing.T) {
 }
 
 func TestRepeatedDetailIDsAreOneLocation(t *testing.T) {
-	got := uniqueIDs([]int64{3, 5, 3, 1, 5})
-	if len(got) != 3 || got[0] != 3 || got[1] != 5 || got[2] != 1 {
-		t.Errorf("uniqueIDs = %v, want [3 5 1]", got)
+	f := newFake(6)
+	s := NewPoller(&Target{Client: f, DetailIDs: []int64{3, 5, 3, 1, 5}}, PollerOptions{}).Poll(context.Background())
+	var got []int64
+	for _, d := range s.Details {
+		got = append(got, d.ID)
+	}
+	if !slices.Equal(got, []int64{1, 3, 5}) || len(f.calls) != 6 {
+		t.Errorf("details of %v after the views %v, want each of 1, 3 and 5 once", got, f.calls)
 	}
 }
 
@@ -141,8 +147,8 @@ func TestHoldOffEndsInAReusedPoll(t *testing.T) {
 	p := NewPoller(&Target{Client: newFake(0)}, PollerOptions{MinInterval: time.Hour})
 	s := &Snapshot{Start: now, HoldOffUntil: now.Add(time.Minute)}
 	p.last = s
-	if got := p.Poll(context.Background()); got != s {
-		t.Error("a snapshot inside its hold-off was copied")
+	if got := p.Poll(context.Background()); !got.HoldOffUntil.Equal(s.HoldOffUntil) {
+		t.Errorf("hold-off until %v served inside it, want %v", got.HoldOffUntil, s.HoldOffUntil)
 	}
 	s.HoldOffUntil = now.Add(-time.Second)
 	later := p.Poll(context.Background())
