@@ -107,11 +107,9 @@ func (p *pages) target(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	id, _ := strconv.ParseUint(r.PathValue("id"), 10, 64) // 0 when no number: ids start at 1
 	rec, ok := p.recent.Get(id)
 	switch {
-	case err != nil:
-		http.Error(w, "poll id must be a number", http.StatusBadRequest)
 	case !ok:
 		http.Error(w, "no such poll: each target keeps its latest poll and, while it fails, its first failing poll and the one that started a hold-off", http.StatusNotFound)
 	case r.URL.Query().Get("format") == "text":

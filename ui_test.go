@@ -176,7 +176,7 @@ func TestPagesShowThePoll(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /polls/{id}", p.poll)
 	mux.HandleFunc("GET /{$}", p.landing) // as routes serves it
-	for path, code := range map[string]int{"/nothing-here": 404, "/polls/99": 404, "/polls/x": 400} {
+	for path, code := range map[string]int{"/nothing-here": 404, "/polls/99": 404, "/polls/x": 404} {
 		rec = httptest.NewRecorder()
 		if mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil)); rec.Code != code {
 			t.Errorf("%s answered %d, want %d", path, rec.Code, code)
@@ -384,7 +384,7 @@ func TestSecurityHeaders(t *testing.T) {
 		{"GET", "/sd", 200}, {"POST", "/sd", 405}, {"GET", "/-/healthy", 200}, {"GET", "/-/ready", 200},
 		{"GET", "/-/reload", 405}, {"POST", "/-/reload", 200}, {"GET", "/favicon.ico", 404},
 		{"GET", "/", 200}, {"GET", "/polls/1", 200}, {"GET", "/polls/1?format=text", 200},
-		{"GET", "/polls/99", 404}, {"GET", "/polls/x", 400},
+		{"GET", "/polls/99", 404}, {"GET", "/polls/x", 404},
 		{"GET", "/target?target=" + url.QueryEscape(svc.URL()), 200}, {"GET", "/target?target=nothing", 404},
 	} {
 		req, _ := http.NewRequest(tc.method, exp.URL+tc.path, nil)
