@@ -65,15 +65,14 @@ func parseTargetPattern(raw string) (targetPattern, error) {
 	return p, nil
 }
 
-// matches tells whether target, in /probe's spelling, is one the pattern names.
+// matches tells whether target, as client.ParseTarget returns it (within the bounds), is one the pattern names.
 func (p targetPattern) matches(target *url.URL) bool {
 	if target.Scheme != p.scheme || target.EscapedPath() != p.path || p.port != anyPort && target.Port() != p.port {
 		return false
 	}
 	// "*" never matches an address for a name, nor a name that a resolver reads as an address (0x7f.1, 127.1).
 	kind, labels := hostOf(target)
-	if kind != p.kind || len(labels) != len(p.labels) || !client.HostWithinBounds(target.Hostname()) ||
-		kind == kindName && endsInNumber(labels) && slices.Contains(p.labels, "*") {
+	if kind != p.kind || len(labels) != len(p.labels) || kind == kindName && endsInNumber(labels) && slices.Contains(p.labels, "*") {
 		return false
 	}
 	for i, l := range labels {

@@ -244,23 +244,6 @@ func TestTargetsBindCredentials(t *testing.T) {
 	}
 }
 
-// TestMatchesBoundsLabels: a pattern refuses a host over the bounds even
-// when it reaches matches without /probe's checks.
-func TestMatchesBoundsLabels(t *testing.T) {
-	p, err := parseTargetPattern("https://*.deploy.example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, host := range []string{strings.Repeat("a", 64) + ".deploy.example.com", strings.Repeat("a", 500_000) + ".deploy.example.com"} {
-		if p.matches(&url.URL{Scheme: "https", Host: host}) {
-			t.Errorf("a %d-byte label matched", len(host)-len(".deploy.example.com"))
-		}
-	}
-	if !p.matches(&url.URL{Scheme: "https", Host: strings.Repeat("a", 63) + ".deploy.example.com"}) {
-		t.Error("a 63-byte label did not match")
-	}
-}
-
 // TestUnicodeDotsNeverMatch: a target host written with a Unicode full
 // stop, which Go's transport dials as an ASCII dot, is refused before it
 // can be matched label by label.
