@@ -23,7 +23,6 @@ import (
 )
 
 const (
-	defaultModule  = "default" // for a /probe that names no module
 	moduleBlock    = "http_client_config"
 	DefaultTimeout = 10 * time.Second // of a poll, unless a module or --api.timeout says otherwise
 	MaxFileBytes   = 1 << 20          // of every configuration file the exporter reads
@@ -119,18 +118,14 @@ func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 	return nil
 }
 
-// load reads and checks the file at path (none: no modules); its errors, a line per bad module, do not name the file.
+// load reads and checks the file at path (none: no modules); its errors (a line per bad module, not naming the file) void the config.
 func load(path string) (*Config, error) {
 	var cfg Config
 	if path == "" {
 		return &cfg, nil
 	}
-	b, err := client.ReadRegularFile(path, MaxFileBytes)
-	if err != nil {
+	if err := readYAML(path, &cfg); err != nil {
 		return nil, err
-	}
-	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
-		return nil, explainYAML(err)
 	}
 	if len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules: add at least one under modules:, such as default: {targets: [https://deploy.example.com], http_client_config: {authorization: {type: Token, credentials_file: /path/to/key}}}")
@@ -143,15 +138,19 @@ func load(path string) (*Config, error) {
 			errs = append(errs, fmt.Errorf("module %q: %w", name, err))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return &cfg, nil
+	return &cfg, errors.Join(errs...)
 }
 
-// explainYAML adds the fix to the YAML library's error, which names the line.
+// readYAML reads the file at path into out, adding the fix to the YAML library's error, which names the line.
 // Go types mean nothing to a user, and a quoted value or URL could be a secret.
-func explainYAML(err error) error {
+func readYAML(path string, out any) error {
+	b, err := client.ReadRegularFile(path, MaxFileBytes)
+	if err != nil {
+		return err
+	}
+	if err = yaml.UnmarshalStrict(b, out); err == nil {
+		return nil
+	}
 	msg := urlParseRE.ReplaceAllString(err.Error(), "a URL does not parse")
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -246,12 +245,8 @@ func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
 	if path == "" {
 		return c, nil
 	}
-	b, err := client.ReadRegularFile(path, MaxFileBytes)
-	if err != nil {
+	if err := readYAML(path, &c); err != nil {
 		return c, err
-	}
-	if err := yaml.UnmarshalStrict(b, &c); err != nil {
-		return c, explainYAML(err)
 	}
 	c.SetDirectory(filepath.Dir(path))
 	return c, checkHTTPClient(&c, "")

@@ -71,7 +71,7 @@ func (s *Store) Lookup(name string) (*Module, error) {
 	if cfg == nil || len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules are configured: start the exporter with --config.file to use /probe")
 	}
-	if m, ok := cfg.Modules[cmp.Or(name, defaultModule)]; ok {
+	if m, ok := cfg.Modules[cmp.Or(name, "default")]; ok {
 		return m, nil
 	}
 	if name == "" {
