@@ -67,12 +67,9 @@ func validate(f settings) (*settings, error) {
 		{m.Concurrency < 1, "--api.concurrency must be at least 1"},
 		{m.MaxPages < 1, "--api.max-pages must be at least 1"},
 		{m.MaxResponseBytes < 1, "--api.max-response-bytes must be positive, such as 64MiB"},
-		{loc.DetailLimit < 0, "--locations.detail-limit must be 0 (none) or more"},
 		{m.RateLimit < 0 || math.IsNaN(m.RateLimit) || math.IsInf(m.RateLimit, 0), "--api.rate-limit must be 0 (no limit) or more requests per second"},
 		{m.MinInterval < 0, "--api.min-interval must be 0 (poll on every scrape) or more"},
-		{slices.ContainsFunc(loc.DetailIDs, func(id int64) bool { return id < 0 }), "--locations.detail-id: ids are whole numbers from 0"},
 		{len(loc.DetailIDs) > 0 && loc.DetailLimit > 0, "--locations.detail-id and --locations.detail-limit conflict: give ids or a limit, not both"},
-		{f.maxRequests < 0, "--web.max-requests must be 0 (no limit) or more"},
 		{f.demoFaults.String() != "" && !f.demo, "--demo.fault makes the sample service of --demo fail: add --demo, or drop --demo.fault"},
 		{!strings.HasPrefix(p, "/") || strings.ContainsAny(p, "{}% \t\n?#") || path.Clean(p) != p,
 			fmt.Sprintf("--web.telemetry-path %q must be a plain, clean path from /, such as /metrics", p)},
@@ -164,11 +161,11 @@ func moduleSettings(m *moduleconfig.Module) collector.TargetSettings {
 	}
 }
 
-// intFlag and idsFlag are whole numbers in decimal: kingpin's Int takes 2.5, its Int64 reads 010 as eight.
+// intFlag and idsFlag are whole numbers from 0 in decimal (no flag takes less): kingpin's Int takes 2.5, its Int64 reads 010 as eight.
 type intFlag int
 
 func (i *intFlag) Set(s string) error {
-	n, err := strconv.Atoi(s)
+	n, err := strconv.ParseUint(s, 10, strconv.IntSize-1)
 	*i = intFlag(n)
 	return err
 }
@@ -178,8 +175,8 @@ func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
 type idsFlag []int64
 
 func (l *idsFlag) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 64)
-	*l = append(*l, n)
+	n, err := strconv.ParseUint(s, 10, 63)
+	*l = append(*l, int64(n))
 	return err
 }
 
@@ -227,7 +224,7 @@ func flagError(app *kingpin.Application, args []string, err error) error {
 		case errors.As(err, &num) && num.Func == "ParseFloat":
 			what = fmt.Sprintf("%q is not a number, such as 2.5", v)
 		case errors.As(err, &num):
-			what = fmt.Sprintf("%q is not a whole number", v)
+			what = fmt.Sprintf("%q is not a whole number from 0", v)
 		case strings.HasPrefix(what, "time: "):
 			what = fmt.Sprintf("%q is not a duration, such as 10s", v)
 		}

@@ -69,11 +69,9 @@ func TestValidateRefusesBadFlags(t *testing.T) {
 		{"zero concurrency", func(f *settings) { f.module.Concurrency = 0 }, "--api.concurrency"},
 		{"zero pages", func(f *settings) { f.module.MaxPages = 0 }, "--api.max-pages"},
 		{"zero body size", func(f *settings) { f.module.MaxResponseBytes = 0 }, "--api.max-response-bytes"},
-		{"negative limit", func(f *settings) { f.module.Locations.DetailLimit = -1 }, "--locations.detail-limit"},
 		{"negative rate", func(f *settings) { f.module.RateLimit = -1 }, "--api.rate-limit"},
 		{"negative interval", func(f *settings) { f.module.MinInterval = -time.Second }, "--api.min-interval"},
 		{"ids and limit", func(f *settings) { f.module.Locations.DetailIDs, f.module.Locations.DetailLimit = []int64{1}, 3 }, "conflict"},
-		{"negative id", func(f *settings) { f.module.Locations.DetailIDs = []int64{-4} }, "--locations.detail-id"},
 		{"demo and URL", func(f *settings) { f.demo = true }, "--demo"},
 		{"info field not a label name", func(f *settings) { f.module.Locations.InfoFields = []string{"last-deploy"} }, "not a valid label name"},
 		{"info field starting with a digit", func(f *settings) { f.module.Locations.InfoFields = []string{"1st"} }, "not a valid label name"},
@@ -93,7 +91,6 @@ func TestValidateRefusesBadFlags(t *testing.T) {
 		{"telemetry path with a pattern", func(f *settings) { f.metricsPath = "/metrics{x}" }, "plain, clean path"},
 		{"telemetry path not clean", func(f *settings) { f.metricsPath = "/x/../metrics" }, "plain, clean path"},
 		{"telemetry path with a double slash", func(f *settings) { f.metricsPath = "//metrics" }, "plain, clean path"},
-		{"negative max requests", func(f *settings) { f.maxRequests = -1 }, "--web.max-requests"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -387,7 +384,7 @@ func TestHTTP2FollowsPrometheusDefault(t *testing.T) {
 	}
 }
 
-// TestWholeNumberFlagsAreDecimal: 010 is ten, never eight, and 08 is eight.
+// TestWholeNumberFlagsAreDecimal: 010 is ten, never eight, and 08 is eight; none is below 0.
 func TestWholeNumberFlagsAreDecimal(t *testing.T) {
 	f, err := parseArgs([]string{"--locations.detail-id=010", "--locations.detail-id=7", "--api.max-pages=08", "--api.concurrency=010", "--web.max-requests=010"})
 	if err != nil {
@@ -396,9 +393,11 @@ func TestWholeNumberFlagsAreDecimal(t *testing.T) {
 	if ids := f.module.Locations.DetailIDs; len(ids) != 2 || ids[0] != 10 || ids[1] != 7 || f.module.MaxPages != 8 || f.module.Concurrency != 10 || f.maxRequests != 10 {
 		t.Errorf("ids %v, pages %d, concurrency %d, requests %d; want [10 7], 8, 10, 10", ids, f.module.MaxPages, f.module.Concurrency, f.maxRequests)
 	}
-	for _, arg := range []string{"--locations.detail-id=0x10", "--api.max-pages=0b1", "--locations.detail-limit=1_0"} {
-		if _, err := parseArgs([]string{arg}); err == nil {
-			t.Errorf("%s accepted", arg)
+	for _, arg := range []string{"--locations.detail-id=0x10", "--api.max-pages=0b1", "--locations.detail-limit=1_0",
+		"--locations.detail-id=-4", "--locations.detail-limit=-1", "--web.max-requests=-1"} {
+		flag, _, _ := strings.Cut(arg, "=")
+		if _, err := parseArgs([]string{arg}); err == nil || !strings.Contains(err.Error(), flag+": ") || !strings.Contains(err.Error(), "not a whole number from 0") {
+			t.Errorf("%s: %v, want it refused as no whole number from 0", arg, err)
 		}
 	}
 }

@@ -86,7 +86,7 @@ func (t *yamlText) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
-// wholeNumbers reads the module's whole numbers again as written, in decimal: YAML 1.1 reads 010 as eight.
+// wholeNumbers reads the module's whole numbers again as written, in decimal from 0: YAML 1.1 reads 010 as eight.
 func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 	var top map[string]yamlText
 	var sub map[string]map[string]yamlText
@@ -105,11 +105,11 @@ func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 		}
 		var ns []int64
 		for _, s := range text {
-			n, err := strconv.ParseInt(s, 10, 64)
+			n, err := strconv.ParseUint(s, 10, 63)
 			if err != nil {
-				return fmt.Errorf("%s takes whole numbers written in decimal, such as 10", key)
+				return fmt.Errorf("%s takes whole numbers from 0 written in decimal, such as 10", key)
 			}
-			ns = append(ns, n)
+			ns = append(ns, int64(n))
 		}
 		if len(ns) > 0 {
 			set(ns)
@@ -192,12 +192,8 @@ func (m *Module) check(dir string) error {
 		return errors.New("rate_limit must be 0 (no limit) or more requests per second")
 	case m.MinInterval < 0:
 		return errors.New("min_interval must be 0 or more")
-	case m.Locations.DetailLimit < 0:
-		return errors.New("locations.detail_limit must be 0 (none) or more")
 	case len(m.Locations.DetailIDs) > 0 && m.Locations.DetailLimit > 0:
 		return errors.New("locations.detail_ids and locations.detail_limit conflict: give one")
-	case slices.ContainsFunc(m.Locations.DetailIDs, func(id int64) bool { return id < 0 }):
-		return errors.New("locations.detail_ids are whole numbers from 0: one is negative")
 	}
 	if err := ValidateInfoFields(m.Locations.InfoFields); err != nil {
 		return fmt.Errorf("locations.info_fields: %w", err)

@@ -116,7 +116,8 @@ func TestParseInvalid(t *testing.T) {
 		{"zero timeout", "modules:\n  default:\n    timeout: 0s\n", []string{"timeout"}},
 		{"zero concurrency", "modules:\n  default:\n    concurrency: 0\n", []string{"concurrency"}},
 		{"ids and limit", "modules:\n  m:\n    locations: {detail_ids: [1], detail_limit: 2}\n", []string{`"m"`, "conflict"}},
-		{"negative id", "modules:\n  m:\n    locations: {detail_ids: [-1]}\n", []string{"negative"}},
+		{"negative id", "modules:\n  m:\n    locations: {detail_ids: [-1]}\n", []string{`module "m"`, "locations.detail_ids", "from 0"}},
+		{"negative limit", "modules:\n  m:\n    locations: {detail_limit: -1}\n", []string{`module "m"`, "locations.detail_limit", "from 0"}},
 		{"bad info field", "modules:\n  m:\n    locations: {info_fields: [job]}\n", []string{"info_fields", "entry 1"}},
 		{"missing key file", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials_file: nope}}\n", []string{"credentials_file", "nope"}},
 		{"empty key file", "modules:\n  m:\n    targets: [https://deploy.example.com]\n    http_client_config: {authorization: {type: Token, credentials_file: empty-key}}\n", []string{"empty"}},
@@ -339,14 +340,14 @@ func FuzzWholeNumbers(f *testing.F) {
 		if s == "" || strings.ContainsAny(s, "#,{}[]:\n\r\"'&*!|>%@`?") || strings.TrimSpace(s) != s {
 			return // YAML syntax around the number, not the number
 		}
-		want, werr := strconv.ParseInt(s, 10, 64)
+		want, werr := strconv.ParseUint(s, 10, 63)
 		cfg, err := parse(t, "modules:\n  m: {locations: {detail_ids: ["+s+"]}}\n", "")
 		switch {
 		case err == nil && werr != nil:
 			t.Errorf("%q read as %v, but it is no decimal number", s, cfg.Modules["m"].Locations.DetailIDs)
-		case err == nil && (len(cfg.Modules["m"].Locations.DetailIDs) != 1 || cfg.Modules["m"].Locations.DetailIDs[0] != want):
+		case err == nil && (len(cfg.Modules["m"].Locations.DetailIDs) != 1 || cfg.Modules["m"].Locations.DetailIDs[0] != int64(want)):
 			t.Errorf("%q read as %v, want %d", s, cfg.Modules["m"].Locations.DetailIDs, want)
-		case err != nil && werr == nil && want >= 0:
+		case err != nil && werr == nil:
 			t.Errorf("%q refused: %v", s, err)
 		}
 	})
