@@ -1,5 +1,4 @@
-// Command deployment_service_exporter exposes the health, latency and
-// inventory counts of a deployment service's JSON API as Prometheus metrics.
+// Command deployment_service_exporter exposes a deployment service's health, latency and inventory counts as Prometheus metrics.
 package main
 
 import (

@@ -38,10 +38,9 @@ type settings struct {
 	apiURL, keyFile, httpConfigFile, configFile, metricsPath string
 	key                                                      string // from the environment only
 	module                                                   moduleconfig.Module
-	demo, configCheck                                        bool
+	demo, configCheck, disableExporterMetrics                bool
 	demoFaults                                               sampleservice.FaultFlag
 	externalURL                                              *url.URL // nil when unknown
-	disableExporterMetrics                                   bool
 	maxRequests                                              int
 	web                                                      *web.FlagConfig
 	log                                                      promslog.Config
@@ -200,8 +199,7 @@ func (b *byteSize) Set(s string) error {
 
 func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
 
-// flagError turns kingpin's error about a flag's value into one line naming the flag and what it takes:
-// kingpin names neither ("time: invalid duration"), and says "unexpected false" of --api.gzip=false.
+// flagError rewrites kingpin's error about a flag's value ("time: invalid duration", "unexpected false") as one line naming the flag and what it takes.
 func flagError(app *kingpin.Application, args []string, err error) error {
 	for _, a := range args {
 		name, _, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")

@@ -17,8 +17,7 @@ func runService(run func() int) int {
 	return s.code
 }
 
-// service answers the service manager: Stop and Shutdown end the process at once, and an
-// exporter that stops by itself stops the service with its exit code.
+// service answers the service manager: Stop and Shutdown end the process at once; an exporter that exits stops the service with its code.
 type service struct {
 	exited chan int
 	code   int

@@ -91,13 +91,12 @@ func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 	var top map[string]yamlText
 	var sub map[string]map[string]yamlText
 	_, _ = unmarshal(&top), unmarshal(&sub)
-	l := &m.Locations
 	for key, set := range map[string]func([]int64){
 		"concurrency":            func(n []int64) { m.Concurrency = int(n[0]) },
 		"max_pages":              func(n []int64) { m.MaxPages = int(n[0]) },
 		"max_response_bytes":     func(n []int64) { m.MaxResponseBytes = n[0] },
-		"locations.detail_limit": func(n []int64) { l.DetailLimit = int(n[0]) },
-		"locations.detail_ids":   func(n []int64) { l.DetailIDs = n },
+		"locations.detail_limit": func(n []int64) { m.Locations.DetailLimit = int(n[0]) },
+		"locations.detail_ids":   func(n []int64) { m.Locations.DetailIDs = n },
 	} {
 		text := top[key]
 		if parent, child, nested := strings.Cut(key, "."); nested {
@@ -141,8 +140,7 @@ func load(path string) (*Config, error) {
 	return &cfg, errors.Join(errs...)
 }
 
-// readYAML reads the file at path into out, adding the fix to the YAML library's error, which names the line.
-// Go types mean nothing to a user, and a quoted value or URL could be a secret.
+// readYAML reads the file at path into out; its errors add the fix to the YAML library's, without Go types or quoted values (secrets).
 func readYAML(path string, out any) error {
 	b, err := client.ReadRegularFile(path, MaxFileBytes)
 	if err != nil {
@@ -204,8 +202,7 @@ func (m *Module) check(dir string) error {
 	return checkHTTPClient(&m.HTTPClientConfig, moduleBlock+".")
 }
 
-// checkHTTPClient holds an HTTP client block (prefix starts its fields' names in errors) to the exporter's Accept
-// and the service's "Authorization: Token <key>", and builds its transport as every poll would.
+// checkHTTPClient holds a client block (prefix starts its names in errors) to the exporter's Accept and a Token key, and builds its transport.
 func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 	accept := func(name string) bool { return http.CanonicalHeaderKey(name) == "Accept" }
 	a := c.Authorization
