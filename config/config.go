@@ -120,11 +120,8 @@ func (m *Module) wholeNumbers(unmarshal func(any) error) error {
 // load reads and checks the file at path (none: no modules); its errors (a line per bad module, not naming the file) void the config.
 func load(path string) (*Config, error) {
 	var cfg Config
-	if path == "" {
-		return &cfg, nil
-	}
-	if err := readYAML(path, &cfg); err != nil {
-		return nil, err
+	if err := readYAML(path, &cfg); err != nil || path == "" {
+		return &cfg, err
 	}
 	if len(cfg.Modules) == 0 {
 		return nil, errors.New("no modules: add at least one under modules:, such as default: {targets: [https://deploy.example.com], http_client_config: {authorization: {type: Token, credentials_file: /path/to/key}}}")
@@ -140,8 +137,11 @@ func load(path string) (*Config, error) {
 	return &cfg, errors.Join(errs...)
 }
 
-// readYAML reads the file at path into out; its errors add the fix to the YAML library's, without Go types or quoted values (secrets).
+// readYAML reads the file at path (none: out stays) into out; its errors add the fix to the YAML library's, without Go types or quoted values (secrets).
 func readYAML(path string, out any) error {
+	if path == "" {
+		return nil
+	}
 	b, err := client.ReadRegularFile(path, MaxFileBytes)
 	if err != nil {
 		return err
@@ -235,9 +235,6 @@ func checkHTTPClient(c *commoncfg.HTTPClientConfig, prefix string) error {
 // LoadHTTPClientConfig reads --api.http-config.file (none: the defaults) as a module's; its errors do not name the file.
 func LoadHTTPClientConfig(path string) (commoncfg.HTTPClientConfig, error) {
 	c := commoncfg.DefaultHTTPClientConfig
-	if path == "" {
-		return c, nil
-	}
 	if err := readYAML(path, &c); err != nil {
 		return c, err
 	}
