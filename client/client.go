@@ -222,10 +222,7 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 func (x *exchange) unreadRedirect() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.conn == nil || x.conn.status()/100 != 3 {
-		return 0
-	}
-	return x.conn.status()
+	return x.conn.redirectStatus()
 }
 
 func (x *exchange) clientTrace() *httptrace.ClientTrace {
