@@ -423,12 +423,10 @@ func (g *gunzipReader) translate(err error) error {
 	case g.wire.err != nil:
 		return g.wire.err
 	case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF): // an empty body is no gzip stream
-		return &gzipError{bodyError{msgError{"gzip stream ends early", io.ErrUnexpectedEOF}}}
+		return &bodyError{msgError{"gzip stream ends early", io.ErrUnexpectedEOF}}
 	}
-	return &gzipError{bodyError{msgError{"corrupt gzip stream: " + err.Error(), err}}}
+	return &bodyError{msgError{"corrupt gzip stream: " + err.Error(), err}}
 }
-
-type gzipError struct{ bodyError } // a corrupt gzip stream, not the decoder's error
 
 func (g *gunzipReader) release() {
 	g.wire = nil
