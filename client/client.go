@@ -154,8 +154,8 @@ type exchange struct {
 	ep   Endpoint
 	mu   sync.Mutex // guards rec.Phases, set by the transport's goroutines
 	rec  TraceRequest
-	sent time.Time       // zero when never sent
-	conn *statusLineConn // the connection of a plain HTTP/1 request
+	sent time.Time                      // zero when never sent
+	conn atomic.Pointer[statusLineConn] // the connection of a plain HTTP/1 request
 }
 
 // get sends one GET request, hands its body to decode and reports it; it returns the status, the time since sending and an *Error.
@@ -205,7 +205,7 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 	}
 	if err != nil {
 		reason, status := classify(x.ctx, err), 0
-		if s := x.unreadRedirect(); reason == ReasonNetwork && s != 0 {
+		if s := x.conn.Load().redirectStatus(); reason == ReasonNetwork && s != 0 {
 			reason, status, err = ReasonHTTPStatus, s, fmt.Errorf("unexpected status %s: its headers are malformed, so it is not followed", http.StatusText(s))
 		}
 		if !errors.Is(err, errForeignOrigin) { // the guard stopped it before sending
@@ -216,13 +216,6 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 	status, err := x.readResponse(resp, decode)
 	c.cfg.Observer.ObserveRequest(ep, status, time.Since(x.sent))
 	return status, err
-}
-
-// unreadRedirect returns the status of a redirect whose headers net/http refused (a control character in its Location), else 0.
-func (x *exchange) unreadRedirect() int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.conn.redirectStatus()
 }
 
 func (x *exchange) clientTrace() *httptrace.ClientTrace {
@@ -240,10 +233,11 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 		TLSHandshakeDone:     func(tls.ConnectionState, error) { mark(&p.TLS) },
 		GotFirstResponseByte: func() { mark(&p.FirstByte) },
 		GotConn: func(info httptrace.GotConnInfo) {
+			conn, _ := info.Conn.(*statusLineConn)
+			x.conn.Store(conn)
 			x.mu.Lock()
 			defer x.mu.Unlock()
 			p.Reused = info.Reused
-			x.conn, _ = info.Conn.(*statusLineConn)
 		},
 	}
 }
@@ -278,8 +272,8 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 	}
 	limit := x.c.cfg.MaxResponseBytes
 	wire.n = limit
-	if gz {
-		wire.n = maxCompressed(limit)
+	if gz { // deflate adds 5 bytes per 64 KiB at most
+		wire.n = limit + limit/1024 + 4<<10
 	}
 	if resp.ContentLength > wire.n {
 		return nil, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge)
@@ -380,11 +374,6 @@ func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
 		}
 	}
 	return gz, nil
-}
-
-// maxCompressed bounds the compressed bytes for limit decompressed ones: deflate adds 5 bytes per 64 KiB at most.
-func maxCompressed(limit int64) int64 {
-	return limit + limit/1024 + 4<<10
 }
 
 // gunzipReader decompresses a gzip stream; errors of wire pass, a corrupt stream is an invalid body.
