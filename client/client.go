@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -449,13 +451,8 @@ func (h *HoldOffs) extend(key string, until time.Time, status int) time.Time {
 		return old.until
 	}
 	if !ok && len(h.m) >= maxHoldOffs { // drop the one ending soonest, ended or not
-		soonest := ""
-		for k, v := range h.m {
-			if soonest == "" || v.until.Before(h.m[soonest].until) {
-				soonest = k
-			}
-		}
-		delete(h.m, soonest)
+		byEnd := func(a, b string) int { return h.m[a].until.Compare(h.m[b].until) }
+		delete(h.m, slices.MinFunc(slices.Collect(maps.Keys(h.m)), byEnd))
 	}
 	h.m[key] = holdOff{until: until, status: status}
 	return until
