@@ -75,13 +75,10 @@ func roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Config, userAgent
 		WriteBufferSize:        1 << 10,         // buffers live as long as their connection (docs/development.md)
 		ReadBufferSize:         2 << 10,
 		TLSHandshakeTimeout:    10 * time.Second,
-		ExpectContinueTimeout:  time.Second,
-		Protocols:              &http.Protocols{},
+		ForceAttemptHTTP2:      cfg.EnableHTTP2,
 		DialContext:            dialStatusLine,
 	}
-	base.Protocols.SetHTTP1(true)
 	if cfg.EnableHTTP2 {
-		base.Protocols.SetHTTP2(true)
 		base.HTTP2 = &http.HTTP2Config{SendPingTimeout: time.Minute}
 	}
 	var rt http.RoundTripper = base
