@@ -288,7 +288,6 @@ func (d *decoder) entryID(page *listPage) error {
 	return nil
 }
 
-// parseID parses a non-negative integer that fits int64.
 func parseID(v []byte) (int64, bool) {
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	return n, err == nil && n >= 0

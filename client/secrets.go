@@ -110,7 +110,6 @@ func ReadRegularFile(path string, max int64) ([]byte, error) {
 	return b, pathless(err)
 }
 
-// pathless returns the cause of a file error without its operation and path.
 func pathless(err error) error {
 	if pe, ok := errors.AsType[*fs.PathError](err); ok {
 		return pe.Err
