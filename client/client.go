@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,8 +156,8 @@ type exchange struct {
 	ep   Endpoint
 	mu   sync.Mutex // guards rec.Phases, set by the transport's goroutines
 	rec  TraceRequest
-	sent time.Time       // zero when never sent
-	conn *statusLineConn // the connection of a plain HTTP/1 request
+	sent time.Time                      // zero when never sent
+	conn atomic.Pointer[statusLineConn] // the connection of a plain HTTP/1 request
 }
 
 // get sends one GET request, hands its body to decode and reports it; it returns the status, the time since sending and an *Error.
@@ -205,7 +207,7 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 	}
 	if err != nil {
 		reason, status := classify(x.ctx, err), 0
-		if s := x.unreadRedirect(); reason == ReasonNetwork && s != 0 {
+		if s := x.conn.Load().redirectStatus(); reason == ReasonNetwork && s != 0 {
 			reason, status, err = ReasonHTTPStatus, s, fmt.Errorf("unexpected status %s: its headers are malformed, so it is not followed", http.StatusText(s))
 		}
 		if !errors.Is(err, errForeignOrigin) { // the guard stopped it before sending
@@ -216,16 +218,6 @@ func (x *exchange) send(u *url.URL, decode decodeFunc) (int, error) {
 	status, err := x.readResponse(resp, decode)
 	c.cfg.Observer.ObserveRequest(ep, status, time.Since(x.sent))
 	return status, err
-}
-
-// unreadRedirect returns the status of a redirect whose headers net/http refused (a control character in its Location), else 0.
-func (x *exchange) unreadRedirect() int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.conn == nil || x.conn.status()/100 != 3 {
-		return 0
-	}
-	return x.conn.status()
 }
 
 func (x *exchange) clientTrace() *httptrace.ClientTrace {
@@ -243,10 +235,11 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 		TLSHandshakeDone:     func(tls.ConnectionState, error) { mark(&p.TLS) },
 		GotFirstResponseByte: func() { mark(&p.FirstByte) },
 		GotConn: func(info httptrace.GotConnInfo) {
+			conn, _ := info.Conn.(*statusLineConn)
+			x.conn.Store(conn)
 			x.mu.Lock()
 			defer x.mu.Unlock()
 			p.Reused = info.Reused
-			x.conn, _ = info.Conn.(*statusLineConn)
 		},
 	}
 }
@@ -281,8 +274,8 @@ func (x *exchange) readBody(resp *http.Response, wire *limitedReader, decode dec
 	}
 	limit := x.c.cfg.MaxResponseBytes
 	wire.n = limit
-	if gz {
-		wire.n = maxCompressed(limit)
+	if gz { // deflate adds 5 bytes per 64 KiB at most
+		wire.n = limit + limit/1024 + 4<<10
 	}
 	if resp.ContentLength > wire.n {
 		return nil, fmt.Errorf("declared length %d: %w", resp.ContentLength, errTooLarge)
@@ -385,11 +378,6 @@ func gzipEncoded(h http.Header, clean func(string) string) (bool, error) {
 	return gz, nil
 }
 
-// maxCompressed bounds the compressed bytes for limit decompressed ones: deflate adds 5 bytes per 64 KiB at most.
-func maxCompressed(limit int64) int64 {
-	return limit + limit/1024 + 4<<10
-}
-
 // gunzipReader decompresses a gzip stream; errors of wire pass, a corrupt stream is an invalid body.
 type gunzipReader struct {
 	wire *limitedReader
@@ -426,12 +414,10 @@ func (g *gunzipReader) translate(err error) error {
 	case g.wire.err != nil:
 		return g.wire.err
 	case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF): // an empty body is no gzip stream
-		return &gzipError{bodyError{msgError{"gzip stream ends early", io.ErrUnexpectedEOF}}}
+		return &bodyError{msgError{"gzip stream ends early", io.ErrUnexpectedEOF}}
 	}
-	return &gzipError{bodyError{msgError{"corrupt gzip stream: " + err.Error(), err}}}
+	return &bodyError{msgError{"corrupt gzip stream: " + err.Error(), err}}
 }
-
-type gzipError struct{ bodyError } // a corrupt gzip stream, not the decoder's error
 
 func (g *gunzipReader) release() {
 	g.wire = nil
@@ -465,13 +451,8 @@ func (h *HoldOffs) extend(key string, until time.Time, status int) time.Time {
 		return old.until
 	}
 	if !ok && len(h.m) >= maxHoldOffs { // drop the one ending soonest, ended or not
-		soonest := ""
-		for k, v := range h.m {
-			if soonest == "" || v.until.Before(h.m[soonest].until) {
-				soonest = k
-			}
-		}
-		delete(h.m, soonest)
+		byEnd := func(a, b string) int { return h.m[a].until.Compare(h.m[b].until) }
+		delete(h.m, slices.MinFunc(slices.Collect(maps.Keys(h.m)), byEnd))
 	}
 	h.m[key] = holdOff{until: until, status: status}
 	return until

@@ -129,7 +129,7 @@ func (d *decoder) fail(err error) error {
 	var se *jsontext.SyntacticError
 	switch {
 	case d.in.err != nil && d.in.err != io.EOF:
-		if _, ok := d.in.err.(*bodyError); ok { // of the clipReader
+		if _, ok := d.in.err.(*bodyError); ok { // of the clipReader or the gzip stream
 			return d.in.err
 		}
 		return fmt.Errorf("read body: %w", d.in.err)
@@ -288,7 +288,6 @@ func (d *decoder) entryID(page *listPage) error {
 	return nil
 }
 
-// parseID parses a non-negative integer that fits int64.
 func parseID(v []byte) (int64, bool) {
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	return n, err == nil && n >= 0

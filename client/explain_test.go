@@ -21,16 +21,14 @@ func tracedRoot(t *testing.T, c *Client) (Result, TraceRequest) {
 	return res, reqs[0]
 }
 
-// TestRedirectToALoginPage: a redirect to another origin's login page
-// says what that usually means (the key, or a web front-end's URL), not
-// the reverse-proxy guess; the trace shows the Location as it was sent.
-func TestRedirectToALoginPage(t *testing.T) {
+// TestRedirectToAnotherOrigin: a redirect to another origin names that
+// origin; the trace shows the Location as it was sent.
+func TestRedirectToAnotherOrigin(t *testing.T) {
 	for _, tc := range []struct {
-		name, location, want, not string
+		name, location, want string
 	}{
-		{"SSO login", "https://sso.example.com/login?next=/api/", "login page at https://sso.example.com:443", "reverse proxy"},
-		{"OAuth", "https://id.example.com/oauth2/authorize?client_id=x&redirect_uri=y", "is the key accepted", "reverse proxy"},
-		{"another host", "http://10.0.0.7:8000/api/", "a reverse proxy not forwarding the Host header?", "login page"},
+		{"SSO login", "https://sso.example.com/login?next=/api/", "redirect to https://sso.example.com:443, another origin than"},
+		{"another host", "http://10.0.0.7:8000/api/", "redirect to http://10.0.0.7:8000, another origin than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeAPI(t, "")
@@ -39,8 +37,8 @@ func TestRedirectToALoginPage(t *testing.T) {
 				w.WriteHeader(http.StatusFound)
 			})
 			res, rec := tracedRoot(t, f.client(t, nil))
-			if ReasonOf(res.Err) != ReasonHTTPStatus || !strings.Contains(res.Err.Error(), tc.want) || strings.Contains(res.Err.Error(), tc.not) {
-				t.Errorf("error %v, want %q and not %q", res.Err, tc.want, tc.not)
+			if ReasonOf(res.Err) != ReasonHTTPStatus || !strings.Contains(res.Err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", res.Err, tc.want)
 			}
 			if rec.Location != tc.location {
 				t.Errorf("trace Location %q, want %q as sent", rec.Location, tc.location)

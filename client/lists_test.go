@@ -243,12 +243,12 @@ func TestRefusedNextNamesItsOrigin(t *testing.T) {
 		{
 			name: "upstream address", base: "https://deploy.example.com",
 			next: "http://10.0.0.5:8000/api/projects/locations/?page=2&token=abc",
-			want: "next link after page 1 points to http://10.0.0.5:8000, another origin than https://deploy.example.com:443 (a reverse proxy not forwarding the Host header?)",
+			want: "next link after page 1 points to http://10.0.0.5:8000, another origin than https://deploy.example.com:443",
 		},
 		{
 			name: "TLS ended at the proxy", base: "https://deploy.example.com",
 			next: "http://deploy.example.com/api/projects/locations/?page=2",
-			want: "points to http://deploy.example.com:80, another origin than https://deploy.example.com:443 (a TLS-terminating proxy not sending X-Forwarded-Proto?)",
+			want: "points to http://deploy.example.com:80, another origin than https://deploy.example.com:443",
 		},
 		{
 			name: "credentials and IPv6", base: "https://deploy.example.com",

@@ -18,9 +18,6 @@ import (
 var (
 	defaultPorts = map[string]string{"http": "80", "https": "443"}
 	pctEscape    = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
-	// A URL that is most likely a login page.
-	loginPath  = regexp.MustCompile(`(?i)(^|[/.])(login|signin|sign-in|sso|oauth2?|saml|auth|authorize|cas)([/.]|$)`)
-	loginQuery = []string{"next", "returnTo", "return_to", "redirect_uri", "service"}
 )
 
 // Bounds of a /probe target; the host's are a DNS name's (RFC 1035).
@@ -52,14 +49,6 @@ func (o origin) String() string {
 		o.host = o.host[:maxHostBytes] + "…"
 	}
 	return o.scheme + "://" + net.JoinHostPort(o.host, o.port)
-}
-
-func (o origin) misdirected(allowed origin) string {
-	hint := "a reverse proxy not forwarding the Host header?"
-	if o.scheme != allowed.scheme && o.host == allowed.host {
-		hint = "a TLS-terminating proxy not sending X-Forwarded-Proto?"
-	}
-	return fmt.Sprintf("%s, another origin than %s (%s)", o, allowed, hint)
 }
 
 // originGuard stops a request to another origin, or without a usable key, before a credential is added.
@@ -105,10 +94,7 @@ func (c *Client) redirect(resp *http.Response) (shown, why string) {
 	}
 	shown, target := c.shown(RedactURL(u), maxShown), resp.Request.URL.ResolveReference(u)
 	if o := originOf(target); o != c.origin {
-		if loginPath.MatchString(target.Path) || slices.ContainsFunc(loginQuery, target.Query().Has) {
-			return shown, fmt.Sprintf("redirect to a login page at %s not followed: the key is never sent to another origin (is the key accepted, and is the URL the API's rather than a web front-end's?)", o)
-		}
-		return shown, "redirect to " + o.misdirected(c.origin) + " not followed: the key is never sent to another origin"
+		return shown, fmt.Sprintf("redirect to %s, another origin than %s, not followed: the key is never sent there", o, c.origin)
 	}
 	switch resp.StatusCode { // those net/http follows
 	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:

@@ -107,14 +107,12 @@ func (c *Client) nextPage(cur *url.URL, next string, seen map[[sha256.Size]byte]
 	u, err := cur.Parse(next)
 	var why string
 	switch {
-	case len(next) > maxStringValue:
-		why = fmt.Sprintf("is longer than %d bytes", maxStringValue)
 	case strings.TrimSpace(next) == "":
 		why = "is empty, which names the page itself (a pagination loop; null or no link ends a list)"
 	case err != nil:
 		why = "is not a URL"
 	case originOf(u) != c.origin:
-		why = "points to " + originOf(u).misdirected(c.origin)
+		why = fmt.Sprintf("points to %s, another origin than %s", originOf(u), c.origin)
 	case seen[pageKey(u)]:
 		why = "points to a page already read (a pagination loop)"
 	case pages >= c.cfg.MaxPages:

@@ -110,7 +110,6 @@ func ReadRegularFile(path string, max int64) ([]byte, error) {
 	return b, pathless(err)
 }
 
-// pathless returns the cause of a file error without its operation and path.
 func pathless(err error) error {
 	if pe, ok := errors.AsType[*fs.PathError](err); ok {
 		return pe.Err
@@ -236,9 +235,10 @@ type secrets struct {
 	fixed []string      // given inline, "" for none
 	files []*fileSecret // re-read as they change
 
-	mu   sync.Mutex
-	from string // the values m was built from
-	m    *secretMatcher
+	mu    sync.Mutex
+	from  string                   // the values runs and words were learnt from
+	runs  map[[secretRun]rune]bool // runs of the long secrets and their forms
+	words [][]rune                 // the short ones whole
 }
 
 // values returns the secrets as they are now, files read again, and them joined.
@@ -258,19 +258,14 @@ func (s *secrets) clean(text string) string {
 	vals, from := s.values()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.m == nil || from != s.from {
-		s.m, s.from = newSecretMatcher(vals), from
+	if s.runs == nil || from != s.from {
+		s.learn(vals, from)
 	}
-	return s.m.redact(text)
+	return s.redact(text)
 }
 
-type secretMatcher struct {
-	runs  map[[secretRun]rune]bool // runs of the long secrets and their forms
-	words [][]rune                 // the short ones whole
-}
-
-func newSecretMatcher(vals []string) *secretMatcher {
-	m := &secretMatcher{runs: make(map[[secretRun]rune]bool)}
+func (s *secrets) learn(vals []string, from string) {
+	s.runs, s.words, s.from = make(map[[secretRun]rune]bool), nil, from
 	for _, v := range vals {
 		if utf8.RuneCountInString(v) < minSecret {
 			continue
@@ -278,14 +273,13 @@ func newSecretMatcher(vals []string) *secretMatcher {
 		for _, form := range encodings(v) {
 			rs, _ := foldText(form)
 			for i := 0; i+secretRun <= len(rs); i++ {
-				m.runs[[secretRun]rune(rs[i:])] = true
+				s.runs[[secretRun]rune(rs[i:])] = true
 			}
 			if len(rs) >= minSecret && len(rs) < secretRun {
-				m.words = append(m.words, rs)
+				s.words = append(s.words, rs)
 			}
 		}
 	}
-	return m
 }
 
 // encodings returns v, its hex, and its base64 in both alphabets at each alignment, less the characters that depend on the bytes around v.
@@ -300,8 +294,8 @@ func encodings(v string) []string {
 }
 
 // redact replaces each stretch of text that folds to secrets by secretMarker.
-func (m *secretMatcher) redact(text string) string {
-	if len(m.runs) == 0 && len(m.words) == 0 {
+func (s *secrets) redact(text string) string {
+	if len(s.runs) == 0 && len(s.words) == 0 {
 		return text
 	}
 	rs, at := foldText(text)
@@ -309,10 +303,10 @@ func (m *secretMatcher) redact(text string) string {
 	done, until := 0, -1 // text[:done] is written, rs[:until] hidden
 	for i := range rs {
 		end := i
-		if i+secretRun <= len(rs) && m.runs[[secretRun]rune(rs[i:])] {
+		if i+secretRun <= len(rs) && s.runs[[secretRun]rune(rs[i:])] {
 			end = i + secretRun
 		}
-		for _, w := range m.words {
+		for _, w := range s.words {
 			if j := i + len(w); j <= len(rs) && !inWord(rs, i-1) && !inWord(rs, j) && slices.Equal(rs[i:j], w) {
 				end = max(end, j)
 			}
@@ -338,9 +332,7 @@ func inWord(rs []rune, i int) bool {
 func foldText(text string) (rs []rune, at []int) {
 	for i := 0; i < len(text); {
 		r, n := unescape(text[i:])
-		if r < utf8.RuneSelf {
-			rs, at = append(rs, unicode.ToUpper(r)), append(at, i)
-		} else if !unicode.Is(unicode.Cf, r) { // zero-width spaces, soft hyphens
+		if !unicode.Is(unicode.Cf, r) { // zero-width spaces, soft hyphens
 			for _, c := range norm.NFKC.String(string(r)) {
 				rs, at = append(rs, unicode.ToUpper(c)), append(at, i)
 			}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,13 +75,10 @@ func roundTripper(cfg *config.HTTPClientConfig, tlsConfig *tls.Config, userAgent
 		WriteBufferSize:        1 << 10,         // buffers live as long as their connection (docs/development.md)
 		ReadBufferSize:         2 << 10,
 		TLSHandshakeTimeout:    10 * time.Second,
-		ExpectContinueTimeout:  time.Second,
-		Protocols:              &http.Protocols{},
+		ForceAttemptHTTP2:      cfg.EnableHTTP2,
 		DialContext:            dialStatusLine,
 	}
-	base.Protocols.SetHTTP1(true)
 	if cfg.EnableHTTP2 {
-		base.Protocols.SetHTTP2(true)
 		base.HTTP2 = &http.HTTP2Config{SendPingTimeout: time.Minute}
 	}
 	var rt http.RoundTripper = base
@@ -161,20 +159,21 @@ func (c *statusLineConn) Write(b []byte) (int, error) {
 func (c *statusLineConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	c.mu.Lock()
-	if len(c.head) < 12 {
-		c.head = append(c.head, b[:min(n, 12-len(c.head))]...)
-	}
+	c.head = append(c.head, b[:min(n, 12-len(c.head))]...)
 	c.mu.Unlock()
 	return n, err
 }
 
-// status returns the status of the latest answer's status line, 0 when it is not an HTTP/1 one.
-func (c *statusLineConn) status() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	code, err := strconv.Atoi(string(c.head[min(len(c.head), 9):]))
-	if len(c.head) < 12 || string(c.head[:7]) != "HTTP/1." || c.head[8] != ' ' || err != nil {
+// redirectStatus returns the status of the latest answer if its status line is an HTTP/1 3xx one, else 0.
+func (c *statusLineConn) redirectStatus() int {
+	if c == nil {
 		return 0
 	}
-	return code
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if head := string(c.head); len(head) == 12 && strings.HasPrefix(head, "HTTP/1.") && head[8:10] == " 3" {
+		code, _ := strconv.Atoi(head[9:])
+		return code
+	}
+	return 0
 }
