@@ -58,7 +58,8 @@ function freePort() {
 }
 
 // startExporter runs the exporter and resolves with the demo service's URL
-// once the exporter listens.
+// and the exporter's own address once it listens (on a port the kernel
+// chose: a port found free beforehand may meanwhile go to the demo service).
 function startExporter(bin, args) {
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   // However the check ends, the exporter it started ends with it.
@@ -68,7 +69,8 @@ function startExporter(bin, args) {
     const onData = (chunk) => {
       log += chunk;
       const demo = log.match(/Demo mode: watching the embedded sample service" url=(\S+)/);
-      if (demo && /Listening on/.test(log)) resolve(demo[1]);
+      const listening = log.match(/msg="Listening on" address=(\S+)/);
+      if (demo && listening) resolve({ demo: demo[1], address: listening[1] });
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
@@ -146,7 +148,6 @@ async function main() {
     bin = path.join(work, 'deployment_service_exporter');
     execFileSync('go', ['build', '-o', bin, '.'], { cwd: repo, stdio: 'inherit' });
   }
-  const port = await freePort();
   const closed = await freePort(); // nothing listens here: a network failure
   // A service of its own: under /loop its location list names itself as
   // the next page ("next": ""), under /sso everything redirects to a login
@@ -199,12 +200,12 @@ async function main() {
 `);
   const exporter = startExporter(bin, [
     '--demo', '--locations.detail-id=1', '--locations.detail-id=2', '--locations.detail-id=999999',
-    `--config.file=${config}`, `--web.listen-address=127.0.0.1:${port}`,
+    `--config.file=${config}`, `--web.listen-address=127.0.0.1:0`,
   ]);
-  const base = `http://127.0.0.1:${port}`;
   let browser;
   try {
-    const demo = await exporter.ready;
+    const { demo, address } = await exporter.ready;
+    const base = `http://${address}`;
     // A poll with one detail view at 404 (partial), one with nothing
     // listening (failed, network) and one with a refused key (failed, 401).
     check((await get(`${base}/metrics`)) === 200, '/metrics answers');
