@@ -332,7 +332,10 @@ func inWord(rs []rune, i int) bool {
 func foldText(text string) (rs []rune, at []int) {
 	for i := 0; i < len(text); {
 		r, n := unescape(text[i:])
-		if !unicode.Is(unicode.Cf, r) { // zero-width spaces, soft hyphens
+		switch {
+		case r < utf8.RuneSelf: // NFKC leaves ASCII alone
+			rs, at = append(rs, unicode.ToUpper(r)), append(at, i)
+		case !unicode.Is(unicode.Cf, r): // not a zero-width space or soft hyphen
 			for _, c := range norm.NFKC.String(string(r)) {
 				rs, at = append(rs, unicode.ToUpper(c)), append(at, i)
 			}
