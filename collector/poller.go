@@ -89,15 +89,15 @@ type Poller struct {
 	opts   PollerOptions
 	sem    chan struct{} // a slot for each call in flight
 
-	mu                 sync.Mutex
-	call               *poll // in flight
-	last               *Snapshot
-	seq, lastSeq       uint64                  // polls numbered as they start
-	checks             map[int64]locationState // each subset location's last check
-	usualDetail        time.Duration           // the longest detail view of the last poll that had one
-	heldEnd, heldUntil time.Time               // until when last, a held-off poll, is shared; the hold-off logged
-	stopped, throttled bool
-	failures           failureLog
+	mu           sync.Mutex
+	call         *poll // in flight
+	last         *Snapshot
+	seq, lastSeq uint64                  // polls numbered as they start
+	checks       map[int64]locationState // each subset location's last check
+	usualDetail  time.Duration           // the longest detail view of the last poll that had one
+	heldEnd      time.Time               // until when last, a held-off poll, is shared
+	stopped      bool
+	failures     failureLog
 }
 
 func NewPoller(t *Target, opts PollerOptions) *Poller {
@@ -188,7 +188,7 @@ func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string
 	return p.snapshot(c, time.Now())
 }
 
-// finish keeps what c found, logs it and the hold-off's run, counts it unless its caller cut it short, and hands it over.
+// finish keeps what c found, logs it, counts it unless its caller cut it short, and hands it over.
 func (p *Poller) finish(c *poll) {
 	p.mu.Lock()
 	now := time.Now()
@@ -207,9 +207,6 @@ func (p *Poller) finish(c *poll) {
 	}
 	p.usualDetail = cmp.Or(c.longest, p.usualDetail)
 	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
-	until, status := p.target.Client.HoldOff()
-	held, was, again := until.After(now), p.throttled, !until.Equal(p.heldUntil)
-	p.throttled, p.heldUntil = held, until
 	dropped := errors.Is(context.Cause(c.ctx), errDropped) // a reload cancelled it: no poll of the pair
 	c.snap = snap
 	p.mu.Unlock()
@@ -217,14 +214,6 @@ func (p *Poller) finish(c *poll) {
 		p.opts.Logger.Debug("Poll abandoned: every scrape waiting for it gave up")
 	} else {
 		p.failures.log(p.opts.Logger, snap)
-	}
-	switch when := until.UTC().Format(time.RFC3339); {
-	case held && !was:
-		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", when)
-	case held && again:
-		p.opts.Logger.Debug("The service asked again to hold off", "status", status, "until", when)
-	case !held && was:
-		p.opts.Logger.Info("The service no longer asks to hold off")
 	}
 	outOfTime := !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
 		err := snap.Endpoints[ep].Err

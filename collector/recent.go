@@ -425,7 +425,7 @@ func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
 		}
 	}
 	kind := strings.Join(kinds, ", ")
-	_, summary := (&PollRecord{HeldOffUntil: s.HoldOffUntil}).summarize(s, nil)
+	_, summary := (&PollRecord{HeldOffUntil: s.HoldOffUntil, metUntil: s.HoldOffUntil}).summarize(s, nil)
 	summary = bounded(summary, 400)
 	f.mu.Lock()
 	defer f.mu.Unlock()
