@@ -191,8 +191,7 @@ func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string
 // finish keeps what c found, logs it, counts it unless its caller cut it short, and hands it over.
 func (p *Poller) finish(c *poll) {
 	p.mu.Lock()
-	now := time.Now()
-	snap := p.snapshot(c, now)
+	snap := p.snapshot(c, time.Now())
 	abandoned := c.abandoned()
 	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) && len(c.queue) == 0 { // views left for lack of time cut it too
 		snap.budget = 0

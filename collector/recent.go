@@ -338,13 +338,10 @@ func failures(s *Snapshot) string {
 
 // summarize tells how a poll went in one line: what failed, what was not checked or not sent and why, what was slow.
 func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (string, string) {
-	var notSent, notChecked []string
+	var notSent []string
 	for _, ep := range client.Endpoints {
-		switch st := s.Endpoints[ep]; {
-		case errors.Is(st.Err, client.ErrHeldOff):
+		if st := s.Endpoints[ep]; errors.Is(st.Err, client.ErrHeldOff) {
 			notSent, rec.heldStatus = append(notSent, string(ep)), cmp.Or(rec.heldStatus, st.Status)
-		case errors.Is(st.Err, errNoDetail):
-			notChecked = append(notChecked, string(ep))
 		}
 	}
 	for _, r := range reqs {
@@ -359,8 +356,8 @@ func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (strin
 	if f := failures(s); f != "" {
 		words = append(words, f)
 	}
-	if notChecked != nil {
-		words = append(words, "not checked: "+strings.Join(notChecked, ", "))
+	if errors.Is(s.Endpoints[client.EndpointLocationDetail].Err, errNoDetail) { // the only endpoint left unchecked
+		words = append(words, "not checked: "+string(client.EndpointLocationDetail))
 	}
 	if notSent != nil {
 		words = append(words, "not sent: "+strings.Join(notSent, ", "))
@@ -413,18 +410,16 @@ type failureLog struct {
 
 // log writes the line a complete poll calls for; a poll that sent nothing tells nothing new.
 func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
-	var kinds []string
+	kind := failures(&Snapshot{Endpoints: s.Endpoints}) // without Details: not which location ids
 	errText := ""
 	for _, ep := range client.Endpoints {
-		if st := s.Endpoints[ep]; st.Err != nil && !errors.Is(st.Err, client.ErrHeldOff) && !errors.Is(st.Err, errNoDetail) {
-			kinds = append(kinds, string(ep)+" "+failureKind(st.Err, st.Status))
-			if ue := (*url.Error)(nil); errText == "" && errors.As(st.Err, &ue) { // the target label names the URL
-				errText = strings.Replace(st.Err.Error(), " "+strconv.Quote(ue.URL), "", 1)
+		if err := s.Endpoints[ep].Err; errText == "" && err != nil && !errors.Is(err, client.ErrHeldOff) && !errors.Is(err, errNoDetail) {
+			errText = err.Error()
+			if ue := (*url.Error)(nil); errors.As(err, &ue) { // the target label names the URL
+				errText = strings.Replace(errText, " "+strconv.Quote(ue.URL), "", 1)
 			}
-			errText = cmp.Or(errText, st.Err.Error())
 		}
 	}
-	kind := strings.Join(kinds, ", ")
 	_, summary := (&PollRecord{HeldOffUntil: s.HoldOffUntil, metUntil: s.HoldOffUntil}).summarize(s, nil)
 	summary = bounded(summary, 400)
 	f.mu.Lock()

@@ -125,11 +125,7 @@ func (m *Metrics) each(s *Snapshot, t *TargetStats, emit func(f *family, v float
 	}
 	emit(m.scrapeDuration, s.Duration.Seconds())
 	emit(m.pollTimestamp, float64(s.Start.UnixNano())/1e9)
-	holdOff := 0.0
-	if !s.HoldOffUntil.IsZero() {
-		holdOff = float64(s.HoldOffUntil.UnixMilli()) / 1e3
-	}
-	emit(m.holdOffUntil, holdOff)
+	emit(m.holdOffUntil, max(float64(s.HoldOffUntil.UnixMilli())/1e3, 0)) // 0 for none: the zero time is before 1970
 	if t != nil {
 		emit(m.targetInfo, 1, t.url, t.page)
 		emit(m.polls, float64(t.polls.Load()))
