@@ -216,7 +216,7 @@ func (p *Poller) finish(c *poll) {
 	}
 	outOfTime := !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
 		err := snap.Endpoints[ep].Err
-		return err != nil && !errors.Is(err, errTooLate) && client.ReasonOf(err) != client.ReasonTimeout
+		return err != nil && client.ReasonOf(err) != client.ReasonTimeout
 	})
 	p.report(snap, !dropped && (!cut || snap.up() || !outOfTime))
 	close(c.done)
@@ -399,9 +399,7 @@ func (p *Poller) listIn(c *poll, ep client.Endpoint, r client.ListResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.lists[ep] = r
-	if r.IDErr != nil {
-		c.failDetail(0, r.IDErr) // entries without an integer id fail location_detail, not the list
-	}
+	c.failDetail(0, r.IDErr) // entries without an integer id fail location_detail, not the list; nil changes nothing
 	if ep == client.EndpointLocations && !c.closed {
 		room := 0 // a list read whole is the subset; one that failed keeps the latest other checks up to the limit
 		if r.Err != nil {
@@ -465,7 +463,7 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	}
 	counts := make(map[client.Endpoint]Count, 3) // a list not read whole has no count
 	for _, ep := range upEndpoints {
-		s.Endpoints[ep] = client.Result{Duration: s.Duration, Err: errTooLate}
+		s.Endpoints[ep] = client.Result{Duration: s.Duration, Err: &client.Error{Endpoint: ep, Reason: client.ReasonTimeout, Err: errTooLate}}
 		if r, ok := c.lists[ep]; ok {
 			s.Endpoints[ep], counts[ep] = r.Result, Count{Value: r.Count, Known: r.Err == nil}
 		}

@@ -166,8 +166,6 @@ func reasonAndCause(err error) (reason, cause string) {
 	switch {
 	case errors.Is(err, client.ErrHeldOff):
 		return "held_off", ""
-	case errors.Is(err, errTooLate):
-		return string(client.ReasonTimeout), client.CauseTimeout
 	case client.ReasonOf(err) != "":
 		return string(client.ReasonOf(err)), client.CauseOf(err)
 	}
