@@ -55,8 +55,7 @@ func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poll
 		return nil, err
 	}
 	opts.Timeout, opts.MinInterval = s.Timeout, s.MinInterval
-	t := &Target{Client: c, DetailIDs: s.DetailIDs, DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}
-	return NewPoller(t, opts), nil
+	return NewPoller(&Target{Client: c, DetailIDs: s.DetailIDs, DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}, opts), nil
 }
 
 var (
@@ -129,7 +128,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	}
 	if until, status := p.target.Client.HoldOff(); p.call == nil && now.Before(until) {
 		s := p.failed(now, status, client.ErrHeldOff)
-		s.HoldOffUntil, p.heldEnd = until, now.Add(min(max(budget, fairBudget), until.Sub(now)))
+		p.heldEnd = now.Add(min(max(budget, fairBudget), until.Sub(now)))
 		p.seq++
 		p.last, p.lastSeq = s, p.seq
 		p.mu.Unlock()
@@ -433,15 +432,13 @@ func (p *Poller) checkDetail(c *poll, id int64) {
 		c.longest = max(c.longest, r.Duration)
 	}
 	ls := locationState{DetailResult: r, ID: id, Checked: end.Add(-r.Duration)}
-	if old, ok := p.checks[id]; !ok || !old.Checked.After(ls.Checked) {
+	if !p.checks[id].Checked.After(ls.Checked) { // a check missing is the zero time
 		p.checks[id] = ls
 	}
 	if c.detailStart.IsZero() || start.Before(c.detailStart) {
 		c.detailStart = start
 	}
-	if end.After(c.detailEnd) {
-		c.detailEnd = end
-	}
+	c.detailEnd = slices.MaxFunc([]time.Time{c.detailEnd, end}, time.Time.Compare)
 	if r.Err != nil {
 		c.failDetail(r.Status, r.Err)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -220,7 +219,7 @@ func scrapeContext(r *http.Request, limit time.Duration) (context.Context, conte
 // scrapeBudget is the scrape timeout of r less a margin to encode and send the answer, at most limit.
 func scrapeBudget(r *http.Request, limit time.Duration) time.Duration {
 	secs, err := strconv.ParseFloat(r.Header.Get(scrapeTimeoutHeader), 64)
-	if err != nil || math.IsNaN(secs) || secs <= 0 || secs > 1e6 {
+	if err != nil || !(secs > 0 && secs <= 1e6) { // NaN too
 		return limit
 	}
 	t := time.Duration(secs * float64(time.Second))
@@ -345,8 +344,7 @@ func (h *ProbeHandler) pair(rawTarget, module string) (*probeEntry, ProbeModule,
 	}
 	e, err := h.newEntry(target, name, key.module, m, old)
 	if err != nil {
-		err = fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
-		return nil, m, http.StatusBadRequest, err
+		return nil, m, http.StatusBadRequest, fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	if !ok && len(h.pollers) >= maxProbeTargets {
 		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b targetKey) int {
