@@ -55,8 +55,7 @@ func NewTargetPoller(base *url.URL, s TargetSettings, opts PollerOptions) (*Poll
 		return nil, err
 	}
 	opts.Timeout, opts.MinInterval = s.Timeout, s.MinInterval
-	t := &Target{Client: c, DetailIDs: s.DetailIDs, DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}
-	return NewPoller(t, opts), nil
+	return NewPoller(&Target{Client: c, DetailIDs: s.DetailIDs, DetailLimit: s.DetailLimit, InfoFields: s.InfoFields}, opts), nil
 }
 
 var (
@@ -89,15 +88,15 @@ type Poller struct {
 	opts   PollerOptions
 	sem    chan struct{} // a slot for each call in flight
 
-	mu                 sync.Mutex
-	call               *poll // in flight
-	last               *Snapshot
-	seq, lastSeq       uint64                  // polls numbered as they start
-	checks             map[int64]locationState // each subset location's last check
-	usualDetail        time.Duration           // the longest detail view of the last poll that had one
-	heldEnd, heldUntil time.Time               // until when last, a held-off poll, is shared; the hold-off logged
-	stopped, throttled bool
-	failures           failureLog
+	mu           sync.Mutex
+	call         *poll // in flight
+	last         *Snapshot
+	seq, lastSeq uint64                  // polls numbered as they start
+	checks       map[int64]locationState // each subset location's last check
+	usualDetail  time.Duration           // the longest detail view of the last poll that had one
+	heldEnd      time.Time               // until when last, a held-off poll, is shared
+	stopped      bool
+	failures     failureLog
 }
 
 func NewPoller(t *Target, opts PollerOptions) *Poller {
@@ -129,7 +128,7 @@ func (p *Poller) Poll(ctx context.Context) *Snapshot {
 	}
 	if until, status := p.target.Client.HoldOff(); p.call == nil && now.Before(until) {
 		s := p.failed(now, status, client.ErrHeldOff)
-		s.HoldOffUntil, p.heldEnd = until, now.Add(min(max(budget, fairBudget), until.Sub(now)))
+		p.heldEnd = now.Add(min(max(budget, fairBudget), until.Sub(now)))
 		p.seq++
 		p.last, p.lastSeq = s, p.seq
 		p.mu.Unlock()
@@ -188,11 +187,10 @@ func (p *Poller) wait(ctx context.Context, c *poll, handoff time.Time, by string
 	return p.snapshot(c, time.Now())
 }
 
-// finish keeps what c found, logs it and the hold-off's run, counts it unless its caller cut it short, and hands it over.
+// finish keeps what c found, logs it, counts it unless its caller cut it short, and hands it over.
 func (p *Poller) finish(c *poll) {
 	p.mu.Lock()
-	now := time.Now()
-	snap := p.snapshot(c, now)
+	snap := p.snapshot(c, time.Now())
 	abandoned := c.abandoned()
 	if !errors.Is(context.Cause(c.ctx), context.DeadlineExceeded) && len(c.queue) == 0 { // views left for lack of time cut it too
 		snap.budget = 0
@@ -207,9 +205,6 @@ func (p *Poller) finish(c *poll) {
 	}
 	p.usualDetail = cmp.Or(c.longest, p.usualDetail)
 	cut := abandoned || c.horizon.Sub(c.start) < min(p.opts.Timeout, fairBudget)
-	until, status := p.target.Client.HoldOff()
-	held, was, again := until.After(now), p.throttled, !until.Equal(p.heldUntil)
-	p.throttled, p.heldUntil = held, until
 	dropped := errors.Is(context.Cause(c.ctx), errDropped) // a reload cancelled it: no poll of the pair
 	c.snap = snap
 	p.mu.Unlock()
@@ -218,17 +213,9 @@ func (p *Poller) finish(c *poll) {
 	} else {
 		p.failures.log(p.opts.Logger, snap)
 	}
-	switch when := until.UTC().Format(time.RFC3339); {
-	case held && !was:
-		p.opts.Logger.Warn("The service asked to hold off: no requests until then", "status", status, "until", when)
-	case held && again:
-		p.opts.Logger.Debug("The service asked again to hold off", "status", status, "until", when)
-	case !held && was:
-		p.opts.Logger.Info("The service no longer asks to hold off")
-	}
 	outOfTime := !slices.ContainsFunc(upEndpoints, func(ep client.Endpoint) bool {
 		err := snap.Endpoints[ep].Err
-		return err != nil && !errors.Is(err, errTooLate) && client.ReasonOf(err) != client.ReasonTimeout
+		return err != nil && client.ReasonOf(err) != client.ReasonTimeout
 	})
 	p.report(snap, !dropped && (!cut || snap.up() || !outOfTime))
 	close(c.done)
@@ -411,9 +398,7 @@ func (p *Poller) listIn(c *poll, ep client.Endpoint, r client.ListResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.lists[ep] = r
-	if r.IDErr != nil {
-		c.failDetail(0, r.IDErr) // entries without an integer id fail location_detail, not the list
-	}
+	c.failDetail(0, r.IDErr) // entries without an integer id fail location_detail, not the list; nil changes nothing
 	if ep == client.EndpointLocations && !c.closed {
 		room := 0 // a list read whole is the subset; one that failed keeps the latest other checks up to the limit
 		if r.Err != nil {
@@ -447,15 +432,13 @@ func (p *Poller) checkDetail(c *poll, id int64) {
 		c.longest = max(c.longest, r.Duration)
 	}
 	ls := locationState{DetailResult: r, ID: id, Checked: end.Add(-r.Duration)}
-	if old, ok := p.checks[id]; !ok || !old.Checked.After(ls.Checked) {
+	if !p.checks[id].Checked.After(ls.Checked) { // a check missing is the zero time
 		p.checks[id] = ls
 	}
 	if c.detailStart.IsZero() || start.Before(c.detailStart) {
 		c.detailStart = start
 	}
-	if end.After(c.detailEnd) {
-		c.detailEnd = end
-	}
+	c.detailEnd = slices.MaxFunc([]time.Time{c.detailEnd, end}, time.Time.Compare)
 	if r.Err != nil {
 		c.failDetail(r.Status, r.Err)
 	}
@@ -477,7 +460,7 @@ func (p *Poller) snapshot(c *poll, now time.Time) *Snapshot {
 	}
 	counts := make(map[client.Endpoint]Count, 3) // a list not read whole has no count
 	for _, ep := range upEndpoints {
-		s.Endpoints[ep] = client.Result{Duration: s.Duration, Err: errTooLate}
+		s.Endpoints[ep] = client.Result{Duration: s.Duration, Err: &client.Error{Endpoint: ep, Reason: client.ReasonTimeout, Err: errTooLate}}
 		if r, ok := c.lists[ep]; ok {
 			s.Endpoints[ep], counts[ep] = r.Result, Count{Value: r.Count, Known: r.Err == nil}
 		}

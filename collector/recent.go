@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"maps"
@@ -303,8 +303,7 @@ func failureKind(err error, status int) string {
 
 // failures names what failed in s and how, the highest status first, failing detail views by location id.
 func failures(s *Snapshot) string {
-	var kinds []string
-	names, statuses := map[string][]string{}, map[string]int{}
+	kinds, names, statuses := []string(nil), map[string][]string{}, map[string]int{}
 	add := func(name, kind string, status int) {
 		if names[kind] == nil {
 			kinds = append(kinds, kind)
@@ -338,19 +337,17 @@ func failures(s *Snapshot) string {
 
 // summarize tells how a poll went in one line: what failed, what was not checked or not sent and why, what was slow.
 func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (string, string) {
-	var notSent, notChecked []string
+	notSent, worst := []string(nil), map[client.Endpoint]time.Duration{} // worst: the longest wait for a first byte
 	for _, ep := range client.Endpoints {
-		switch st := s.Endpoints[ep]; {
-		case errors.Is(st.Err, client.ErrHeldOff):
+		if st := s.Endpoints[ep]; errors.Is(st.Err, client.ErrHeldOff) {
 			notSent, rec.heldStatus = append(notSent, string(ep)), cmp.Or(rec.heldStatus, st.Status)
-		case errors.Is(st.Err, errNoDetail):
-			notChecked = append(notChecked, string(ep))
 		}
 	}
 	for _, r := range reqs {
 		if r.Reason == "" && r.Error != "" && !slices.Contains(notSent, string(r.Endpoint)) {
 			notSent = append(notSent, string(r.Endpoint))
 		}
+		worst[r.Endpoint] = max(worst[r.Endpoint], r.Phases.FirstByte)
 	}
 	if len(notSent) == len(s.Endpoints) && len(reqs) == 0 {
 		return "failed", "sent nothing: " + heldWords(rec.heldStatus, rec.HeldOffUntil, "")
@@ -359,8 +356,8 @@ func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (strin
 	if f := failures(s); f != "" {
 		words = append(words, f)
 	}
-	if notChecked != nil {
-		words = append(words, "not checked: "+strings.Join(notChecked, ", "))
+	if errors.Is(s.Endpoints[client.EndpointLocationDetail].Err, errNoDetail) { // the only endpoint left unchecked
+		words = append(words, "not checked: "+string(client.EndpointLocationDetail))
 	}
 	if notSent != nil {
 		words = append(words, "not sent: "+strings.Join(notSent, ", "))
@@ -368,10 +365,7 @@ func (rec *PollRecord) summarize(s *Snapshot, reqs []client.TraceRequest) (strin
 	if notSent != nil || !rec.metUntil.IsZero() {
 		words = append(words, heldWords(rec.heldStatus, rec.HeldOffUntil, rec.retryAfter))
 	}
-	bad, worst, slow := len(words), map[client.Endpoint]time.Duration{}, []string(nil)
-	for _, r := range reqs {
-		worst[r.Endpoint] = max(worst[r.Endpoint], r.Phases.FirstByte)
-	}
+	bad, slow := len(words), []string(nil)
 	for _, ep := range client.Endpoints {
 		if worst[ep] > 2*time.Second { // the first byte's wait that DeploymentServiceAPISlow calls slow
 			slow = append(slow, fmt.Sprintf("%s %s", ep, worst[ep].Round(time.Millisecond)))
@@ -413,19 +407,17 @@ type failureLog struct {
 
 // log writes the line a complete poll calls for; a poll that sent nothing tells nothing new.
 func (f *failureLog) log(logger *slog.Logger, s *Snapshot) {
-	var kinds []string
+	kind := failures(&Snapshot{Endpoints: s.Endpoints}) // without Details: not which location ids
 	errText := ""
 	for _, ep := range client.Endpoints {
-		if st := s.Endpoints[ep]; st.Err != nil && !errors.Is(st.Err, client.ErrHeldOff) && !errors.Is(st.Err, errNoDetail) {
-			kinds = append(kinds, string(ep)+" "+failureKind(st.Err, st.Status))
-			if ue := (*url.Error)(nil); errText == "" && errors.As(st.Err, &ue) { // the target label names the URL
-				errText = strings.Replace(st.Err.Error(), " "+strconv.Quote(ue.URL), "", 1)
+		if err := s.Endpoints[ep].Err; errText == "" && err != nil && !errors.Is(err, client.ErrHeldOff) && !errors.Is(err, errNoDetail) {
+			errText = err.Error()
+			if ue := (*url.Error)(nil); errors.As(err, &ue) { // the target label names the URL
+				errText = strings.Replace(errText, " "+strconv.Quote(ue.URL), "", 1)
 			}
-			errText = cmp.Or(errText, st.Err.Error())
 		}
 	}
-	kind := strings.Join(kinds, ", ")
-	_, summary := (&PollRecord{HeldOffUntil: s.HoldOffUntil}).summarize(s, nil)
+	_, summary := (&PollRecord{HeldOffUntil: s.HoldOffUntil, metUntil: s.HoldOffUntil}).summarize(s, nil)
 	summary = bounded(summary, 400)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -453,7 +445,5 @@ func bounded(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return fmt.Sprintf("%s…(%08x)", strings.ToValidUTF8(s[:n-16], ""), h.Sum32())
+	return fmt.Sprintf("%s…(%08x)", strings.ToValidUTF8(s[:n-16], ""), crc32.ChecksumIEEE([]byte(s)))
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -125,11 +124,7 @@ func (m *Metrics) each(s *Snapshot, t *TargetStats, emit func(f *family, v float
 	}
 	emit(m.scrapeDuration, s.Duration.Seconds())
 	emit(m.pollTimestamp, float64(s.Start.UnixNano())/1e9)
-	holdOff := 0.0
-	if !s.HoldOffUntil.IsZero() {
-		holdOff = float64(s.HoldOffUntil.UnixMilli()) / 1e3
-	}
-	emit(m.holdOffUntil, holdOff)
+	emit(m.holdOffUntil, max(float64(s.HoldOffUntil.UnixMilli())/1e3, 0)) // 0 for none: the zero time is before 1970
 	if t != nil {
 		emit(m.targetInfo, 1, t.url, t.page)
 		emit(m.polls, float64(t.polls.Load()))
@@ -170,8 +165,6 @@ func reasonAndCause(err error) (reason, cause string) {
 	switch {
 	case errors.Is(err, client.ErrHeldOff):
 		return "held_off", ""
-	case errors.Is(err, errTooLate):
-		return string(client.ReasonTimeout), client.CauseTimeout
 	case client.ReasonOf(err) != "":
 		return string(client.ReasonOf(err)), client.CauseOf(err)
 	}
@@ -226,7 +219,7 @@ func scrapeContext(r *http.Request, limit time.Duration) (context.Context, conte
 // scrapeBudget is the scrape timeout of r less a margin to encode and send the answer, at most limit.
 func scrapeBudget(r *http.Request, limit time.Duration) time.Duration {
 	secs, err := strconv.ParseFloat(r.Header.Get(scrapeTimeoutHeader), 64)
-	if err != nil || math.IsNaN(secs) || secs <= 0 || secs > 1e6 {
+	if err != nil || !(secs > 0 && secs <= 1e6) { // NaN too
 		return limit
 	}
 	t := time.Duration(secs * float64(time.Second))
@@ -351,8 +344,7 @@ func (h *ProbeHandler) pair(rawTarget, module string) (*probeEntry, ProbeModule,
 	}
 	e, err := h.newEntry(target, name, key.module, m, old)
 	if err != nil {
-		err = fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
-		return nil, m, http.StatusBadRequest, err
+		return nil, m, http.StatusBadRequest, fmt.Errorf("module %q cannot poll this target: %s", key.module, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	if !ok && len(h.pollers) >= maxProbeTargets {
 		oldest := slices.MinFunc(slices.Collect(maps.Keys(h.pollers)), func(a, b targetKey) int {

@@ -182,7 +182,7 @@ func TestReasonAndCause(t *testing.T) {
 		{"refused", clientErr(client.ReasonNetwork, syscall.ECONNREFUSED), "network", client.CauseConnectionRefused},
 		{"network, other", clientErr(client.ReasonNetwork, errors.New("x")), "network", client.CauseOther},
 		{"request timed out", clientErr(client.ReasonTimeout, context.DeadlineExceeded), "timeout", client.CauseTimeout},
-		{"list cut by the deadline", errTooLate, "timeout", client.CauseTimeout},
+		{"list cut by the deadline", clientErr(client.ReasonTimeout, errTooLate), "timeout", client.CauseTimeout},
 		{"too large", clientErr(client.ReasonTooLarge, errors.New("x")), "too_large", ""},
 		{"held off", &client.Error{Endpoint: client.EndpointRoot, Status: 429, Err: client.ErrHeldOff}, "held_off", ""},
 		{"held off, whole poll", client.ErrHeldOff, "held_off", ""},
