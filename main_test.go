@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log"
 	"maps"
@@ -25,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -203,6 +205,11 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if code, page := e.get(t, "/polls/1"); code != http.StatusOK || !strings.Contains(page, "/api/projects/locations/") {
 		t.Errorf("poll's text: %d\n%s", code, page)
+	}
+	if m := regexp.MustCompile(`href="(target\?[^"#]+)"`).FindStringSubmatch(landing); m == nil {
+		t.Error("the landing page links to no target's page")
+	} else if code, page := e.get(t, "/"+html.UnescapeString(m[1])); code != http.StatusOK || !strings.Contains(page, `id="demo"`) {
+		t.Errorf("the target's page of --demo does not say it shows the sample service: %d\n%s", code, page)
 	}
 	if want := "open=http://" + e.addr + "/"; !strings.Contains(e.stderr.String(), want) {
 		t.Errorf("the start log of --demo does not say where to look (%s)", want)
