@@ -35,10 +35,9 @@ func withSecurityHeaders(h http.Handler) http.Handler {
 var pagesHTML string
 
 var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"duration": func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
-	"page":     func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
-	"ago":      func(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() },
+	"utc":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"page": func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
+	"ago":  func(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() },
 }).Parse(pagesHTML))
 
 // pages serves the landing page, a page per target and the text of each poll kept.

@@ -51,7 +51,7 @@ func newPollRecord(target, module string, s *Snapshot) *PollRecord {
 }
 
 func makeRecord(target, module string, s *Snapshot, reqs []client.TraceRequest, dropped int) *PollRecord {
-	rec := &PollRecord{Start: s.Start, Duration: s.Duration, Target: target, Module: module, Projects: s.Projects, Locations: s.Locations}
+	rec := &PollRecord{Start: s.Start, Duration: s.Duration.Round(time.Microsecond), Target: target, Module: module, Projects: s.Projects, Locations: s.Locations}
 	for _, r := range reqs {
 		if r.HoldOffUntil.After(rec.metUntil) {
 			rec.metUntil, rec.retryAfter, rec.heldStatus = r.HoldOffUntil, r.RetryAfter, r.Status
@@ -130,7 +130,7 @@ func (rec *PollRecord) row(r client.TraceRequest) Row {
 // WriteText writes rec as plain text, for /polls/<id> and /probe?debug=true.
 func (rec *PollRecord) WriteText(w io.Writer) error {
 	lines := append([]string{fmt.Sprintf("Poll %d of %s%s\nStarted %s, took %s: %s", rec.ID, rec.Target, strings.TrimSuffix(", module "+rec.Module, ", module "),
-		rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration.Round(time.Microsecond), rec.Summary)}, rec.Notes...)
+		rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration, rec.Summary)}, rec.Notes...)
 	if rec.HoldOffPoll != 0 {
 		lines = append(lines, fmt.Sprintf("Poll %d met the answer that started the hold-off: /polls/%d", rec.HoldOffPoll, rec.HoldOffPoll))
 	}
