@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log"
 	"maps"
@@ -25,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,12 +200,16 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Error("/metrics shows an Authorization value")
 	}
 	code, landing := e.get(t, "/")
-	if code != http.StatusOK || !strings.Contains(landing, `id="targets"`) || !strings.Contains(landing, `href="polls/1"`) {
+	if code != http.StatusOK || !strings.Contains(landing, `id="targets"`) || !strings.Contains(landing, `#poll-1"`) {
 		t.Errorf("landing page: %d\n%s", code, landing)
 	}
-	if code, page := e.get(t, "/polls/1"); code != http.StatusOK || !strings.Contains(strings.ReplaceAll(page, "<wbr/>", ""), "/api/projects/locations/") ||
-		!strings.Contains(page, `id="demo"`) {
-		t.Errorf("poll page: %d\n%s", code, page)
+	if code, page := e.get(t, "/polls/1"); code != http.StatusOK || !strings.Contains(page, "/api/projects/locations/") {
+		t.Errorf("poll's text: %d\n%s", code, page)
+	}
+	if m := regexp.MustCompile(`href="(target\?[^"#]+)"`).FindStringSubmatch(landing); m == nil {
+		t.Error("the landing page links to no target's page")
+	} else if code, page := e.get(t, "/"+html.UnescapeString(m[1])); code != http.StatusOK || !strings.Contains(page, `id="demo"`) {
+		t.Errorf("the target's page of --demo does not say it shows the sample service: %d\n%s", code, page)
 	}
 	if want := "open=http://" + e.addr + "/"; !strings.Contains(e.stderr.String(), want) {
 		t.Errorf("the start log of --demo does not say where to look (%s)", want)

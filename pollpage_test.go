@@ -18,7 +18,7 @@ import (
 	"github.com/deployment-service/deployment_service_exporter/sampleservice"
 )
 
-// pollRig polls a sample service for real and serves the poll pages of
+// pollRig polls a sample service for real and serves the pages of
 // what it did.
 type pollRig struct {
 	svc    *sampleservice.Service
@@ -72,14 +72,25 @@ func (r *pollRig) text(t *testing.T, id int) string {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /polls/{id}", r.pages.poll)
 	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, fmt.Sprintf("/polls/%d?format=text", id), nil))
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, fmt.Sprintf("/polls/%d", id), nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("text view of poll %d answered %d", id, rec.Code)
 	}
 	return rec.Body.String()
 }
 
-// rows returns, per endpoint, the rows of requests of a poll page.
+// section returns poll id's section of the target's page.
+func (r *pollRig) section(t *testing.T, id int) *node {
+	t.Helper()
+	doc := render(t, r.pages, "/target?target="+url.QueryEscape(r.name))
+	s := doc.all(func(n *node) bool { return n.attrs["id"] == fmt.Sprintf("poll-%d", id) })
+	if len(s) != 1 {
+		t.Fatalf("the target's page shows no poll %d:\n%s", id, doc.Text())
+	}
+	return s[0]
+}
+
+// rows returns, per endpoint, the rows of requests of a poll on its target's page.
 func rows(doc *node) map[string][]string {
 	out := map[string][]string{}
 	for _, pre := range doc.all(func(n *node) bool { return n.name == "pre" }) {
@@ -90,14 +101,14 @@ func rows(doc *node) map[string][]string {
 }
 
 // TestRefusedKeyShowsWhatCameBack polls a service that refuses the key as
-// Django REST framework does: the poll page and its text view show the
+// Django REST framework does: the target's page and the text view show the
 // body's bytes, its detail, its Content-Type and the WWW-Authenticate
 // header that says which scheme the service wants.
 func TestRefusedKeyShowsWhatCameBack(t *testing.T) {
 	r := newPollRig(t, sampleservice.Options{Key: "the-right-key-3c2b1a", Locations: 5}, "a-revoked-key-9f8e7d")
 	r.poll(t)
 	body := `{"detail":"Invalid token."}`
-	for ep, cells := range rows(render(t, r.pages, "/polls/1")) {
+	for ep, cells := range rows(r.section(t, 1)) {
 		row := strings.Join(cells, "\n")
 		for _, want := range []string{
 			fmt.Sprintf("failed: %s GET %s", ep, r.name), fmt.Sprintf("-> status 401, %d bytes, ", len(body)),
@@ -108,8 +119,8 @@ func TestRefusedKeyShowsWhatCameBack(t *testing.T) {
 			}
 		}
 	}
-	if p := render(t, r.pages, "/polls/1").all(func(n *node) bool { return n.name == "p" && n.hasClass("bad") }); len(p) != 1 || !strings.HasPrefix(p[0].Text(), "The service refused the exporter's key") {
-		t.Errorf("the poll page does not say plainly that the key was refused: %v", p)
+	if p := r.section(t, 1).all(func(n *node) bool { return n.name == "p" && n.hasClass("bad") }); len(p) != 1 || !strings.HasPrefix(p[0].Text(), "The service refused the exporter's key") {
+		t.Errorf("the target's page does not say plainly that the key was refused: %v", p)
 	}
 	text := r.text(t, 1)
 	for _, ep := range []string{"root", "projects", "locations"} {
@@ -133,7 +144,7 @@ func TestPollPageShowsRedactedAnswers(t *testing.T) {
 	r.svc.SetFault(sampleservice.EndpointProjects, sampleservice.Fault{RedirectTo: "https://user:pw@sso.example.com/login?next=%2Fapi%2F&token=" + key})
 	r.svc.SetFault(sampleservice.EndpointLocations, sampleservice.Fault{NextURL: "http://10.0.0.5:8000/api/projects/locations/?page=2"})
 	r.poll(t)
-	doc := render(t, r.pages, "/polls/1")
+	doc := r.section(t, 1)
 	got := rows(doc)
 	for ep, want := range map[string]string{
 		"root":      "Token <secret> broke the server.",
@@ -141,7 +152,7 @@ func TestPollPageShowsRedactedAnswers(t *testing.T) {
 		"locations": "walk stopped: locations: pagination (HTTP 200): next link after page 1 points to http://10.0.0.5:8000, another origin than " + r.srv.URL,
 	} {
 		if row := strings.Join(got[ep], "\n"); !strings.Contains(row, want) {
-			t.Errorf("%s: poll page lacks %q:\n%s", ep, want, row)
+			t.Errorf("%s: target's page lacks %q:\n%s", ep, want, row)
 		}
 	}
 	text := r.text(t, 1)
@@ -154,7 +165,7 @@ func TestPollPageShowsRedactedAnswers(t *testing.T) {
 			t.Errorf("text view lacks %q:\n%s", want, text)
 		}
 	}
-	for where, s := range map[string]string{"poll page": doc.Text(), "text view": text} {
+	for where, s := range map[string]string{"target's page": doc.Text(), "text view": text} {
 		if strings.Contains(s, key) || strings.Contains(s, "user:pw") {
 			t.Errorf("the %s shows a credential", where)
 		}
@@ -176,7 +187,7 @@ func TestHeldOffPollLinksToThePollThatMetThe429(t *testing.T) {
 		t.Fatalf("no hold-off in force: %v %d", until, status)
 	}
 	held := fmt.Sprintf(`held off until %s UTC after a 429 with Retry-After "120"`, until.UTC().Format("2006-01-02 15:04:05"))
-	first := render(t, r.pages, "/polls/1")
+	first := r.section(t, 1)
 	if row := strings.Join(rows(first)["locations"], "\n"); !strings.Contains(row, "Retry-After: 120\n    Held off until: ") ||
 		!strings.Contains(row, "Request was throttled. Expected available in 120 seconds.") {
 		t.Errorf("the poll that met the 429 does not show it:\n%s", row)
@@ -184,7 +195,7 @@ func TestHeldOffPollLinksToThePollThatMetThe429(t *testing.T) {
 	if result := first.all(func(n *node) bool { return n.hasClass("result") }); len(result) != 1 || !strings.HasSuffix(result[0].Text(), "; "+held) {
 		t.Errorf("the poll that met the 429 does not quote the Retry-After it obeys: %v", result)
 	}
-	second := render(t, r.pages, "/polls/2")
+	second := r.section(t, 2)
 	if result := second.all(func(n *node) bool { return n.hasClass("result") }); len(result) != 1 || result[0].Text() != "sent nothing: "+held {
 		t.Errorf("the held-off poll's result %v\nwant %q", result, "sent nothing: "+held)
 	}
@@ -192,8 +203,8 @@ func TestHeldOffPollLinksToThePollThatMetThe429(t *testing.T) {
 	if len(notes) != 1 || notes[0].Text() != "Poll 1 met the answer that started the hold-off." {
 		t.Fatalf("the held-off poll's page has hold-off notes %v:\n%s", notes, second.Text())
 	}
-	if links := notes[0].all(func(n *node) bool { return n.name == "a" }); len(links) != 1 || links[0].attrs["href"] != "1" {
-		t.Errorf("hold-off note links %v, want one to poll 1 (href \"1\" from /polls/2)", links)
+	if links := notes[0].all(func(n *node) bool { return n.name == "a" }); len(links) != 1 || links[0].attrs["href"] != "polls/1" {
+		t.Errorf("hold-off note links %v, want one to poll 1's text", links)
 	}
 	if len(rows(second)) != 0 {
 		t.Error("the held-off poll's page shows requests")
@@ -253,7 +264,7 @@ func TestPageShowsRequestsNotSent(t *testing.T) {
 	r.poll(t)
 	until, _ := r.client.HoldOff()
 	want := fmt.Sprintf(`/ -> not sent: held off until %s UTC after a 429 with Retry-After "120"`, until.UTC().Format("2006-01-02 15:04:05"))
-	details := rows(render(t, r.pages, "/polls/1"))["location_detail"]
+	details := rows(r.section(t, 1))["location_detail"]
 	if len(details) != 3 || !strings.Contains(details[0], "-> status 429") {
 		t.Fatalf("detail rows:\n%s", strings.Join(details, "\n"))
 	}
@@ -270,7 +281,7 @@ func TestPageSaysNoResponse(t *testing.T) {
 	r := newPollRig(t, sampleservice.Options{Key: "k-1234567890", Locations: 5}, "k-1234567890")
 	r.srv.Close()
 	r.poll(t)
-	for ep, cells := range rows(render(t, r.pages, "/polls/1")) {
+	for ep, cells := range rows(r.section(t, 1)) {
 		if row := strings.Join(cells, "\n"); !strings.Contains(row, "-> no response, ") || !strings.Contains(row, "network: ") || strings.Contains(row, "status 0") {
 			t.Errorf("%s: %s", ep, row)
 		}

@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/common/version"
@@ -33,44 +31,22 @@ func withSecurityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// pollView is a poll as a page shows it: Polls is the way from that page to the poll pages, Title what it is to a target.
-type pollView struct {
-	*collector.PollRecord
-	Polls, Title string
-}
-
 //go:embed pages.html
 var pagesHTML string
 
 var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"duration": func(d time.Duration) time.Duration { return d.Round(time.Microsecond) },
-	"page":     func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
-	"ago":      func(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() },
-	"sections": sections,
+	"utc":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"page": func(r *collector.PollRecord) string { return collector.TargetPage(&url.URL{}, r.Target, r.Module) },
+	"ago":  func(a, t time.Time) string { return max(a.Sub(t), 0).Round(time.Second).String() },
 }).Parse(pagesHTML))
 
-// pages serves the landing page, a page per target and one per poll kept.
+// pages serves the landing page, a page per target and the text of each poll kept.
 type pages struct {
 	metricsPath, singleTarget string
 	demo                      bool // with --demo, singleTarget is the sample service
 	modules                   func() []string
 	recent                    *collector.PollLog
 	logger                    *slog.Logger
-}
-
-// sections lists the polls a target's page shows, each once.
-func sections(st collector.TargetState) []pollView {
-	var out []pollView
-	for i, r := range []*collector.PollRecord{st.Latest, st.Failing, st.HoldOff} {
-		title := [...]string{"latest poll", "first failing poll", "the poll that started the hold-off"}[i]
-		if j := slices.IndexFunc(out, func(v pollView) bool { return r != nil && v.ID == r.ID }); j >= 0 {
-			out[j].Title += ", " + title
-		} else if r != nil {
-			out = append(out, pollView{r, "polls/", strings.ToUpper(title[:1]) + title[1:]})
-		}
-	}
-	return out
 }
 
 // render writes a page whole or not at all; a client that hangs up meanwhile is no error of ours.
@@ -106,16 +82,14 @@ func (p *pages) target(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// poll serves /polls/<id> as text, as blackbox_exporter serves a probe's log; a target's page shows it in full.
 func (p *pages) poll(w http.ResponseWriter, r *http.Request) {
 	id, _ := strconv.ParseUint(r.PathValue("id"), 10, 64) // 0 when no number: ids start at 1
 	rec, ok := p.recent.Get(id)
-	switch {
-	case !ok:
+	if !ok {
 		http.Error(w, "no such poll: each target keeps its latest poll and, while it fails, its first failing poll and the one that started a hold-off", http.StatusNotFound)
-	case r.URL.Query().Get("format") == "text":
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_ = rec.WriteText(w)
-	default:
-		p.render(w, "pollpage", map[string]any{"Poll": pollView{PollRecord: rec}, "Demo": p.demo && rec.Target == p.singleTarget})
+		return
 	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_ = rec.WriteText(w)
 }

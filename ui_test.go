@@ -137,9 +137,9 @@ func render(t *testing.T, p *pages, path string) *node {
 	return parseHTML(t, rec.Body.String())
 }
 
-// TestPagesShowThePoll renders the landing page, the target's page and the
-// poll's page: each escapes what the service sent, links where it should,
-// and shows the failing row before the healthy one.
+// TestPagesShowThePoll renders the landing page and the target's page:
+// each escapes what the service sent, links where it should, and shows the
+// failing row before the healthy one; /polls/<id> is the poll's text.
 func TestPagesShowThePoll(t *testing.T) {
 	p, _ := testPages(t)
 	target := "/target?module=prod%26staging&target=https%3A%2F%2Fdeploy.example.com%2F%3Cb%3Ex%3C%2Fb%3E"
@@ -148,9 +148,8 @@ func TestPagesShowThePoll(t *testing.T) {
 		want  []string
 		links []string
 	}{
-		{"/", []string{"https://deploy.example.com/<b>x</b>", "prod&staging", "failed: locations http_status 500"}, []string{target[1:], "polls/1"}},
-		{target, []string{"Latest poll, first failing poll: poll 1", "?page=2&token=REDACTED", "<Internal Server Error>"}, []string{"polls/1"}},
-		{"/polls/1", []string{"Poll 1", "took 42ms", "?page=2&token=REDACTED", "<Internal Server Error>"}, []string{"../" + target[1:], "1?format=text"}},
+		{"/", []string{"https://deploy.example.com/<b>x</b>", "prod&staging", "failed: locations http_status 500"}, []string{target[1:], target[1:] + "#poll-1"}},
+		{target, []string{"Latest poll, first failing poll: poll 1", "took 42ms", "?page=2&token=REDACTED", "<Internal Server Error>"}, []string{"polls/1"}},
 	} {
 		doc := render(t, p, tc.path)
 		text := doc.Text()
@@ -183,8 +182,8 @@ func TestPagesShowThePoll(t *testing.T) {
 		}
 	}
 	rec = httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/polls/1?format=text", nil))
-	if !strings.Contains(rec.Body.String(), "\nlocations GET https://deploy.example.com/api/projects/locations/?page=2&token=REDACTED -> status 500") {
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/polls/1", nil))
+	if rec.Header().Get("Content-Type") != "text/plain; charset=utf-8" || !strings.Contains(rec.Body.String(), "\nlocations GET https://deploy.example.com/api/projects/locations/?page=2&token=REDACTED -> status 500") {
 		t.Errorf("text view:\n%s", rec.Body.String())
 	}
 }
@@ -210,10 +209,11 @@ func TestStatesAreNeverGreenWithFailures(t *testing.T) {
 			t.Errorf("the page style lacks %s: each state needs a colour of its own", rule)
 		}
 	}
-	for id, want := range map[uint64]string{2: "partial", 3: "failed"} {
-		result := render(t, p, fmt.Sprintf("/polls/%d", id)).all(func(n *node) bool { return n.hasClass("result") })
+	for _, want := range []string{"partial", "failed"} {
+		page := "/target?target=https%3A%2F%2F" + want + ".example.com"
+		result := render(t, p, page).all(func(n *node) bool { return n.hasClass("result") })
 		if len(result) != 1 || !result[0].hasClass(want) {
-			t.Errorf("poll %d: result %v, want class %s", id, result, want)
+			t.Errorf("%s: result %v, want class %s", page, result, want)
 		}
 	}
 }
@@ -274,10 +274,10 @@ func TestTargetsTable(t *testing.T) {
 		for _, a := range tables[0].all(func(n *node) bool { return n.name == "a" }) {
 			links = append(links, a.attrs["href"])
 		}
-		if want := "target?module=staging&target=https%3A%2F%2Fbusy.example.com polls/4 polls/4 " +
-			"target?module=default&target=https%3A%2F%2Fprobe.example.com polls/5 polls/1 " +
-			"target?module=default&target=https%3A%2F%2Fslow.example.com polls/6 " +
-			"target?target=https%3A%2F%2Fdeploy.example.com polls/3"; strings.Join(links, " ") != want {
+		busy, probe := "target?module=staging&target=https%3A%2F%2Fbusy.example.com", "target?module=default&target=https%3A%2F%2Fprobe.example.com"
+		slow, metrics := "target?module=default&target=https%3A%2F%2Fslow.example.com", "target?target=https%3A%2F%2Fdeploy.example.com"
+		if want := busy + " " + busy + "#poll-4 " + busy + "#poll-4 " + probe + " " + probe + "#poll-5 " + probe + "#poll-1 " +
+			slow + " " + slow + "#poll-6 " + metrics + " " + metrics + "#poll-3"; strings.Join(links, " ") != want {
 			t.Errorf("targets table links\n%s\nwant each target's page, its last poll and its first failing one\n%s", strings.Join(links, " "), want)
 		}
 	})
@@ -323,7 +323,7 @@ func TestProbeFormPreselectsTheDefaultModule(t *testing.T) {
 // scrolls sideways. The browser check in test/browser measures the result.
 func TestPagesFitAPhone(t *testing.T) {
 	p, _ := testPages(t)
-	for _, path := range []string{"/", "/polls/1", "/target?module=prod%26staging&target=https%3A%2F%2Fdeploy.example.com%2F%3Cb%3Ex%3C%2Fb%3E"} {
+	for _, path := range []string{"/", "/target?module=prod%26staging&target=https%3A%2F%2Fdeploy.example.com%2F%3Cb%3Ex%3C%2Fb%3E"} {
 		doc := render(t, p, path)
 		for _, table := range doc.all(func(n *node) bool { return n.name == "table" }) {
 			if !table.hasClass("stack") {

@@ -51,7 +51,7 @@ func newPollRecord(target, module string, s *Snapshot) *PollRecord {
 }
 
 func makeRecord(target, module string, s *Snapshot, reqs []client.TraceRequest, dropped int) *PollRecord {
-	rec := &PollRecord{Start: s.Start, Duration: s.Duration, Target: target, Module: module, Projects: s.Projects, Locations: s.Locations}
+	rec := &PollRecord{Start: s.Start, Duration: s.Duration.Round(time.Microsecond), Target: target, Module: module, Projects: s.Projects, Locations: s.Locations}
 	for _, r := range reqs {
 		if r.HoldOffUntil.After(rec.metUntil) {
 			rec.metUntil, rec.retryAfter, rec.heldStatus = r.HoldOffUntil, r.RetryAfter, r.Status
@@ -127,10 +127,10 @@ func (rec *PollRecord) row(r client.TraceRequest) Row {
 	return row
 }
 
-// WriteText writes rec as plain text, for /polls/<id>?format=text and /probe?debug=true.
+// WriteText writes rec as plain text, for /polls/<id> and /probe?debug=true.
 func (rec *PollRecord) WriteText(w io.Writer) error {
 	lines := append([]string{fmt.Sprintf("Poll %d of %s%s\nStarted %s, took %s: %s", rec.ID, rec.Target, strings.TrimSuffix(", module "+rec.Module, ", module "),
-		rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration.Round(time.Microsecond), rec.Summary)}, rec.Notes...)
+		rec.Start.UTC().Format(time.RFC3339Nano), rec.Duration, rec.Summary)}, rec.Notes...)
 	if rec.HoldOffPoll != 0 {
 		lines = append(lines, fmt.Sprintf("Poll %d met the answer that started the hold-off: /polls/%d", rec.HoldOffPoll, rec.HoldOffPoll))
 	}
@@ -196,20 +196,29 @@ func (l *PollLog) Add(rec *PollRecord) {
 	}
 }
 
-// Polls lists st's polls, each once.
-func (st TargetState) Polls() []*PollRecord {
-	var out []*PollRecord
-	for _, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
-		if r != nil && !slices.Contains(out, r) {
-			out = append(out, r)
+// Section is one of a target's kept polls, titled by what it is to the target.
+type Section struct {
+	Title string
+	*PollRecord
+}
+
+// Polls lists st's polls, each once, the latest first.
+func (st TargetState) Polls() []Section {
+	var out []Section
+	for i, r := range []*PollRecord{st.Latest, st.Failing, st.HoldOff} {
+		title := [...]string{"Latest poll", "first failing poll", "the poll that started the hold-off"}[i]
+		if j := slices.IndexFunc(out, func(s Section) bool { return s.PollRecord == r }); j >= 0 {
+			out[j].Title += ", " + title
+		} else if r != nil {
+			out = append(out, Section{strings.ToUpper(title[:1]) + title[1:], r})
 		}
 	}
 	return out
 }
 
 func (st TargetState) bytes() (n int) {
-	for _, r := range st.Polls() {
-		n += r.size
+	for _, s := range st.Polls() {
+		n += s.size
 	}
 	return n
 }
@@ -217,8 +226,8 @@ func (st TargetState) bytes() (n int) {
 // Get returns the poll with the given id, if it is still kept.
 func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
 	for _, st := range l.Targets() {
-		if i := slices.IndexFunc(st.Polls(), func(r *PollRecord) bool { return r.ID == id }); i >= 0 {
-			return st.Polls()[i], true
+		if i := slices.IndexFunc(st.Polls(), func(s Section) bool { return s.ID == id }); i >= 0 {
+			return st.Polls()[i].PollRecord, true
 		}
 	}
 	return nil, false
@@ -247,8 +256,8 @@ func (l *PollLog) Targets() []TargetState {
 // recordOf returns the kept record of the poll behind s, else a new one.
 func (l *PollLog) recordOf(target, module string, s *Snapshot) *PollRecord {
 	st, _ := l.Target(target, module)
-	if i := slices.IndexFunc(st.Polls(), func(r *PollRecord) bool { return r.Start.Equal(s.Start) }); i >= 0 {
-		return st.Polls()[i]
+	if i := slices.IndexFunc(st.Polls(), func(p Section) bool { return p.Start.Equal(s.Start) }); i >= 0 {
+		return st.Polls()[i].PollRecord
 	}
 	return newPollRecord(target, module, s)
 }

@@ -245,7 +245,7 @@ func TestNoSecretInLogsPagesOrMetrics(t *testing.T) {
 	var text strings.Builder
 	for _, st := range recent.Targets() {
 		for _, rec := range st.Polls() {
-			fmt.Fprintf(&text, "%+v\n", *rec)
+			fmt.Fprintf(&text, "%+v\n", *rec.PollRecord)
 			_ = rec.WriteText(&text)
 		}
 	}

@@ -3,8 +3,8 @@
 // nothing listens, a module whose key is refused, and a small service of
 // this script's own whose list names itself as its next page, that
 // redirects to a login page, that answers slowly, or whose first detail
-// view answers 429), then loads the landing page, target pages and poll
-// pages with failures in headless Chromium at 1280 and 390 px wide. It
+// view answers 429), then loads the landing page and the target pages,
+// with failures, in headless Chromium at 1280 and 390 px wide. It
 // asserts that nothing overflows the viewport, that the failing rows come
 // first, that a poll with failures or slowness is never shown in green (a
 // failed pagination step included), that the pages say they show the
@@ -106,7 +106,7 @@ function layoutProblems() {
 }
 
 // orderProblems runs in the page: failing rows come before healthy ones,
-// in the targets table and in each poll's requests.
+// in the targets table and in each kept poll's requests.
 function orderProblems() {
   const problems = [];
   const rank = (el) => ['failed', 'partial', 'slow', 'notsent', 'ok'].findIndex((c) => el.classList.contains(c));
@@ -256,6 +256,7 @@ async function main() {
     check(/^up, slow: root 2\.\d+s$/.test(slowState.state) && slowState.colour !== green, `a slow service is not a green "up" (${JSON.stringify(slowState)})`);
 
     check(await page.$('#demo') !== null, 'the landing page says it shows the embedded sample service');
+    // The "Last poll" link of a target: its page, at the poll's section.
     const pollOf = async (target) => {
       await page.goto(`${base}/`);
       return page.$$eval('#targets tbody tr', (rows, t) => {
@@ -284,19 +285,19 @@ async function main() {
         `the held-off target's summary names the location and the Retry-After (${state})`);
     }
 
+    const section = (href) => `section#${href.split('#')[1]}`;
     if (ssoPoll) {
       await page.goto(`${base}/${ssoPoll}`);
-      const text = await page.textContent('section');
+      const text = await page.textContent(section(ssoPoll));
       check(/another origin than/.test(text) && /the key is never sent there/.test(text),
         `a redirect to another origin says it was not followed and the key not sent: ${text.replace(/\s+/g, ' ').slice(0, 200)}`);
       check(text.includes('https://sso.example.test/accounts/login/?next=/api/'), 'the Location is shown as sent');
     }
     if (refusedPoll) {
       await page.goto(`${base}/${refusedPoll}`);
-      const text = await page.textContent('section');
+      const text = await page.textContent(section(refusedPoll));
       check(/WWW-Authenticate: Token/.test(text), 'a refused key shows the WWW-Authenticate header');
-      check(/refused the exporter's key/.test(await page.textContent('body')), 'a refused key says so in plain words');
-      check(await page.$('#demo') !== null, 'a poll page of --demo says it shows the sample service');
+      check(/refused the exporter's key/.test(text), 'a refused key says so in plain words');
     }
 
     await page.goto(`${base}/`);
@@ -308,9 +309,9 @@ async function main() {
       'the probe form submits under the Content-Security-Policy');
 
     const pages = [['landing', '/']];
-    if (failedPoll) pages.push(['poll-failed', '/' + failedPoll.href]);
-    if (partialPoll) pages.push(['poll-partial', '/' + partialPoll.href]);
-    if (loopPoll) pages.push(['poll-pagination', '/' + loopPoll]);
+    if (failedPoll) pages.push(['target-failed', '/' + failedPoll.href]);
+    if (partialPoll) pages.push(['target-partial', '/' + partialPoll.href]);
+    if (loopPoll) pages.push(['target-pagination', '/' + loopPoll]);
     if (throttledPage) pages.push(['target-held-off', '/' + throttledPage]);
     const metricsPage = targetPages[`${demo}|— (/metrics)`];
     if (metricsPage) {
@@ -318,6 +319,7 @@ async function main() {
       await page.goto(`${base}/${metricsPage}`);
       const h1 = await page.textContent('h1');
       check(h1 === `Target ${demo}`, `the /metrics target is called by its URL (${h1})`);
+      check(await page.$('#demo') !== null, 'the page of the --demo service says it shows the sample service');
     }
     if (targetPages[`${oddBase}/slow|default`]) pages.push(['target-slow', '/' + targetPages[`${oddBase}/slow|default`]]);
     for (const width of widths) {

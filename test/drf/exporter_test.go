@@ -14,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -500,12 +501,12 @@ func TestRefusedKey(t *testing.T) {
 			m.wantAbsent("deployment_service_projects")
 			m.wantAbsent("deployment_service_locations")
 
-			text := e.page("/polls/1?format=text")
+			text := e.page("/polls/1")
 			if want := fmt.Sprintf("    Body: %q\n", tc.detail); !strings.Contains(text, want) || strings.Contains(text, "status 401, 0 bytes") {
 				t.Errorf("the poll's text view lacks %q or counts no bytes:\n%s", want, text)
 			}
-			if page := e.page("/polls/1"); !strings.Contains(page, tc.detail) {
-				t.Errorf("the poll page lacks %q", tc.detail)
+			if page := e.page(e.targetPage()); !strings.Contains(page, tc.detail) {
+				t.Errorf("the target's page lacks %q", tc.detail)
 			}
 			e.scrape()
 			e.scrape()
@@ -529,6 +530,11 @@ func TestRefusedKey(t *testing.T) {
 
 // page fetches a page of the exporter, keeping it to be searched for the
 // key.
+// targetPage is the path of the page of the service behind /metrics.
+func (e *exporter) targetPage() string {
+	return "/target?target=" + url.QueryEscape(e.svc.url+"/"+e.prefix)
+}
+
 func (e *exporter) page(path string) string {
 	e.t.Helper()
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + e.addr + path)
@@ -610,17 +616,17 @@ func TestThrottled(t *testing.T) {
 		second.want(until, "deployment_service_hold_off_until_timestamp_seconds")
 	}
 
-	// The poll pages say what DRF answered and link the held-off poll to
+	// The polls' text says what DRF answered and link the held-off poll to
 	// the one that met the 429.
-	if text := e.page("/polls/1?format=text"); !strings.Contains(text, `Body: "Request was throttled. Expected available in `) || !strings.Contains(text, "    Retry-After: ") {
+	if text := e.page("/polls/1"); !strings.Contains(text, `Body: "Request was throttled. Expected available in `) || !strings.Contains(text, "    Retry-After: ") {
 		t.Errorf("the text view of the poll that met the 429 lacks DRF's detail or Retry-After:\n%s", text)
 	}
-	if text := e.page("/polls/2?format=text"); !strings.Contains(text, ": sent nothing: held off until ") || !strings.Contains(text, ` after a 429 with Retry-After "`) ||
+	if text := e.page("/polls/2"); !strings.Contains(text, ": sent nothing: held off until ") || !strings.Contains(text, ` after a 429 with Retry-After "`) ||
 		!strings.Contains(text, "Poll 1 met the answer that started the hold-off: /polls/1") {
 		t.Errorf("the text view of the held-off poll does not name the poll that met the 429:\n%s", text)
 	}
-	if page := e.page("/polls/2"); !strings.Contains(page, `<a href="1">Poll 1</a> met the answer that started the hold-off.`) {
-		t.Errorf("the held-off poll's page does not link to poll 1:\n%s", page)
+	if page := e.page(e.targetPage()); !strings.Contains(page, `<a href="polls/1">Poll 1</a> met the answer that started the hold-off.`) {
+		t.Errorf("the target's page does not link the held-off poll to poll 1:\n%s", page)
 	}
 }
 
