@@ -55,6 +55,9 @@ func validate(f settings) (*settings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--api.http-config.file %s: %w", f.httpConfigFile, err)
 	}
+	if f.externalURL != nil && *f.externalURL == (url.URL{}) { // given empty, as templates do: not set
+		f.externalURL = nil
+	}
 	m, loc, p, u := &f.module, &f.module.Locations, f.metricsPath, f.externalURL
 	for _, c := range []struct {
 		bad bool

@@ -401,3 +401,18 @@ func TestWholeNumberFlagsAreDecimal(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyExternalURLIsUnset: --web.external-url= (as a template without a value writes it) sets no URL.
+func TestEmptyExternalURLIsUnset(t *testing.T) {
+	f, err := parseArgs([]string{"--demo", "--web.external-url="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := validate(*f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.externalURL != nil {
+		t.Errorf("external URL %v, want none", s.externalURL)
+	}
+}

@@ -69,7 +69,8 @@ type Client struct {
 func (cfg Config) WithDefaults() Config {
 	cfg.Concurrency = cmp.Or(max(cfg.Concurrency, 0), DefaultConcurrency)
 	cfg.MaxPages = cmp.Or(max(cfg.MaxPages, 0), DefaultMaxPages)
-	cfg.MaxResponseBytes = cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes)
+	// At most 1 PiB, more than any answer: the bounds computed from it cannot overflow.
+	cfg.MaxResponseBytes = min(cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes), 1<<50)
 	return cfg
 }
 

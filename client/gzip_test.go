@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -117,6 +118,8 @@ func TestGzipAnswers(t *testing.T) {
 		{name: "gzip in a list with identity", encoding: "identity, gzip", body: compressed},
 		{name: "gzip although not asked for", encoding: "gzip", body: compressed, mod: func(c *Config) { c.DisableGzip = true }},
 		{name: "streamed without a length", encoding: "gzip", body: compressed, length: -1},
+		{name: "the largest limit there is, gzip", encoding: "gzip", body: compressed, mod: func(c *Config) { c.MaxResponseBytes = math.MaxInt64 }},
+		{name: "the largest limit there is, plain", encoding: "identity", body: []byte(body), mod: func(c *Config) { c.MaxResponseBytes = math.MaxInt64 }},
 		{name: "the limit is on the decompressed bytes", encoding: "gzip", body: compressed,
 			mod: func(c *Config) { c.MaxResponseBytes = int64(len(body)) - 1 }, reason: ReasonTooLarge},
 		{name: "a declared length past the compressed bound", encoding: "gzip", body: compressed, length: 1 << 30,
