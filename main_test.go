@@ -19,6 +19,7 @@ import (
 	"maps"
 	"math"
 	"math/big"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -95,14 +96,25 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// freeAddr returns a loopback address nothing listens on, its port below the kernel's ephemeral range: a port
+// the kernel handed out for ":0" may go to the next ":0" listener, such as the one of --demo's sample service.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if n, err := strconv.Atoi(strings.Fields(string(b) + " 0")[0]); err == nil && n > 11000 {
+			low = n
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+mathrand.IntN(low-10000)))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			_ = l.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
 
 func startExporter(t *testing.T, env []string, args ...string) *exporter {
