@@ -140,16 +140,19 @@ func ParseTarget(raw string) (*url.URL, error) {
 	if len(raw) > MaxTargetBytes {
 		return nil, fmt.Errorf("URL is longer than %d bytes", MaxTargetBytes)
 	}
-	switch u, err := ParseBaseURL(raw); {
+	u, err := ParseBaseURL(raw)
+	switch {
 	case err != nil:
 		return nil, err
 	case strings.Contains(u.Hostname(), "%"):
 		return nil, errors.New("URL host must not be an IPv6 address with a zone (%25)")
 	case !HostWithinBounds(u.Hostname()):
 		return nil, fmt.Errorf("URL host is longer than %d bytes or has a label longer than %d", maxHostBytes, maxLabelBytes)
-	default:
-		return normalizeBaseURL(u), nil
 	}
+	if u := normalizeBaseURL(u); len(u.String()) <= MaxTargetBytes { // escapes may lengthen it
+		return u, nil
+	}
+	return nil, fmt.Errorf("URL is longer than %d bytes once its bytes are escaped", MaxTargetBytes)
 }
 
 // HostWithinBounds tells whether host is within maxHostBytes and maxLabelBytes.
