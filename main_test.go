@@ -1428,3 +1428,19 @@ func TestLocationsFlagsGiven(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryLeavesOutAllocTotal: the Go collector's counter that would make one OpenMetrics family twice is left out, the gauge kept.
+func TestRegistryLeavesOutAllocTotal(t *testing.T) {
+	mfs, err := newRegistry(true).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	if names["go_memstats_alloc_bytes_total"] || !names["go_memstats_alloc_bytes"] || !names["go_gc_heap_allocs_bytes_total"] {
+		t.Errorf("go_memstats_alloc_bytes_total %v (want false), go_memstats_alloc_bytes %v, go_gc_heap_allocs_bytes_total %v (want true)",
+			names["go_memstats_alloc_bytes_total"], names["go_memstats_alloc_bytes"], names["go_gc_heap_allocs_bytes_total"])
+	}
+}
