@@ -67,6 +67,7 @@ func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, err := g.t.rt.RoundTrip(req)
+	g.t.redact.refresh()
 	if err == nil && resp.StatusCode/100 == 3 {
 		if _, perr := req.URL.Parse(resp.Header.Get("Location")); perr != nil {
 			resp.Header.Set("Location", "")

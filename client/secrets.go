@@ -255,13 +255,22 @@ func (s *secrets) clean(text string) string {
 	if s == nil || text == "" {
 		return text
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs == nil {
+		s.learn(s.values())
+	}
+	return s.redact(text)
+}
+
+// refresh learns the secrets again if a file changed; the transport calls it once a request has been sent.
+func (s *secrets) refresh() {
 	vals, from := s.values()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.runs == nil || from != s.from {
 		s.learn(vals, from)
 	}
-	return s.redact(text)
 }
 
 func (s *secrets) learn(vals []string, from string) {
