@@ -225,9 +225,12 @@ func (st TargetState) bytes() (n int) {
 
 // Get returns the poll with the given id, if it is still kept.
 func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
-	for _, st := range l.Targets() {
-		if i := slices.IndexFunc(st.Polls(), func(s Section) bool { return s.ID == id }); i >= 0 {
-			return st.Polls()[i].PollRecord, true
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.targets {
+		polls := st.Polls()
+		if i := slices.IndexFunc(polls, func(s Section) bool { return s.ID == id }); i >= 0 {
+			return polls[i].PollRecord, true
 		}
 	}
 	return nil, false
@@ -256,8 +259,9 @@ func (l *PollLog) Targets() []TargetState {
 // recordOf returns the kept record of the poll behind s, else a new one.
 func (l *PollLog) recordOf(target, module string, s *Snapshot) *PollRecord {
 	st, _ := l.Target(target, module)
-	if i := slices.IndexFunc(st.Polls(), func(p Section) bool { return p.Start.Equal(s.Start) }); i >= 0 {
-		return st.Polls()[i].PollRecord
+	polls := st.Polls()
+	if i := slices.IndexFunc(polls, func(p Section) bool { return p.Start.Equal(s.Start) }); i >= 0 {
+		return polls[i].PollRecord
 	}
 	return newPollRecord(target, module, s)
 }
