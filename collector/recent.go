@@ -172,10 +172,12 @@ func (l *PollLog) Add(rec *PollRecord) {
 	st := l.targets[key]
 	l.bytes -= st.bytes()
 	met := st.HoldOff
-	for _, o := range l.targets {
-		if len(rec.Rows) == 0 && rec.heldStatus != 0 && o.HoldOff != nil && o.HoldOff.metUntil.Equal(rec.HeldOffUntil) {
-			met, rec.HoldOffPoll = o.HoldOff, o.HoldOff.ID
-			rec.Summary = "sent nothing: " + heldWords(rec.heldStatus, rec.HeldOffUntil, met.retryAfter)
+	if len(rec.Rows) == 0 && rec.heldStatus != 0 {
+		for _, o := range l.targets {
+			if o.HoldOff != nil && o.HoldOff.metUntil.Equal(rec.HeldOffUntil) {
+				met, rec.HoldOffPoll = o.HoldOff, o.HoldOff.ID
+				rec.Summary = "sent nothing: " + heldWords(rec.heldStatus, rec.HeldOffUntil, met.retryAfter)
+			}
 		}
 	}
 	if !rec.metUntil.IsZero() && (met == nil || rec.metUntil.After(met.metUntil)) {
