@@ -374,8 +374,10 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 		h.modules[module] = shared
 	}
 	e := &probeEntry{target: target, module: shared, lastUsed: time.Now()}
-	if e.stats = NewTargetStats(name, TargetPage(h.ExternalURL, name, module)); old != nil {
+	if old != nil {
 		e.stats = old.stats // the counters live as long as the pair is cached
+	} else {
+		e.stats = NewTargetStats(name, TargetPage(h.ExternalURL, name, module))
 	}
 	// A pool of its own, emptied when each poll ends: as blackbox_exporter's, no connection waits between probes.
 	t, err := shared.transport.WithOwnPool()
