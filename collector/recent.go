@@ -309,12 +309,14 @@ func failureKind(err error, status int) string {
 	if status != 0 {
 		kind += " " + strconv.Itoa(status)
 	}
-	if c, ok := map[string]string{client.CauseConnectionRefused: "connection refused", client.CauseNameNotFound: "name not found",
-		client.CauseTLS: "TLS", client.CauseConnectionReset: "connection reset"}[client.CauseOf(err)]; ok {
+	if c, ok := causeWords[client.CauseOf(err)]; ok {
 		kind += " (" + c + ")"
 	}
 	return kind
 }
+
+var causeWords = map[string]string{client.CauseConnectionRefused: "connection refused", client.CauseNameNotFound: "name not found",
+	client.CauseTLS: "TLS", client.CauseConnectionReset: "connection reset"}
 
 // failures names what failed in s and how, the highest status first, failing detail views by location id.
 func failures(s *Snapshot) string {
