@@ -150,9 +150,11 @@ func (m *Metrics) gatherer(s *Snapshot, t *TargetStats) prometheus.Gatherer {
 				byFamily[f] = mf
 				out = append(out, mf)
 			}
-			metric := &dto.Metric{Gauge: &dto.Gauge{Value: &v}}
+			metric := &dto.Metric{}
 			if f.typ == dto.MetricType_COUNTER {
-				metric = &dto.Metric{Counter: &dto.Counter{Value: &v}}
+				metric.Counter = &dto.Counter{Value: &v}
+			} else {
+				metric.Gauge = &dto.Gauge{Value: &v}
 			}
 			for _, i := range f.order {
 				if labels[i] != "" { // an empty label is no label
