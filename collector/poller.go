@@ -438,7 +438,9 @@ func (p *Poller) checkDetail(c *poll, id int64) {
 	if c.detailStart.IsZero() || start.Before(c.detailStart) {
 		c.detailStart = start
 	}
-	c.detailEnd = slices.MaxFunc([]time.Time{c.detailEnd, end}, time.Time.Compare)
+	if end.After(c.detailEnd) {
+		c.detailEnd = end
+	}
 	if r.Err != nil {
 		c.failDetail(r.Status, r.Err)
 	}

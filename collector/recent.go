@@ -172,10 +172,12 @@ func (l *PollLog) Add(rec *PollRecord) {
 	st := l.targets[key]
 	l.bytes -= st.bytes()
 	met := st.HoldOff
-	for _, o := range l.targets {
-		if len(rec.Rows) == 0 && rec.heldStatus != 0 && o.HoldOff != nil && o.HoldOff.metUntil.Equal(rec.HeldOffUntil) {
-			met, rec.HoldOffPoll = o.HoldOff, o.HoldOff.ID
-			rec.Summary = "sent nothing: " + heldWords(rec.heldStatus, rec.HeldOffUntil, met.retryAfter)
+	if len(rec.Rows) == 0 && rec.heldStatus != 0 {
+		for _, o := range l.targets {
+			if o.HoldOff != nil && o.HoldOff.metUntil.Equal(rec.HeldOffUntil) {
+				met, rec.HoldOffPoll = o.HoldOff, o.HoldOff.ID
+				rec.Summary = "sent nothing: " + heldWords(rec.heldStatus, rec.HeldOffUntil, met.retryAfter)
+			}
 		}
 	}
 	if !rec.metUntil.IsZero() && (met == nil || rec.metUntil.After(met.metUntil)) {
@@ -225,9 +227,12 @@ func (st TargetState) bytes() (n int) {
 
 // Get returns the poll with the given id, if it is still kept.
 func (l *PollLog) Get(id uint64) (*PollRecord, bool) {
-	for _, st := range l.Targets() {
-		if i := slices.IndexFunc(st.Polls(), func(s Section) bool { return s.ID == id }); i >= 0 {
-			return st.Polls()[i].PollRecord, true
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.targets {
+		polls := st.Polls()
+		if i := slices.IndexFunc(polls, func(s Section) bool { return s.ID == id }); i >= 0 {
+			return polls[i].PollRecord, true
 		}
 	}
 	return nil, false
@@ -256,8 +261,9 @@ func (l *PollLog) Targets() []TargetState {
 // recordOf returns the kept record of the poll behind s, else a new one.
 func (l *PollLog) recordOf(target, module string, s *Snapshot) *PollRecord {
 	st, _ := l.Target(target, module)
-	if i := slices.IndexFunc(st.Polls(), func(p Section) bool { return p.Start.Equal(s.Start) }); i >= 0 {
-		return st.Polls()[i].PollRecord
+	polls := st.Polls()
+	if i := slices.IndexFunc(polls, func(p Section) bool { return p.Start.Equal(s.Start) }); i >= 0 {
+		return polls[i].PollRecord
 	}
 	return newPollRecord(target, module, s)
 }
@@ -303,12 +309,14 @@ func failureKind(err error, status int) string {
 	if status != 0 {
 		kind += " " + strconv.Itoa(status)
 	}
-	if c, ok := map[string]string{client.CauseConnectionRefused: "connection refused", client.CauseNameNotFound: "name not found",
-		client.CauseTLS: "TLS", client.CauseConnectionReset: "connection reset"}[client.CauseOf(err)]; ok {
+	if c, ok := causeWords[client.CauseOf(err)]; ok {
 		kind += " (" + c + ")"
 	}
 	return kind
 }
+
+var causeWords = map[string]string{client.CauseConnectionRefused: "connection refused", client.CauseNameNotFound: "name not found",
+	client.CauseTLS: "TLS", client.CauseConnectionReset: "connection reset"}
 
 // failures names what failed in s and how, the highest status first, failing detail views by location id.
 func failures(s *Snapshot) string {

@@ -41,6 +41,7 @@ type Metrics struct {
 type family struct {
 	name, help string
 	labels     []string
+	order      []int // the labels' indices, by name, as the exposition wants them
 	typ        dto.MetricType
 }
 
@@ -66,7 +67,12 @@ func (t *TargetStats) ObservePoll(up bool) {
 // NewMetrics describes the families; infoFields become labels of location_info after location_id.
 func NewMetrics(infoFields []string) *Metrics {
 	f := func(name, help string, labels ...string) *family {
-		return &family{name: namespace + "_" + name, help: help, labels: labels, typ: dto.MetricType_GAUGE}
+		order := make([]int, len(labels))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return strings.Compare(labels[a], labels[b]) })
+		return &family{name: namespace + "_" + name, help: help, labels: labels, order: order, typ: dto.MetricType_GAUGE}
 	}
 	return &Metrics{
 		up:               f("up", "Whether the API root, project list and location list all answered well in this scrape (1) or not (0)."),
@@ -144,16 +150,17 @@ func (m *Metrics) gatherer(s *Snapshot, t *TargetStats) prometheus.Gatherer {
 				byFamily[f] = mf
 				out = append(out, mf)
 			}
-			metric := &dto.Metric{Gauge: &dto.Gauge{Value: &v}}
+			metric := &dto.Metric{}
 			if f.typ == dto.MetricType_COUNTER {
-				metric = &dto.Metric{Counter: &dto.Counter{Value: &v}}
+				metric.Counter = &dto.Counter{Value: &v}
+			} else {
+				metric.Gauge = &dto.Gauge{Value: &v}
 			}
-			for i, l := range labels {
-				if l != "" { // an empty label is no label
-					metric.Label = append(metric.Label, &dto.LabelPair{Name: &f.labels[i], Value: &l})
+			for _, i := range f.order {
+				if labels[i] != "" { // an empty label is no label
+					metric.Label = append(metric.Label, &dto.LabelPair{Name: &f.labels[i], Value: &labels[i]})
 				}
 			}
-			slices.SortFunc(metric.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 			mf.Metric = append(mf.Metric, metric)
 		})
 		return out, nil
@@ -369,8 +376,10 @@ func (h *ProbeHandler) newEntry(target *url.URL, name, module string, m ProbeMod
 		h.modules[module] = shared
 	}
 	e := &probeEntry{target: target, module: shared, lastUsed: time.Now()}
-	if e.stats = NewTargetStats(name, TargetPage(h.ExternalURL, name, module)); old != nil {
+	if old != nil {
 		e.stats = old.stats // the counters live as long as the pair is cached
+	} else {
+		e.stats = NewTargetStats(name, TargetPage(h.ExternalURL, name, module))
 	}
 	// A pool of its own, emptied when each poll ends: as blackbox_exporter's, no connection waits between probes.
 	t, err := shared.transport.WithOwnPool()
